@@ -1,0 +1,1 @@
+"""One thin router per chapter: query params -> params model -> sim -> response model."""
