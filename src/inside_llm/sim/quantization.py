@@ -1,0 +1,317 @@
+"""Quantization: weights stored in fewer bits, with real numeric quantizers on numpy arrays.
+
+Formats (weights only; activations and the KV cache stay 16-bit here):
+  bf16  1 sign, 8 exponent, 7 mantissa bits; float32 rounded to nearest-even on its top 16 bits.
+  fp16  IEEE half (1, 5, 10); numpy's own float16 cast, which rounds to nearest-even.
+  fp8   OCP/NVIDIA E4M3 ("fn"): 1 sign, 4 exponent bits (bias 7), 3 mantissa bits, no infinities,
+        max 448, subnormals down to 2^-9; round-to-nearest-even, saturating at +-448. One fp32 scale per
+        output channel (row): w ~= s * e4m3(w / s) with s = max|row| / 448, so each row fills the grid.
+  int8, int4  integer codes with one fp16 scale per group of `group_size` consecutive weights along the
+        input (reduction) axis, as GPTQ/AWQ do. Symmetric (default): codes in [-(2^(b-1)-1), 2^(b-1)-1],
+        s = max|group| / (2^(b-1)-1), no zero point (int4 -> 15 levels). Asymmetric: codes in [0, 2^b-1]
+        with an fp16 zero point per group (int4 -> 16 levels). Scales are themselves rounded to fp16,
+        because that is what is stored and counted in the bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from inside_llm.sim.derivation import Derivation, derive
+
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
+INT_BITS = {"int8": 8, "int4": 4}
+E4M3_MAX = 448.0          # (1 + 6/8) * 2^(15 - 7): exponent field 1111 with mantissa 111 is NaN
+E4M3_MIN_NORMAL_EXP = -6  # exponent field 0001 -> 2^(1 - 7)
+E4M3_MANTISSA_BITS = 3
+SCALE_BITS = 16           # int group scales and zero points are fp16
+FP8_SCALE_BITS = 32       # fp8 per-channel scale is fp32
+FORMAT_SOURCES = (
+    "OCP 8-bit Floating Point Specification (OFP8) rev 1.0, 2023: E4M3 encoding, max 448, NaN S.1111.111",
+    "Micikevicius et al., FP8 Formats for Deep Learning, arXiv:2209.05433",
+    "Frantar et al., GPTQ, arXiv:2210.17323; Lin et al., AWQ, arXiv:2306.00978 (group-wise int weights)",
+)
+
+
+def _check(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+
+
+def bits_per_weight(precision: str, group_size: int = 128, symmetric: bool = True,
+                    row_length: int = 8192) -> float:
+    """Stored bits per weight INCLUDING scales/zero points.
+
+    group_size: int formats; 0 means one scale per output row of `row_length` weights.
+    row_length: weights per output row (8192 = hidden size of a 70B Llama), used by fp8's per-row
+    scale and by int formats when group_size == 0.
+    """
+    _check(precision)
+    if precision in ("bf16", "fp16"):
+        return 16.0
+    if precision == "fp8":
+        return 8.0 + FP8_SCALE_BITS / row_length
+    per = group_size if group_size > 0 else row_length
+    extra = SCALE_BITS * (1 if symmetric else 2)   # scale (+ zero point)
+    return INT_BITS[precision] + extra / per
+
+
+def bytes_per_weight(precision: str, group_size: int = 128, symmetric: bool = True,
+                     row_length: int = 8192) -> float:
+    """Bytes per weight including scales, e.g. int4 g128 symmetric: 4.125 bits = 0.515625 bytes."""
+    return bits_per_weight(precision, group_size, symmetric, row_length) / 8.0
+
+
+def bytes_per_weight_math(precision: str, group_size: int = 128, symmetric: bool = True,
+                          row_length: int = 8192) -> Derivation:
+    """The show-the-math for bytes_per_weight."""
+    value = bytes_per_weight(precision, group_size, symmetric, row_length)
+    if precision in ("bf16", "fp16"):
+        return derive(value, "bytes/weight", "16 bits / 8", {"bits": (16, "bits")},
+                      ["no scales: every weight stored as a 16-bit float"])
+    if precision == "fp8":
+        return derive(value, "bytes/weight", "(8 + scale_bits / row_length) / 8",
+                      {"code_bits": (8, "bits"), "scale_bits": (FP8_SCALE_BITS, "bits"),
+                       "row_length": (row_length, "weights")},
+                      ["E4M3 code per weight, one fp32 scale per output row"], FORMAT_SOURCES[:2])
+    per = group_size if group_size > 0 else row_length
+    n_meta = 1 if symmetric else 2
+    return derive(value, "bytes/weight", "(code_bits + n_meta * 16 / group_size) / 8",
+                  {"code_bits": (INT_BITS[precision], "bits"), "n_meta": (n_meta, "fp16 values per group"),
+                   "group_size": (per, "weights")},
+                  ["symmetric: one fp16 scale per group" if symmetric
+                   else "asymmetric: fp16 scale and fp16 zero point per group",
+                   "groups run along the input (reduction) dimension"], FORMAT_SOURCES[2:])
+
+
+# ---- formats -------------------------------------------------------------------------------------
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest bfloat16 (ties to even), returned as float32. Relative error <= 2^-8."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bias = 0x7FFF + ((u >> 16) & 1)                   # round-to-nearest-even on the dropped 16 bits
+    r = ((u + bias) & 0xFFFF0000).astype(np.uint32)
+    out = r.view(np.float32).reshape(np.shape(x))
+    return np.where(np.isnan(x), np.float32(np.nan), out)
+
+
+def round_fp16(x: np.ndarray) -> np.ndarray:
+    """float32 -> IEEE half (numpy rounds to nearest-even) -> float32."""
+    return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def e4m3_grid() -> np.ndarray:
+    """All 127 non-negative finite E4M3 values, ascending (0, subnormals m*2^-9, normals ... 448)."""
+    codes = np.arange(0x7F)                           # 0x7F is NaN
+    exp_field, mant = codes >> 3, codes & 7
+    sub = mant * 2.0 ** (E4M3_MIN_NORMAL_EXP - E4M3_MANTISSA_BITS)
+    norm = (1 + mant / 8.0) * 2.0 ** (exp_field - 7.0)
+    return np.where(exp_field == 0, sub, norm)
+
+
+def round_e4m3(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest E4M3 value (ties to even mantissa), saturating to +-448. float64 out."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.minimum(np.abs(x), E4M3_MAX)
+    _, e = np.frexp(a)                                # a = m * 2^e, m in [0.5, 1): binade exponent e-1
+    binade = np.maximum(e - 1, E4M3_MIN_NORMAL_EXP)   # below 2^-6 the spacing is the subnormal one
+    step = np.ldexp(1.0, binade - E4M3_MANTISSA_BITS)
+    q = np.minimum(np.round(a / step) * step, E4M3_MAX)   # np.round is round-half-to-even
+    return np.copysign(q, x)
+
+
+def e4m3_fields(v: float) -> tuple[int, int, int]:
+    """(sign, exponent field, mantissa field) of a value already on the E4M3 grid."""
+    sign = int(math.copysign(1.0, v) < 0)
+    a = abs(v)
+    if a < 2.0 ** E4M3_MIN_NORMAL_EXP:
+        return sign, 0, int(round(a / 2.0 ** (E4M3_MIN_NORMAL_EXP - 3)))
+    m, e = math.frexp(a)
+    return sign, e - 1 + 7, int(round((2 * m - 1) * 8))
+
+
+# ---- quantizers ----------------------------------------------------------------------------------
+
+def fp8_scale(w: np.ndarray, axis: int = -1) -> np.ndarray:
+    """fp32 scale per output row: max|row| / 448, so the row's largest weight lands on E4M3's max."""
+    amax = np.max(np.abs(w), axis=axis, keepdims=True)
+    return np.where(amax > 0, amax / E4M3_MAX, 1.0).astype(np.float32)
+
+
+def _fp8_dequant(w: np.ndarray, axis: int) -> np.ndarray:
+    scale = fp8_scale(w, axis)
+    return (round_e4m3(w / scale) * scale).astype(np.float32)
+
+
+def int_quantize(w: np.ndarray, bits: int, group_size: int = 128, symmetric: bool = True,
+                 axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group-wise integer codes. Returns (codes, scales, zeros) with codes shaped like w.
+
+    Groups are `group_size` consecutive weights along `axis` (0 = whole axis); the axis length must be
+    a multiple of group_size. Dequantize with (codes - zeros) * scales, broadcasting per group.
+    """
+    x = np.moveaxis(np.asarray(w, dtype=np.float32), axis, -1)
+    n = x.shape[-1]
+    g = n if group_size <= 0 else group_size
+    if n % g:
+        raise ValueError(f"axis length {n} is not a multiple of group_size {g}")
+    grp = x.reshape(*x.shape[:-1], n // g, g)        # [..., groups, g]
+    if symmetric:
+        qmax = 2 ** (bits - 1) - 1
+        scale = round_fp16(np.max(np.abs(grp), axis=-1, keepdims=True) / qmax)
+        scale = np.where(scale > 0, scale, 1.0)
+        zero = np.zeros_like(scale)
+        codes = np.clip(np.round(grp / scale), -qmax, qmax)
+    else:
+        lo, hi = grp.min(axis=-1, keepdims=True), grp.max(axis=-1, keepdims=True)
+        scale = round_fp16((hi - lo) / (2 ** bits - 1))
+        scale = np.where(scale > 0, scale, 1.0)
+        zero = round_fp16(np.round(-lo / scale))
+        codes = np.clip(np.round(grp / scale) + zero, 0, 2 ** bits - 1)
+    codes = np.moveaxis(codes.reshape(x.shape), -1, axis).astype(np.int16)
+    return codes, scale, zero
+
+
+def _int_dequant(w: np.ndarray, bits: int, group_size: int, symmetric: bool, axis: int) -> np.ndarray:
+    codes, scale, zero = int_quantize(w, bits, group_size, symmetric, axis)
+    c = np.moveaxis(codes, axis, -1).astype(np.float32)
+    grp = c.reshape(*c.shape[:-1], scale.shape[-2], -1)
+    deq = ((grp - zero) * scale).reshape(c.shape)
+    return np.moveaxis(deq, -1, axis).astype(np.float32)
+
+
+def quantize_dequantize(w: np.ndarray, precision: str, group_size: int = 128, symmetric: bool = True,
+                        axis: int = -1) -> np.ndarray:
+    """Round w to `precision` and back to float32 ("fake quantization"): what the model then computes with.
+
+    axis: the input (reduction) dimension, along which int groups run and across which the fp8 scale
+    is shared: -1 for PyTorch-style W[out, in]; 0 for W[in, out] used as x @ W.
+    """
+    _check(precision)
+    w = np.asarray(w, dtype=np.float32)
+    if precision == "bf16":
+        return round_bf16(w)
+    if precision == "fp16":
+        return round_fp16(w)
+    if precision == "fp8":
+        return _fp8_dequant(w, axis)
+    return _int_dequant(w, INT_BITS[precision], group_size, symmetric, axis)
+
+
+DEFAULT_SKIP = ("norm", "embed", "emb", "lm_head", "bias")
+
+
+def is_quantized_matrix(name: str, array: np.ndarray) -> bool:
+    """Default rule: 2-D projection matrices inside the layers (attention q/k/v/o, MLP gate/up/down).
+
+    Norm gains, biases, the token embedding and the output head stay 16-bit, as in GPTQ and AWQ, which
+    quantize only the linear layers inside the transformer blocks.
+    """
+    return np.ndim(array) == 2 and not any(s in name.lower() for s in DEFAULT_SKIP)
+
+
+def quantize_weights(weights: dict[str, np.ndarray], precision: str, group_size: int = 128,
+                     symmetric: bool = True, axis: int = -1,
+                     select: Callable[[str, np.ndarray], bool] = is_quantized_matrix,
+                     ) -> dict[str, np.ndarray]:
+    """A copy of `weights` with the selected matrices quantize-dequantized; the rest are passed through."""
+    return {k: quantize_dequantize(v, precision, group_size, symmetric, axis) if select(k, v) else v
+            for k, v in weights.items()}
+
+
+def weight_error(w: np.ndarray, wq: np.ndarray) -> dict[str, float]:
+    """RMS and max absolute error, and RMS error relative to the RMS weight (dimensionless)."""
+    d = np.asarray(wq, np.float64) - np.asarray(w, np.float64)
+    rms_w = float(np.sqrt(np.mean(np.square(w)))) or 1.0
+    rms = float(np.sqrt(np.mean(d * d)))
+    return {"rms": rms, "max_abs": float(np.max(np.abs(d))), "relative_rms": rms / rms_w}
+
+
+# ---- perplexity ----------------------------------------------------------------------------------
+
+def nll_from_logits(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Per-token negative log-likelihood in nats. logits [T, V], targets [T] (the NEXT token ids)."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    logz = np.log(np.exp(z).sum(axis=-1))
+    return logz - z[np.arange(len(targets)), np.asarray(targets)]
+
+
+def perplexity(nll_per_token: np.ndarray) -> float:
+    """exp(mean NLL in nats): the effective number of equally likely next tokens the model hesitates between."""
+    nll = np.asarray(nll_per_token, np.float64)
+    if nll.size == 0:
+        raise ValueError("need at least one token")
+    return float(np.exp(nll.mean()))
+
+
+def perplexity_math(nll_per_token: np.ndarray, label: str = "held-out text") -> Derivation:
+    nll = np.asarray(nll_per_token, np.float64)
+    return derive(perplexity(nll), "", "exp(mean(nll_per_token))",
+                  {"mean_nll": (float(nll.mean()), "nats/token"), "tokens": (int(nll.size), "tokens")},
+                  [f"teacher-forced next-token loss on {label}"])
+
+
+# ---- the stage's tile and the published meter ----------------------------------------------------
+
+def demo_tile(seed: int = 0, shape: tuple[int, int] = (8, 8)) -> np.ndarray:
+    """A small weight-like matrix: bell-shaped, std ~0.03, heavy tails (Student-t, 4 dof) for outliers."""
+    return (np.random.default_rng(seed).standard_t(4, size=shape) * 0.02).astype(np.float32)
+
+
+def _bit_string(precision: str, w: np.ndarray, wq: np.ndarray, idx: tuple, g: int) -> dict[str, str]:
+    if precision in ("bf16", "fp16"):
+        u = int(np.float32(wq[idx]).view(np.uint32)) >> 16 if precision == "bf16" \
+            else int(np.float16(wq[idx]).view(np.uint16))
+        ne, nm = (8, 7) if precision == "bf16" else (5, 10)
+        b = format(u, f"0{1 + ne + nm}b")
+        return {"sign": b[0], "exponent": b[1:1 + ne], "mantissa": b[1 + ne:]}
+    if precision == "fp8":
+        s, e, m = e4m3_fields(float(round_e4m3(w[idx] / fp8_scale(w)[idx[0], 0])))
+        return {"sign": str(s), "exponent": format(e, "04b"), "mantissa": format(m, "03b")}
+    bits = INT_BITS[precision]
+    code = int(int_quantize(w, bits, g)[0][idx])
+    return {"code": format(code & (2 ** bits - 1), f"0{bits}b"), "code_value": str(code)}
+
+
+def weight_tile(w: np.ndarray | None = None, seed: int = 0, shape: tuple[int, int] = (8, 8),
+                group_size: int | None = None, num_samples: int = 4) -> dict:
+    """What chapter 8's stage animates: one tile quantized to every precision.
+
+    Per precision: dequantized values, stored bits per weight, error vs the original, and the bit
+    fields of a few sample weights (the largest-magnitude weight first, since it sets the scale).
+    group_size defaults to the tile's row length (one int group per row). Rows are output channels.
+    """
+    w = demo_tile(seed, shape) if w is None else np.asarray(w, np.float32)
+    g = group_size or w.shape[-1]
+    flat = [int(np.argmax(np.abs(w)))] + list(np.linspace(0, w.size - 1, num_samples - 1).astype(int))
+    picks = [tuple(int(i) for i in np.unravel_index(f, w.shape)) for f in dict.fromkeys(flat)]
+    rows = []
+    for p in PRECISIONS:
+        wq = quantize_dequantize(w, p, g)
+        samples = [{"index": list(ix), "weight": float(w[ix]), "quantized": float(wq[ix]),
+                    "fields": _bit_string(p, w, wq, ix, g)} for ix in picks]
+        rows.append({"precision": p, "bits_per_weight": bits_per_weight(p, g, row_length=w.shape[-1]),
+                     "values": wq.tolist(), "error": weight_error(w, wq), "samples": samples})
+    return {"shape": list(w.shape), "group_size": g, "original": w.tolist(), "precisions": rows}
+
+
+@lru_cache(maxsize=1)
+def _published() -> tuple[dict, ...]:
+    text = resources.files("inside_llm.data").joinpath("quantization.toml").read_text(encoding="utf-8")
+    return tuple(tomllib.loads(text)["entry"])
+
+
+def published_perplexities(model: str | None = None) -> list[dict]:
+    """Published WikiText-2 perplexities (data/quantization.toml), optionally for one model.
+
+    Each dict: model, precision, method, group_size, perplexity, context_tokens, source_key, source,
+    url, estimate. Compare an entry only with the FP16 baseline sharing its source_key.
+    """
+    return [dict(e) for e in _published() if model is None or e["model"] == model]

@@ -1,0 +1,190 @@
+"""Quantization: format facts (E4M3 grid, bf16 rounding), group-wise ints, bytes, perplexity table."""
+
+import numpy as np
+import pytest
+
+from inside_llm.sim import quantization as q
+
+
+def _weights(seed=0, shape=(32, 256)):
+    return (np.random.default_rng(seed).standard_t(4, size=shape) * 0.02).astype(np.float32)
+
+
+# ---- bytes -----------------------------------------------------------------------------------------
+
+def test_bits_per_weight_include_scales():
+    assert q.bits_per_weight("bf16") == q.bits_per_weight("fp16") == 16
+    assert q.bits_per_weight("int4", 128) == 4.125
+    assert q.bits_per_weight("int8", 128) == 8.125
+    assert q.bits_per_weight("int4", 128, symmetric=False) == 4.25       # + fp16 zero point
+    assert q.bits_per_weight("int4", 0, row_length=8192) == 4 + 16 / 8192
+    assert q.bits_per_weight("fp8", row_length=8192) == 8 + 32 / 8192
+    assert q.bytes_per_weight("int4") == pytest.approx(0.515625)
+    d = q.bytes_per_weight_math("int4")
+    assert d.value == q.bytes_per_weight("int4") and d.sources and "group_size" in d.formula
+
+
+def test_unknown_precision_rejected():
+    with pytest.raises(ValueError):
+        q.quantize_dequantize(np.ones((2, 2)), "int3")
+
+
+# ---- E4M3 ------------------------------------------------------------------------------------------
+
+def test_e4m3_grid_facts():
+    g = q.e4m3_grid()
+    assert len(g) == 127 and len(np.unique(g)) == 127      # 0..0x7E; 0x7F is NaN
+    assert g.max() == 448.0 and np.all(np.diff(g) > 0)
+    assert g[1] == 2.0 ** -9                                # smallest subnormal
+    assert 2.0 ** -6 in g and 240.0 in g and 464.0 not in g
+    signed = np.unique(np.concatenate([g, -g]))
+    assert len(signed) == 253                               # +0 and -0 are one value
+
+
+def test_e4m3_round_trip_is_exact():
+    g = q.e4m3_grid()
+    both = np.concatenate([g, -g])
+    np.testing.assert_array_equal(q.round_e4m3(both), both)
+
+
+def test_e4m3_rounds_to_nearest_even_and_saturates():
+    g = q.e4m3_grid()
+    x = np.random.default_rng(1).uniform(0, 460, 5000) * np.random.default_rng(2).choice([1e-3, 1e-1, 1], 5000)
+    got = q.round_e4m3(x)
+    nearest = np.abs(np.minimum(x, 448)[:, None] - g[None, :]).min(axis=1)
+    np.testing.assert_allclose(np.abs(got - np.minimum(x, 448)), nearest, rtol=0, atol=1e-15)
+    # ties: midpoints go to the neighbour with an even mantissa code
+    assert q.round_e4m3(1.0625) == 1.0 and q.round_e4m3(1.1875) == 1.25
+    assert q.round_e4m3(2.0 ** -10) == 0.0 and q.round_e4m3(3 * 2.0 ** -10) == 2.0 ** -8
+    assert q.round_e4m3(1e6) == 448.0 and q.round_e4m3(-1e6) == -448.0
+
+
+def test_e4m3_fields():
+    assert q.e4m3_fields(448.0) == (0, 15, 6)
+    assert q.e4m3_fields(1.0) == (0, 7, 0)
+    assert q.e4m3_fields(-2.0 ** -9) == (1, 0, 1)
+    for code in range(0x7F):
+        s, e, m = q.e4m3_fields(float(q.e4m3_grid()[code]))
+        assert (e << 3 | m) == code
+
+
+# ---- bf16 / fp16 ----------------------------------------------------------------------------------
+
+def test_bf16_relative_error_and_ties():
+    x = np.random.default_rng(3).standard_normal(20000).astype(np.float32) * 10.0 ** np.random.default_rng(4).integers(-8, 8, 20000)
+    r = q.round_bf16(x)
+    assert np.all(np.abs(r - x) <= np.abs(x) * 2.0 ** -8)
+    assert np.all(r.view(np.uint32) & 0xFFFF == 0)
+    # 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even -> 1; 1 + 3*2^-8 -> 1 + 2^-6
+    assert q.round_bf16(np.float32(1 + 2 ** -8)) == 1.0
+    assert q.round_bf16(np.float32(1 + 3 * 2 ** -8)) == np.float32(1 + 2 ** -6)
+
+
+def test_fp16_is_numpy_half():
+    w = _weights()
+    np.testing.assert_array_equal(q.quantize_dequantize(w, "fp16"), w.astype(np.float16).astype(np.float32))
+
+
+# ---- integers ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("symmetric, levels", [(True, 15), (False, 16)])
+def test_int4_has_at_most_16_levels_per_group(symmetric, levels):
+    w = _weights()
+    wq = q.quantize_dequantize(w, "int4", group_size=64, symmetric=symmetric)
+    for grp in wq.reshape(w.shape[0], -1, 64).reshape(-1, 64):
+        assert len(np.unique(grp)) <= levels
+    codes, scales, zeros = q.int_quantize(w, 4, 64, symmetric)
+    assert codes.min() >= (-7 if symmetric else 0) and codes.max() <= (7 if symmetric else 15)
+    assert scales.shape == (32, 4, 1)
+
+
+def test_int_groups_follow_axis():
+    w = _weights()
+    a = q.quantize_dequantize(w, "int4", 64, axis=-1)
+    b = q.quantize_dequantize(w.T.copy(), "int4", 64, axis=0).T
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError):
+        q.quantize_dequantize(w, "int4", group_size=100)
+
+
+def test_symmetric_int_error_bounded_by_half_step():
+    w = _weights()
+    wq = q.quantize_dequantize(w, "int8", 128)
+    step = np.abs(w).reshape(32, 2, 128).max(-1, keepdims=True) / 127
+    assert np.all(np.abs(wq - w).reshape(32, 2, 128) <= step * 0.5 * 1.01 + 1e-9)
+
+
+def test_errors_shrink_with_more_bits():
+    w = _weights()
+    err = {p: q.weight_error(w, q.quantize_dequantize(w, p))["rms"] for p in q.PRECISIONS}
+    assert err["int4"] > err["fp8"] > err["int8"] > err["bf16"] > err["fp16"] > 0
+    assert err["int4"] / err["int8"] > 8          # 4 fewer bits: ~16x the step
+
+
+def test_quantize_weights_selects_projection_matrices():
+    w = {"layers.0.attn.wq": _weights(1, (16, 128)), "layers.0.attn_norm": np.ones(16, np.float32),
+         "tok_embeddings": _weights(2, (16, 128)), "layers.0.mlp.w_down": _weights(3, (16, 128))}
+    out = q.quantize_weights(w, "int4")
+    assert out["tok_embeddings"] is w["tok_embeddings"] and out["layers.0.attn_norm"] is w["layers.0.attn_norm"]
+    for k in ("layers.0.attn.wq", "layers.0.mlp.w_down"):
+        assert not np.array_equal(out[k], w[k]) and out[k].shape == w[k].shape
+
+
+# ---- perplexity --------------------------------------------------------------------------------------
+
+def test_perplexity_helpers():
+    assert q.perplexity(np.full(10, np.log(7.0))) == pytest.approx(7.0)
+    logits = np.zeros((3, 5))                      # uniform over 5 tokens
+    assert q.perplexity(q.nll_from_logits(logits, np.array([0, 3, 4]))) == pytest.approx(5.0)
+    assert q.perplexity_math(np.full(4, 1.0)).value == pytest.approx(np.e)
+    with pytest.raises(ValueError):
+        q.perplexity(np.array([]))
+
+
+# ---- the tile ----------------------------------------------------------------------------------------
+
+def test_weight_tile_shapes_and_bits():
+    t = q.weight_tile(seed=0)
+    assert t == q.weight_tile(seed=0)                      # deterministic
+    assert [r["precision"] for r in t["precisions"]] == list(q.PRECISIONS)
+    width = {"bf16": (8, 7), "fp16": (5, 10), "fp8": (4, 3)}
+    for r in t["precisions"]:
+        assert np.array(r["values"]).shape == (8, 8) and r["samples"]
+        for s in r["samples"]:
+            f = s["fields"]
+            if r["precision"] in width:
+                assert (len(f["exponent"]), len(f["mantissa"])) == width[r["precision"]]
+            else:
+                assert len(f["code"]) == q.INT_BITS[r["precision"]]
+    first = t["precisions"][2]["samples"][0]                # largest weight -> E4M3 max 448
+    assert first["fields"] == {"sign": first["fields"]["sign"], "exponent": "1111", "mantissa": "110"}
+    bits = [r["bits_per_weight"] for r in t["precisions"]]
+    assert bits[0] == 16 and bits[-1] < bits[-2] < bits[0]
+
+
+# ---- published perplexities -----------------------------------------------------------------------
+
+def test_published_entries_have_sources_and_fields():
+    rows = q.published_perplexities()
+    assert len(rows) >= 8
+    for r in rows:
+        assert r["source"] and r["url"].startswith("https://") and r["precision"] in q.PRECISIONS
+        assert isinstance(r["estimate"], bool) and r["perplexity"] > 1
+        assert r["context_tokens"] > 0 or r.get("context_note")
+    assert {r["precision"] for r in q.published_perplexities("LLaMA-65B")} >= {"fp16", "fp8", "int8", "int4"}
+    assert [r for r in rows if r["precision"] == "fp8"] and all(r["estimate"] for r in rows if r["precision"] == "fp8")
+
+
+def test_published_fp16_beats_quantized_within_each_table():
+    rows = q.published_perplexities()
+    keys = {(r["model"], r["source_key"]) for r in rows}
+    for model, key in keys:
+        table = [r for r in rows if r["model"] == model and r["source_key"] == key]
+        base = [r["perplexity"] for r in table if r["precision"] == "fp16"]
+        base = base or [r["baseline"] for r in table if "baseline" in r]
+        assert len(base) == 1, (model, key)
+        for r in table:
+            if r["precision"] != "fp16":
+                assert r["perplexity"] > base[0], r
+    ll = {(r["source_key"], r["method"]): r["perplexity"] for r in q.published_perplexities("LLaMA-65B")}
+    assert ll[("gptq-readme", "none (16-bit baseline)")] == 3.53
