@@ -189,7 +189,29 @@ def chat_tokens(prompt: str, system: str | None = None) -> list[dict]:
         if content is None:
             continue
         header(role)
-        add(encode(content.strip(), "llama3"), "content", role)
+        add(encode(content, "llama3"), "content", role)
         add([sp["<|eot_id|>"]], "template", role)
     header("assistant")
     return out
+
+
+@lru_cache(maxsize=None)
+def reference_samples() -> tuple[dict, ...]:
+    """Public-domain English passages (data/samples.toml) with their titles and sources."""
+    import tomllib
+
+    path = Path(__file__).resolve().parents[1] / "data" / "samples.toml"
+    return tuple(tomllib.loads(path.read_text(encoding="utf-8"))["sample"])
+
+
+@lru_cache(maxsize=None)
+def reference_ratio(encoding: str) -> dict:
+    """Words per token measured on the reference passages: {words, tokens, words_per_token, samples}."""
+    rows = []
+    for s in reference_samples():
+        words, tokens = count_words(s["text"]), len(encode(s["text"], encoding))
+        rows.append({"title": s["title"], "source": s["source"], "words": words, "tokens": tokens,
+                     "words_per_token": round(words / tokens, 3)})
+    words, tokens = sum(r["words"] for r in rows), sum(r["tokens"] for r in rows)
+    return {"encoding": encoding, "words": words, "tokens": tokens,
+            "words_per_token": round(words / tokens, 3), "samples": rows}

@@ -1,0 +1,65 @@
+"""create_app(): the chapter routers, the pages, static files and the headers every response gets."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from . import __version__
+from .api.registry import CHAPTER_SLUGS, chapter_module
+from .paths import static_dir
+from .settings import Settings
+from .web import pages
+from .web.middleware import BodyLimit, ETagCache, SecurityHeaders
+
+
+def _pending_router(slug: str):
+    from fastapi import APIRouter
+
+    r = APIRouter(tags=["being built"])
+
+    @r.get(f"/api/{slug}", status_code=501, include_in_schema=False)
+    def pending() -> JSONResponse:
+        return JSONResponse({"detail": f"chapter {slug!r} is being built"}, status_code=501)
+
+    return r
+
+
+def _value_error(request: Request, exc: ValueError) -> JSONResponse:
+    """A simulation refused its inputs: 422 with the message (it names the field and the bound)."""
+    return JSONResponse(status_code=422, content={"detail": [
+        {"type": "value_error", "loc": ["query"], "msg": str(exc), "input": None}]})
+
+
+def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """Never leak a stack trace or a local path."""
+    return JSONResponse(status_code=500, content={"detail": "internal error"})
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+    app = FastAPI(title="Inside LLM Inference", version=__version__, docs_url=None, redoc_url=None,
+                  description="One simulation endpoint per chapter of the tour. Every response is a pure "
+                              "function of its URL (fixed seeds) and carries an ETag.")
+    app.state.settings = settings
+    for slug in CHAPTER_SLUGS:
+        mod = chapter_module(slug)
+        app.include_router(mod.router if mod is not None else _pending_router(slug))
+        for extra in getattr(mod, "extra_routers", ()):
+            app.include_router(extra)
+    app.include_router(pages.router)
+
+    @app.get("/healthz", tags=["meta"])
+    def healthz() -> dict:
+        """Liveness: 200 with the version."""
+        return {"status": "ok", "version": __version__}
+
+    app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
+    app.add_exception_handler(ValueError, _value_error)
+    app.add_exception_handler(Exception, _internal_error)
+    app.add_middleware(ETagCache, max_age_s=settings.cache_max_age_s)
+    app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders, settings=settings)
+    return app

@@ -1,0 +1,25 @@
+"""One Settings object, read from INSIDE_LLM_* environment variables once at start-up."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Server-wide knobs. `frame_ancestors` applies to non-embed pages; /embed may be framed anywhere."""
+
+    frame_ancestors: str = "'self'"
+    max_body_bytes: int = 1_000_000        # request bodies above this get 413
+    cache_max_age_s: int = 3600            # responses are pure functions of the URL
+    max_text_chars: int = 100_000          # chapter 1 input cap
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        env = os.environ.get
+        return cls(
+            frame_ancestors=env("INSIDE_LLM_FRAME_ANCESTORS", cls.frame_ancestors),
+            max_body_bytes=int(env("INSIDE_LLM_MAX_BODY_BYTES", cls.max_body_bytes)),
+            cache_max_age_s=int(env("INSIDE_LLM_CACHE_MAX_AGE_S", cls.cache_max_age_s)),
+        )

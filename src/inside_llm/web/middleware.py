@@ -1,0 +1,130 @@
+"""Pure ASGI middleware: security headers, request-body cap, and ETag/Cache-Control for JSON.
+
+Pure ASGI (not BaseHTTPMiddleware) so server-sent event streams pass through unbuffered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..settings import Settings
+
+
+def _csp(frame_ancestors: str) -> str:
+    return ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; "
+            f"base-uri 'none'; form-action 'self'; frame-ancestors {frame_ancestors}")
+
+
+class SecurityHeaders:
+    """CSP with no inline script, nosniff, a referrer policy; only /embed may be framed anywhere."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app, self.settings = app, settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        embed = scope["path"].startswith("/embed/")
+        ancestors = "*" if embed else self.settings.frame_ancestors
+        extra = [(b"content-security-policy", _csp(ancestors).encode()),
+                 (b"x-content-type-options", b"nosniff"),
+                 (b"referrer-policy", b"strict-origin-when-cross-origin")]
+        if not embed and ancestors == "'self'":
+            extra.append((b"x-frame-options", b"SAMEORIGIN"))
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + extra
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class BodyLimit:
+    """Refuse request bodies over max_body_bytes with 413 (by Content-Length, or while streaming)."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app, self.limit = app, max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await _reply(send, 413, {"detail": f"request body over {self.limit} bytes"})
+        seen = 0
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge()
+            return message
+
+        try:
+            await self.app(scope, counting_receive, send)
+        except _TooLarge:
+            await _reply(send, 413, {"detail": f"request body over {self.limit} bytes"})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _reply(send: Send, status: int, body: dict, headers: list | None = None) -> None:
+    raw = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(raw)).encode())] + (headers or [])})
+    await send({"type": "http.response.body", "body": raw})
+
+
+class ETagCache:
+    """GET JSON responses get a content ETag and Cache-Control; If-None-Match hits get 304.
+
+    Valid because every endpoint is a pure function of its URL (fixed seeds), so the same URL
+    always gives the same bytes. Non-JSON and non-GET responses pass through untouched.
+    """
+
+    def __init__(self, app: ASGIApp, max_age_s: int) -> None:
+        self.app, self.max_age = app, max_age_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+            return await self.app(scope, receive, send)
+        inm = dict(scope["headers"]).get(b"if-none-match", b"").decode("latin-1")
+        state: dict = {}
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers", []))
+                ctype = headers.get(b"content-type", b"")
+                if message["status"] == 200 and ctype.startswith(b"application/json"):
+                    state["start"], state["body"] = message, b""
+                    return
+                return await send(message)
+            if "start" not in state:
+                return await send(message)
+            state["body"] += message.get("body", b"")
+            if not message.get("more_body", False):
+                await self._finish(send, state["start"], state["body"], inm)
+
+        await self.app(scope, receive, wrapped)
+
+    async def _finish(self, send: Send, start: Message, body: bytes, inm: str) -> None:
+        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        cache = [(b"etag", etag.encode()), (b"cache-control", f"public, max-age={self.max_age}".encode())]
+        if etag in [t.strip() for t in inm.split(",")] or inm.strip() == "*":
+            await send({"type": "http.response.start", "status": 304, "headers": cache})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers += [(b"content-length", str(len(body)).encode())] + cache
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

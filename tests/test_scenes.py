@@ -1,0 +1,59 @@
+"""Meta-tests: exactly eleven scenes, each with TOML, JS module, endpoint, facts and consistent controls."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from inside_llm.api.registry import CHAPTER_SLUGS, chapter_facts, chapter_module
+from inside_llm.paths import static_dir
+from inside_llm.scenes import load_scenes
+from inside_llm.web.pages import rendered_fact
+
+SCENES = load_scenes()
+
+
+def test_exactly_eleven_scenes_in_registry_order():
+    assert len(SCENES) == 11
+    assert tuple(s.slug for s in SCENES) == CHAPTER_SLUGS
+    assert [s.number for s in SCENES] == list(range(1, 12))
+
+
+@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.slug)
+def test_scene_has_js_module_and_endpoint(scene):
+    assert (static_dir() / "js" / "scenes" / f"{scene.slug}.js").is_file()
+    mod = chapter_module(scene.slug)
+    assert mod is not None, f"inside_llm.api.{scene.slug.replace('-', '_')} missing"
+    paths = {r.path for r in mod.router.routes}
+    assert f"/api/{scene.slug}" in paths
+
+
+@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.slug)
+def test_fact_figures_come_from_the_simulation(scene):
+    facts = chapter_facts(scene.slug)
+    assert set(scene.fact_fields()) <= set(facts), f"unfilled: {set(scene.fact_fields()) - set(facts)}"
+    text = rendered_fact(scene)
+    bare = re.sub(r"\{[^}]*\}", "", scene.fact)
+    assert not re.search(r"(?<![\w.])\d", bare), f"a figure is typed into the fact: {scene.fact!r}"
+    assert text and "{" not in text
+
+
+@pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.slug)
+def test_controls_match_the_endpoint(scene, client):
+    """Every control the page sends is a query parameter of the endpoint with the same default."""
+    spec = client.get("/openapi.json").json()
+    op = spec["paths"][f"/api/{scene.slug}"]["get"]
+    params = {p["name"]: p for p in op.get("parameters", [])}
+    for c in scene.controls:
+        if not c.api:
+            continue
+        assert c.name in params, f"{scene.slug}: control {c.name} is not a parameter of /api/{scene.slug}"
+        schema = params[c.name]["schema"]
+        if "default" in schema:
+            assert schema["default"] == c.default, f"{scene.slug}.{c.name}: default differs"
+        if c.kind == "range":
+            lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+            hi = schema.get("maximum")
+            assert lo is not None and hi is not None, f"{scene.slug}.{c.name}: endpoint has no bounds"
+            assert lo <= c.min and c.max <= hi, f"{scene.slug}.{c.name}: slider exceeds endpoint bounds"
