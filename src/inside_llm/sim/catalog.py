@@ -1,0 +1,173 @@
+"""Catalog loader: GPUs, models, 8-GPU node facts and published references, from data/*.toml.
+
+Everything is read once (functools.cache) and returned as frozen dataclasses. Look-ups by id raise
+ValueError naming the field and the allowed ids, which the routers turn into 422s.
+
+Demo-model hook: if `inside_llm/demo/model_card.json` exists and holds
+    {"id": "demo", "name": "...", "config": {<Hugging Face config.json fields>}, "source": "..."}
+it is merged into `models()` under its id (parsed with `models.from_hf_config`). Nothing else is
+needed to make the demo model selectable everywhere a catalog model is.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .hardware import GPU
+from .models import ModelSpec, from_hf_config, param_counts
+
+DATA_DIR = Path(__file__).parents[1] / "data"
+DEMO_CARD = Path(__file__).parents[1] / "demo" / "model_card.json"
+DEFAULT_GPU = "h100-sxm"
+DEFAULT_MODEL = "llama-3.1-70b"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """An 8-GPU HGX-style server: switch chips and per-GPU link bandwidths (see data/node.toml)."""
+
+    gpu_id: str
+    name: str
+    gpus: int
+    nvswitch_chips: int
+    nvswitch_generation: int
+    nvlink_links_per_gpu: int
+    nvlink_bandwidth_gb_s: float  # per GPU, both directions
+    nvlink_one_direction_gb_s: float
+    allreduce_bus_bandwidth_gb_s: float | None = None  # NCCL busBw, ring, large messages
+    allreduce_nvls_bus_bandwidth_gb_s: float | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published measurement with its exact conditions (data/references.toml)."""
+
+    id: str
+    metric: str  # "tokens_per_s_total" | "tpot_ms" | "ttft_ms" | "e2e_latency_ms"
+    measured: float
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    precision: str
+    kv_precision: str
+    batch: int | None  # None: the engine chose it (the prediction uses the largest batch that fits)
+    prompt_tokens: int
+    output_tokens: int
+    engine: str
+    conditions: str
+    source: str
+    in_scope: bool = True
+    out_of_scope_reason: str = ""
+    max_batch: int | None = None  # engine's batch cap when batch is None
+
+
+def _read(name: str) -> dict[str, Any]:
+    with (DATA_DIR / name).open("rb") as fh:
+        return tomllib.load(fh)
+
+
+@cache
+def gpus() -> Mapping[str, GPU]:
+    """All catalog GPUs by id (insertion order of gpus.toml)."""
+    out = {}
+    for gpu_id, row in _read("gpus.toml").items():
+        row = dict(row)
+        sources = MappingProxyType(dict(row.pop("sources", {})))
+        out[gpu_id] = GPU(id=gpu_id, sources=sources, **row)
+    return MappingProxyType(out)
+
+
+def _demo_models() -> dict[str, ModelSpec]:
+    if not DEMO_CARD.is_file():
+        return {}
+    card = json.loads(DEMO_CARD.read_text())
+    model_id = str(card.get("id", "demo"))
+    spec = from_hf_config(card["config"], model_id=model_id, name=card.get("name", model_id),
+                          source=card.get("source", "inside_llm/demo/model_card.json"))
+    return {model_id: spec}
+
+
+@cache
+def models() -> Mapping[str, ModelSpec]:
+    """All catalog models by id, the demo model merged in when its card exists."""
+    out: dict[str, ModelSpec] = {}
+    for model_id, row in _read("models.toml").items():
+        row = dict(row)
+        row.setdefault("head_dim", row["hidden_size"] // row["num_attention_heads"])
+        out[model_id] = ModelSpec(id=model_id, **row)
+    out.update(_demo_models())
+    return MappingProxyType(out)
+
+
+@cache
+def nodes() -> Mapping[str, NodeSpec]:
+    """8-GPU node facts keyed by GPU id (only GPUs sold on an HGX-style baseboard)."""
+    out = {}
+    for gpu_id, row in _read("node.toml").items():
+        row = dict(row)
+        sources = MappingProxyType(dict(row.pop("sources", {})))
+        out[gpu_id] = NodeSpec(gpu_id=gpu_id, sources=sources, **row)
+    return MappingProxyType(out)
+
+
+@cache
+def references() -> tuple[Reference, ...]:
+    """Published measurements used to calibrate the cost model, in file order."""
+    return tuple(Reference(id=ref_id, **row) for ref_id, row in _read("references.toml").items())
+
+
+def _lookup(table: Mapping[str, Any], key: str, field_name: str) -> Any:
+    if key not in table:
+        raise ValueError(f"{field_name} must be one of {', '.join(table)}; got {key!r}")
+    return table[key]
+
+
+def gpu(gpu_id: str = DEFAULT_GPU) -> GPU:
+    """A catalog GPU by id; ValueError names the field `gpu` and the allowed ids."""
+    return _lookup(gpus(), gpu_id, "gpu")
+
+
+def model(model_id: str = DEFAULT_MODEL) -> ModelSpec:
+    """A catalog model by id; ValueError names the field `model` and the allowed ids."""
+    return _lookup(models(), model_id, "model")
+
+
+def node(gpu_id: str = DEFAULT_GPU) -> NodeSpec | None:
+    """The 8-GPU node for a GPU id, or None when the catalog has none (PCIe cards, custom GPUs)."""
+    return nodes().get(gpu_id)
+
+
+def model_summary(m: ModelSpec) -> dict[str, Any]:
+    """JSON-ready model row with computed parameter counts (billions) next to the published ones."""
+    pc = param_counts(m)
+    row = {k: getattr(m, k) for k in ModelSpec.__dataclass_fields__}
+    row.update(params_b=round(pc.total / 1e9, 3), active_params_b=round(pc.active / 1e9, 3),
+               is_moe=m.is_moe)
+    return row
+
+
+def gpu_summary(g: GPU) -> dict[str, Any]:
+    """JSON-ready GPU row, sources included."""
+    row = {k: getattr(g, k) for k in GPU.__dataclass_fields__ if k != "sources"}
+    row["sources"] = dict(g.sources)
+    return row
+
+
+def catalog_dict() -> dict[str, Any]:
+    """The whole catalog as plain JSON-able data (for GET /api/catalog)."""
+    return {
+        "defaults": {"gpu": DEFAULT_GPU, "model": DEFAULT_MODEL},
+        "gpus": [gpu_summary(g) for g in gpus().values()],
+        "models": [model_summary(m) for m in models().values()],
+        "nodes": [{**{k: getattr(n, k) for k in NodeSpec.__dataclass_fields__ if k != "sources"},
+                   "sources": dict(n.sources)} for n in nodes().values()],
+    }
