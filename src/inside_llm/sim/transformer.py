@@ -1,0 +1,330 @@
+"""The demo transformer, in numpy: a miniature of Llama 3 70B's architecture, with a KV cache.
+
+Pre-norm RMSNorm, rotary position embeddings (Meta's interleaved pairs), grouped-query attention
+(query head h reads KV head h // (n_heads // n_kv_heads)), SwiGLU MLP, output head tied to the token
+embedding. Weights are trained by scripts/train_demo_model.py (torch) and shipped as float16 in
+inside_llm/demo/<name>.npz; here they are upcast once to float32 and all math is float32.
+
+Attention is causal with a sliding window of max_seq_len tokens: a query at position p sees keys at
+positions p - max_seq_len < j <= p. Training never saw longer windows, and RoPE only encodes relative
+offsets, so text longer than the context keeps working with every offset inside the trained range.
+Within max_seq_len tokens this is plain causal attention.
+
+Notation: T new tokens, S keys attended (cached + new), H query heads, Hkv KV heads, hd head_dim,
+V vocabulary, F ffn_dim. Numpy and stdlib only; no module-level random state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from inside_llm.sim.demo_vocab import DemoVocab
+
+DEMO_DIR = Path(__file__).parents[1] / "demo"
+MODEL_NAMES = ("main", "draft")
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    dim: int            # residual stream width (numbers per token)
+    n_layers: int
+    n_heads: int        # query heads
+    n_kv_heads: int     # key/value heads (< n_heads: grouped-query attention)
+    head_dim: int
+    ffn_dim: int        # SwiGLU hidden width
+    vocab_size: int
+    max_seq_len: int    # trained context, tokens; also the attention window
+    rope_theta: float
+    norm_eps: float
+
+
+@dataclass
+class Layer:
+    """One block's float32 weights; matrices are [in, out] so that y = x @ W."""
+
+    attn_norm: np.ndarray  # [dim]
+    wq: np.ndarray         # [dim, H*hd]
+    wk: np.ndarray         # [dim, Hkv*hd]
+    wv: np.ndarray         # [dim, Hkv*hd]
+    wo: np.ndarray         # [H*hd, dim]
+    mlp_norm: np.ndarray   # [dim]
+    w1: np.ndarray         # [dim, F] gate
+    w3: np.ndarray         # [dim, F] up
+    w2: np.ndarray         # [F, dim] down
+
+
+@dataclass
+class LayerTrace:
+    """What one layer computed for T new tokens (returned with intermediates=True)."""
+
+    resid_in: np.ndarray      # [T, dim] residual stream entering the layer
+    q: np.ndarray             # [H, T, hd] queries, after RoPE
+    k: np.ndarray             # [Hkv, T, hd] keys of the new tokens, after RoPE
+    v: np.ndarray             # [Hkv, T, hd] values of the new tokens
+    attn: np.ndarray          # [H, T, S] attention weights; rows sum to 1, zero above the diagonal
+    attn_out: np.ndarray      # [T, dim] what attention adds to the residual stream
+    resid_mid: np.ndarray     # [T, dim] residual stream after attention
+    mlp_gate: np.ndarray      # [T, F] gate pre-activation (x @ w1)
+    mlp_up: np.ndarray        # [T, F] up projection (x @ w3)
+    mlp_hidden: np.ndarray    # [T, F] silu(gate) * up, the "stretched wide" vector
+    mlp_out: np.ndarray       # [T, dim] what the MLP adds to the residual stream
+    resid_out: np.ndarray     # [T, dim] residual stream leaving the layer
+
+
+@dataclass
+class Forward:
+    logits: np.ndarray                      # [T, V] next-token scores (natural-log units)
+    embeddings: np.ndarray | None = None    # [T, dim] token embedding rows (intermediates only)
+    layers: list[LayerTrace] = field(default_factory=list)
+
+
+class KVCache:
+    """Keys and values of every token seen so far, per layer; grows as tokens are appended.
+
+    k[l], v[l]: [Hkv, capacity, hd] float32 buffers, of which the first num_tokens positions hold
+    data (capacity doubles as needed). truncate() drops the newest tokens, e.g. rejected drafts.
+    """
+
+    def __init__(self, config: DemoConfig, capacity: int = 64):
+        shape = (config.n_kv_heads, capacity, config.head_dim)
+        self.k = [np.zeros(shape, np.float32) for _ in range(config.n_layers)]
+        self.v = [np.zeros(shape, np.float32) for _ in range(config.n_layers)]
+        self.num_tokens = 0  # tokens cached == position of the next token
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys and values actually held (num_tokens of them), float32."""
+        per_token = sum(a.shape[0] * a.shape[2] * a.itemsize for a in self.k + self.v)
+        return self.num_tokens * per_token
+
+    def reserve(self, num_tokens: int) -> None:
+        cap = self.k[0].shape[1]
+        if num_tokens > cap:
+            new = max(num_tokens, 2 * cap)
+            pad = ((0, 0), (0, new - cap), (0, 0))
+            self.k = [np.pad(a, pad) for a in self.k]
+            self.v = [np.pad(a, pad) for a in self.v]
+
+    def truncate(self, num_tokens: int) -> None:
+        if not 0 <= num_tokens <= self.num_tokens:
+            raise ValueError(f"cannot truncate {self.num_tokens} cached tokens to {num_tokens}")
+        self.num_tokens = num_tokens
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """x [..., dim] scaled to unit root-mean-square, times weight [dim]."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x * (0.5 * (1.0 + np.tanh(0.5 * x)))  # x * sigmoid(x), no overflow for large |x|
+
+
+def rope_tables(pos: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin [N, hd/2] float32 of the angles pos [N] * theta^(-2i/hd), radians (made in float64)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # [hd/2]
+    angles = np.outer(pos, inv_freq)                                                    # [N, hd/2]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate the interleaved pairs (x[2i], x[2i+1]) of x [..., N, hd] by the angles of cos/sin [N, hd/2]."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # [..., N, hd/2]
+    out = np.empty_like(x)
+    out[..., 0::2] = x0 * cos - x1 * sin
+    out[..., 1::2] = x0 * sin + x1 * cos
+    return out
+
+
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, qpos: np.ndarray, kpos: np.ndarray,
+           window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Grouped-query attention: q [H, T, hd], k/v [Hkv, S, hd], positions qpos [T], kpos [S].
+
+    Returns (out [T, H*hd], weights [H, T, S]); key j is visible to query i iff
+    qpos[i] - window < kpos[j] <= qpos[i].
+    """
+    H, T, hd = q.shape
+    Hkv, S, _ = k.shape
+    qg = q.reshape(Hkv, H // Hkv, T, hd)                      # [Hkv, group, T, hd]
+    scores = qg @ k[:, None].swapaxes(-1, -2) * float(hd) ** -0.5  # [Hkv, group, T, S]
+    lag = qpos[:, None] - kpos[None, :]                       # [T, S] tokens between query and key
+    scores = np.where((lag >= 0) & (lag < window), scores, -np.inf)
+    w = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)                        # [Hkv, group, T, S]
+    out = w @ v[:, None]                                      # [Hkv, group, T, hd]
+    return out.reshape(H, T, hd).transpose(1, 0, 2).reshape(T, H * hd), w.reshape(H, T, S)
+
+
+def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
+    """Next id from logits [V]: argmax when temperature == 0, else softmax(logits / T) over the top k."""
+    if temperature <= 0:
+        return int(np.argmax(logits))
+    z = logits.astype(np.float64) / temperature
+    if top_k is not None and top_k < len(z):
+        z[z < np.partition(z, -top_k)[-top_k]] = -np.inf
+    p = np.exp(z - z.max())
+    return int(rng.choice(len(p), p=p / p.sum()))
+
+
+class DemoModel:
+    """The shipped demo transformer: float32 weights, its vocabulary, forward/generate with a KV cache."""
+
+    def __init__(self, name: str, config: DemoConfig, tok_emb: np.ndarray, layers: list[Layer],
+                 norm: np.ndarray, vocab: DemoVocab):
+        self.name, self.config, self.vocab = name, config, vocab
+        self.tok_emb = tok_emb                           # [V, dim] embedding rows
+        self.unembed = np.ascontiguousarray(tok_emb.T)   # [dim, V] the tied output head
+        self.layers, self.norm = layers, norm            # norm [dim] final RMSNorm gain
+
+    @classmethod
+    def from_npz(cls, path: Path, name: str = "") -> DemoModel:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k].astype(np.float32) for k in z.files if k not in ("config_json", "vocab_cl100k")}
+            config = DemoConfig(**json.loads(str(z["config_json"])))
+            vocab = DemoVocab(z["vocab_cl100k"])
+        layers = [Layer(**{f: a[f"layers.{i}.{f}"] for f in Layer.__dataclass_fields__})
+                  for i in range(config.n_layers)]
+        return cls(name or path.stem, config, a["tok_emb"], layers, a["norm"], vocab)
+
+    @property
+    def num_params(self) -> int:
+        """Stored parameters; the tied embedding counts once."""
+        per_layer = sum(getattr(w, f).size for w in self.layers for f in Layer.__dataclass_fields__)
+        return self.tok_emb.size + per_layer + self.norm.size
+
+    def encode(self, text: str) -> list[int]:
+        return self.vocab.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.vocab.decode(ids)
+
+    def cl100k_ids(self, ids: Sequence[int]) -> list[int]:
+        return self.vocab.cl100k_ids(ids)
+
+    def piece(self, model_id: int) -> bytes:
+        return self.vocab.piece(model_id)
+
+    def head(self, x: np.ndarray) -> np.ndarray:
+        """Logits [N, V] for residual rows x [N, dim]: final RMSNorm, then the tied unembedding.
+
+        Applied to any layer's residual stream this is the "logit lens": what the model would
+        predict if it stopped there.
+        """
+        return rms_norm(x, self.norm, self.config.norm_eps) @ self.unembed
+
+    def _check_ids(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)  # [T]
+        if ids.ndim != 1 or len(ids) == 0:
+            raise ValueError("ids must be a non-empty 1-D sequence of model ids")
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+            raise ValueError(f"model ids must lie in [0, {self.config.vocab_size})")
+        return ids
+
+    def forward(self, ids: Sequence[int], cache: KVCache | None = None,
+                intermediates: bool = False) -> Forward:
+        """Logits [T, V] for T new tokens that follow the cache's tokens (positions continue from it).
+
+        With a cache, the new tokens' keys/values are appended to it; without, a fresh one is used.
+        Feeding tokens all at once or in pieces gives the same logits (up to float rounding).
+        """
+        ids = self._check_ids(ids)
+        cache = cache if cache is not None else KVCache(self.config, capacity=len(ids))
+        p0 = cache.num_tokens
+        cache.reserve(p0 + len(ids))
+        pos = np.arange(p0, p0 + len(ids))  # [T] absolute positions
+        x = self.tok_emb[ids]                # [T, dim]
+        out = Forward(logits=np.empty(0), embeddings=x.copy() if intermediates else None)
+        for i in range(self.config.n_layers):
+            x, trace = self._block(i, x, pos, [(cache, slice(0, len(ids)))], intermediates)
+            if trace is not None:
+                out.layers.append(trace)
+        cache.num_tokens = p0 + len(ids)
+        out.logits = self.head(x)
+        return out
+
+    def decode_step_batch(self, ids: Sequence[int], caches: Sequence[KVCache]) -> np.ndarray:
+        """One decode step for B sequences: ids [B] (one new token each), caches [B] -> logits [B, V].
+
+        The weight matmuls run once on [B, dim] rows (every weight read serves B tokens); only
+        attention runs per sequence, against that sequence's own cache.
+        """
+        ids = self._check_ids(ids)
+        if len(caches) != len(ids) or len({id(c) for c in caches}) != len(caches):
+            raise ValueError("need one distinct cache per sequence")
+        pos = np.array([c.num_tokens for c in caches])  # [B] each sequence's next position
+        for c in caches:
+            c.reserve(c.num_tokens + 1)
+        x = self.tok_emb[ids]  # [B, dim]
+        spans = [(c, slice(b, b + 1)) for b, c in enumerate(caches)]
+        for i in range(self.config.n_layers):
+            x, _ = self._block(i, x, pos, spans, False)
+        for c in caches:
+            c.num_tokens += 1
+        return self.head(x)
+
+    def _block(self, i: int, x: np.ndarray, pos: np.ndarray, spans: list[tuple[KVCache, slice]],
+               keep: bool) -> tuple[np.ndarray, LayerTrace | None]:
+        """Layer i on rows x [N, dim] at positions pos [N]; spans: (cache, rows) per sequence."""
+        w, c, N = self.layers[i], self.config, len(x)
+        h = rms_norm(x, w.attn_norm, c.norm_eps)                                       # [N, dim]
+        cos, sin = rope_tables(pos, c.head_dim, c.rope_theta)                          # [N, hd/2]
+        q = apply_rope((h @ w.wq).reshape(N, c.n_heads, c.head_dim).transpose(1, 0, 2), cos, sin)
+        k = apply_rope((h @ w.wk).reshape(N, c.n_kv_heads, c.head_dim).transpose(1, 0, 2), cos, sin)
+        v = (h @ w.wv).reshape(N, c.n_kv_heads, c.head_dim).transpose(1, 0, 2)        # [Hkv, N, hd]
+        o = np.empty((N, c.n_heads * c.head_dim), np.float32)                          # [N, H*hd]
+        for cache, rows in spans:
+            o[rows], att = self._attend_cached(i, cache, q[:, rows], k[:, rows], v[:, rows], pos[rows])
+        attn_out = o @ w.wo                                                            # [N, dim]
+        mid = x + attn_out
+        h2 = rms_norm(mid, w.mlp_norm, c.norm_eps)
+        gate, up = h2 @ w.w1, h2 @ w.w3                                                # [N, F]
+        hidden = silu(gate) * up
+        mlp_out = hidden @ w.w2                                                        # [N, dim]
+        out = mid + mlp_out
+        if not keep:
+            return out, None
+        return out, LayerTrace(x, q, k, v, att, attn_out, mid, gate, up, hidden, mlp_out, out)
+
+    def _attend_cached(self, i: int, cache: KVCache, q, k, v, pos) -> tuple[np.ndarray, np.ndarray]:
+        """Write k/v [Hkv, T, hd] at pos [T] into layer i of cache; attend q [H, T, hd] over the window."""
+        p0, end, window = int(pos[0]), int(pos[-1]) + 1, self.config.max_seq_len
+        cache.k[i][:, p0:end], cache.v[i][:, p0:end] = k, v
+        lo = max(0, p0 + 1 - window)  # older keys are outside every new query's window
+        return attend(q, cache.k[i][:, lo:end], cache.v[i][:, lo:end], pos, np.arange(lo, end), window)
+
+    def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
+                 top_k: int | None = None, seed: int = 0) -> Iterator[int]:
+        """Yields up to max_new_tokens new model ids, one forward pass of one token each (KV cache).
+
+        Greedy when temperature == 0; otherwise sampled with numpy's Generator(seed), so the same
+        arguments always give the same tokens.
+        """
+        if max_new_tokens < 0:
+            raise ValueError("max_new_tokens must be >= 0")
+        rng, cache = np.random.default_rng(seed), KVCache(self.config)
+        logits = self.forward(prompt_ids, cache).logits[-1]  # [V]
+        for n in range(max_new_tokens):
+            token = sample(logits, temperature, top_k, rng)
+            yield token
+            if n + 1 < max_new_tokens:
+                logits = self.forward([token], cache).logits[-1]
+
+
+@lru_cache(maxsize=None)
+def load_model(name: str = "main") -> DemoModel:
+    """The shipped model `name` ("main" or "draft"), loaded once per process."""
+    if name not in MODEL_NAMES:
+        raise ValueError(f"unknown demo model {name!r}; valid: {', '.join(MODEL_NAMES)}")
+    return DemoModel.from_npz(DEMO_DIR / f"{name}.npz", name)
+
+
+@lru_cache(maxsize=None)
+def model_card() -> dict:
+    """The numbers of demo/model_card.json (sizes, training, validation loss), as written by training."""
+    return json.loads((DEMO_DIR / "model_card.json").read_text())
