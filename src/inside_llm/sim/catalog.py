@@ -45,29 +45,29 @@ class NodeSpec:
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reference:
     """A published measurement with its exact conditions (data/references.toml)."""
 
     id: str
-    metric: str  # "tokens_per_s_total" | "tpot_ms" | "ttft_ms" | "e2e_latency_ms"
+    metric: str  # "tokens_per_s_total" | "ttft_ms" | "tpot_ms" | "e2e_latency_ms"
     measured: float
     model: str
     gpu: str
     gpus: int
     tp: int
-    pp: int
+    pp: int = 1
     precision: str
     kv_precision: str
-    batch: int | None  # None: the engine chose it (the prediction uses the largest batch that fits)
+    batch: int | None = None  # None: the engine chose it; predicted with the largest batch that fits
+    max_batch: int | None = None  # the engine's batch cap when batch is None
     prompt_tokens: int
     output_tokens: int
     engine: str
     conditions: str
     source: str
-    in_scope: bool = True
+    in_scope: bool = True  # False: shown in the table, not held to the error bound (reason says why)
     out_of_scope_reason: str = ""
-    max_batch: int | None = None  # engine's batch cap when batch is None
 
 
 def _read(name: str) -> dict[str, Any]:
