@@ -3,10 +3,11 @@
 Everything is read once (functools.cache) and returned as frozen dataclasses. Look-ups by id raise
 ValueError naming the field and the allowed ids, which the routers turn into 422s.
 
-Demo-model hook: if `inside_llm/demo/model_card.json` exists and holds
-    {"id": "demo", "name": "...", "config": {<Hugging Face config.json fields>}, "source": "..."}
-it is merged into `models()` under its id (parsed with `models.from_hf_config`). Nothing else is
-needed to make the demo model selectable everywhere a catalog model is.
+Demo-model hook: if `inside_llm/demo/model_card.json` exists, its models are merged into `models()`.
+Two layouts are read: {"id", "name", "config": {<Hugging Face config.json fields>}}, or the demo
+trainer's {"models": {"<key>": {"config": {dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim,
+vocab_size, max_seq_len}, "tied_embeddings": bool}}}, which becomes id "demo-<key>". Nothing else
+is needed to make the demo model selectable wherever a catalog model is.
 """
 
 from __future__ import annotations
@@ -86,14 +87,34 @@ def gpus() -> Mapping[str, GPU]:
     return MappingProxyType(out)
 
 
+_DEMO_KEYS = {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+              "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "ffn_dim": "intermediate_size",
+              "vocab_size": "vocab_size", "max_seq_len": "max_position_embeddings"}
+
+
+def _demo_entries(card: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, name, HF-style config) for each model in a demo card, in either supported layout."""
+    if "config" in card:  # {"id", "name", "config": {HF config.json fields}}
+        model_id = str(card.get("id", "demo"))
+        return [(model_id, str(card.get("name", model_id)), dict(card["config"]))]
+    out = []
+    for key, entry in (card.get("models") or {}).items():  # {"models": {"draft": {"config": {dim, ...}}}}
+        cfg = {_DEMO_KEYS[k]: v for k, v in entry["config"].items() if k in _DEMO_KEYS}
+        cfg["tie_word_embeddings"] = bool(entry.get("tied_embeddings", False))
+        out.append((f"demo-{key}", f"Demo {key} model (tiny Shakespeare transformer)", cfg))
+    return out
+
+
 def _demo_models() -> dict[str, ModelSpec]:
+    """The demo model(s) from inside_llm/demo/model_card.json; a missing or malformed card adds none."""
     if not DEMO_CARD.is_file():
         return {}
-    card = json.loads(DEMO_CARD.read_text())
-    model_id = str(card.get("id", "demo"))
-    spec = from_hf_config(card["config"], model_id=model_id, name=card.get("name", model_id),
-                          source=card.get("source", "inside_llm/demo/model_card.json"))
-    return {model_id: spec}
+    try:
+        card = json.loads(DEMO_CARD.read_text())
+        return {mid: from_hf_config(cfg, model_id=mid, name=name, source="inside_llm/demo/model_card.json")
+                for mid, name, cfg in _demo_entries(card)}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 @cache

@@ -1,0 +1,161 @@
+"""Chapter 5: the roofline of one GPU, with prefill and decode placed on it.
+
+A roofline plots attainable FLOP/s against arithmetic intensity (FLOPs per byte of HBM traffic):
+    attainable(I) = min(peak FLOP/s, I * bandwidth);  ridge = peak / bandwidth   [FLOP/byte]
+Left of the ridge the slanted memory roof binds, right of it the flat compute roof.
+
+Points come from the cost model, per GPU of a tensor-parallel group: FLOPs and HBM bytes of one
+engine step, intensity = FLOPs / bytes, attained = FLOPs / step seconds (real efficiencies and
+overheads included), share_of_peak = attained / peak. Decoding one chat reads every weight for
+two FLOPs per weight, so its intensity is about 1 FLOP/byte (BF16) against an H100 ridge near 295:
+a fraction of a percent of the math is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import catalog
+from .costmodel import EngineConfig, max_batch, step_time
+from .derivation import Derivation, derive
+from .hardware import GPU, math_rate
+from .models import ModelSpec
+
+DEFAULT_BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
+ROOF_INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte, the chart's x axis
+
+
+@dataclass(frozen=True)
+class Roof:
+    """The two roofs of a GPU at a precision. Units: FLOP/s, bytes/s, FLOP/byte."""
+
+    gpu_id: str
+    precision: str
+    math: str
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    ridge_flops_per_byte: float
+    peak_source: str
+    bandwidth_source: str
+
+    def attainable(self, intensity: np.ndarray | float) -> np.ndarray | float:
+        """min(peak, intensity * bandwidth): the roof at a given FLOP/byte."""
+        return np.minimum(self.peak_flops_per_s, np.asarray(intensity) * self.bandwidth_bytes_per_s)
+
+
+def roof(gpu: GPU, precision: str = "bf16") -> Roof:
+    """Peak dense FLOP/s for the precision's math path, peak HBM bandwidth and their ratio."""
+    rate = math_rate(gpu, precision)
+    bw = gpu.hbm_bytes_per_s
+    return Roof(gpu.id, precision, rate.math, rate.flops_per_s, bw, rate.flops_per_s / bw,
+                gpu.source(rate.field), gpu.source("hbm_bandwidth_tb_s"))
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    """One engine step on the chart, per GPU. share_of_peak is the fraction of the math used."""
+
+    phase: str  # "prefill" | "decode"
+    batch: int
+    context_tokens: int
+    flops: float
+    hbm_bytes: float
+    arithmetic_intensity: float  # FLOP/byte
+    seconds: float
+    attained_flops_per_s: float
+    roof_flops_per_s: float  # the ideal roof at this intensity (no efficiencies, no overheads)
+    share_of_peak: float
+    roof_share_of_peak: float
+    bound: str
+
+
+def point(cfg: EngineConfig, phase: str, batch: int, context_tokens: int, peak: Roof) -> RooflinePoint:
+    """Prefill of `batch` prompts of `context_tokens`, or one decode step at that context."""
+    if phase == "prefill":
+        st = step_time(cfg, num_prefill_tokens=batch * context_tokens, num_prefill_seqs=batch,
+                       prefill_attention_keys=batch * context_tokens * (context_tokens + 1) // 2)
+    elif phase == "decode":
+        st = step_time(cfg, num_decode_seqs=batch, decode_context_tokens_total=batch * context_tokens)
+    else:
+        raise ValueError(f"phase must be 'prefill' or 'decode'; got {phase!r}")
+    flops, nbytes = st.flops / cfg.tp, st.hbm_bytes / cfg.tp
+    intensity = flops / nbytes
+    attained = flops / st.seconds
+    ideal = float(peak.attainable(intensity))
+    return RooflinePoint(phase, batch, context_tokens, flops, nbytes, intensity, st.seconds, attained, ideal,
+                         attained / peak.peak_flops_per_s, ideal / peak.peak_flops_per_s, st.bound)
+
+
+@dataclass(frozen=True)
+class RooflineResult:
+    roof: Roof
+    prefill: RooflinePoint
+    decode: RooflinePoint
+    decode_curve: dict[str, list]
+    roof_curve: dict[str, list]
+    math: dict[str, Derivation] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"roof": self.roof.__dict__, "prefill": self.prefill.__dict__, "decode": self.decode.__dict__,
+                "decode_curve": self.decode_curve, "roof_curve": self.roof_curve,
+                "math": {k: v.to_dict() for k, v in self.math.items()}}
+
+
+def decode_curve(cfg: EngineConfig, context_tokens: int, peak: Roof,
+                 batches: tuple[int, ...] = DEFAULT_BATCHES) -> dict[str, list]:
+    """The decode point as batch grows: it climbs the memory slope towards the ridge."""
+    fit = max_batch(cfg, context_tokens)
+    pts = [point(cfg, "decode", b, context_tokens, peak) for b in batches]
+    return {"batch": list(batches), "arithmetic_intensity": [p.arithmetic_intensity for p in pts],
+            "attained_flops_per_s": [p.attained_flops_per_s for p in pts],
+            "share_of_peak": [p.share_of_peak for p in pts], "step_ms": [p.seconds * 1e3 for p in pts],
+            "tokens_per_s": [b / p.seconds for b, p in zip(batches, pts)],
+            "fits": [b <= fit for b in batches], "max_batch": fit}
+
+
+def roof_curve(peak: Roof, n: int = 49) -> dict[str, list]:
+    """Log-spaced points of the roof for drawing, plus the ridge corner."""
+    x = np.logspace(np.log10(ROOF_INTENSITY_RANGE[0]), np.log10(ROOF_INTENSITY_RANGE[1]), n)
+    return {"arithmetic_intensity": x.tolist(), "attainable_flops_per_s": peak.attainable(x).tolist(),
+            "ridge": [peak.ridge_flops_per_byte, peak.peak_flops_per_s]}
+
+
+def roofline(model: str | ModelSpec = catalog.DEFAULT_MODEL, gpu: str | GPU = catalog.DEFAULT_GPU,
+             precision: str = "bf16", kv_precision: str = "bf16", batch: int = 1, context_tokens: int = 1024,
+             tp: int = 8, batches: tuple[int, ...] = DEFAULT_BATCHES) -> RooflineResult:
+    """Chapter 5 data: roofs, prefill and decode points, the decode curve over batch, derivations."""
+    m = catalog.model(model) if isinstance(model, str) else model
+    g = catalog.gpu(gpu) if isinstance(gpu, str) else gpu
+    if not 1 <= batch <= 4096:
+        raise ValueError(f"batch must be between 1 and 4096; got {batch}")
+    if not 1 <= context_tokens <= m.max_position_embeddings:
+        raise ValueError(f"context_tokens must be between 1 and {m.max_position_embeddings}; got {context_tokens}")
+    cfg = EngineConfig(m, g, tp=tp, precision=precision, kv_precision=kv_precision)
+    peak = roof(g, precision)
+    pre = point(cfg, "prefill", batch, context_tokens, peak)
+    dec = point(cfg, "decode", batch, context_tokens, peak)
+    return RooflineResult(peak, pre, dec, decode_curve(cfg, context_tokens, peak, batches), roof_curve(peak),
+                          _derivations(cfg, peak, dec))
+
+
+def _derivations(cfg: EngineConfig, peak: Roof, dec: RooflinePoint) -> dict[str, Derivation]:
+    g = cfg.gpu
+    return {
+        "ridge_flops_per_byte": derive(peak.ridge_flops_per_byte, "FLOP/byte", "peak FLOP/s / HBM bytes/s",
+                                       {"peak_flops_per_s": (peak.peak_flops_per_s, "FLOP/s", peak.peak_source),
+                                        "hbm_bandwidth": (peak.bandwidth_bytes_per_s, "bytes/s", peak.bandwidth_source)}),
+        "decode_arithmetic_intensity": derive(dec.arithmetic_intensity, "FLOP/byte",
+                                              "decode-step FLOPs / HBM bytes read (weights + KV cache), per GPU",
+                                              {"flops": (dec.flops, "FLOP"), "hbm_bytes": (dec.hbm_bytes, "bytes"),
+                                               "batch": (dec.batch, "sequences")},
+                                              ["each weight is read once per step and used for 2 FLOPs per sequence"]),
+        "decode_share_of_peak": derive(dec.share_of_peak, "fraction",
+                                       "(decode FLOPs / step seconds) / peak FLOP/s",
+                                       {"flops": (dec.flops, "FLOP"), "step_ms": (dec.seconds * 1e3, "ms"),
+                                        "peak_flops_per_s": (peak.peak_flops_per_s, "FLOP/s", peak.peak_source),
+                                        "gpu": (g.id, ""), "tp": (cfg.tp, "GPUs")},
+                                       ["step time from the calibrated cost model (docs/calibration.md)"]),
+    }

@@ -1,0 +1,103 @@
+"""Architecture formulas: parameter counts vs published totals, KV bytes, MoE, config parsing."""
+
+import pytest
+
+from inside_llm.sim import catalog
+from inside_llm.sim.models import (ModelSpec, expected_experts_touched, from_hf_config, kv_bytes_per_token,
+                                   param_counts, prefill_attention_keys)
+
+LLAMA_31_70B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 8192, "intermediate_size": 28672,
+    "num_attention_heads": 64, "num_hidden_layers": 80, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "rope_theta": 500000.0,
+}
+
+
+@pytest.mark.parametrize("mid", list(catalog.models())[:7])
+def test_params_match_published_totals(mid):
+    m = catalog.model(mid)
+    assert param_counts(m).total / 1e9 == pytest.approx(m.published_params_b, rel=0.005)
+
+
+def test_headline_counts():
+    assert param_counts(catalog.model("llama-3.1-70b")).total / 1e9 == pytest.approx(70.55, abs=0.01)
+    assert param_counts(catalog.model("llama-3.1-8b")).total / 1e9 == pytest.approx(8.03, abs=0.01)
+    assert param_counts(catalog.model("llama-3.1-405b")).total / 1e9 == pytest.approx(405.85, abs=0.05)
+    assert param_counts(catalog.model("qwen2.5-72b")).total / 1e9 == pytest.approx(72.71, abs=0.01)
+
+
+def test_mixtral_total_and_active():
+    pc = param_counts(catalog.model("mixtral-8x7b"))
+    assert pc.total / 1e9 == pytest.approx(46.7, rel=0.005)
+    assert pc.active / 1e9 == pytest.approx(12.9, rel=0.005)
+    assert pc.router_per_layer == 4096 * 8
+
+
+def test_qwen_biases_counted():
+    q = catalog.model("qwen2.5-72b")
+    unbiased = ModelSpec(**{**q.__dict__, "attention_bias": False})
+    assert param_counts(q).total - param_counts(unbiased).total == 80 * (8192 + 2 * 1024)
+
+
+def test_tied_embeddings_count_once():
+    m = catalog.model("llama-3.1-8b")
+    tied = ModelSpec(**{**m.__dict__, "tie_word_embeddings": True})
+    assert param_counts(m).total - param_counts(tied).total == 128256 * 4096
+
+
+def test_kv_bytes_per_token_gqa():
+    m = catalog.model("llama-3.1-70b")
+    assert kv_bytes_per_token(m, 2) == 2 * 80 * 8 * 128 * 2 == 327_680  # 320 KiB per token in BF16
+    mha = catalog.model("llama-2-7b")
+    assert kv_bytes_per_token(mha, 2) == 2 * 32 * 32 * 128 * 2  # no GQA: 8x more per layer-head
+
+
+def test_head_dim_not_hidden_over_heads():
+    cfg = {"hidden_size": 3072, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+           "num_hidden_layers": 28, "intermediate_size": 24576, "vocab_size": 256000}
+    m = from_hf_config(cfg)
+    assert m.q_dim == 4096 != m.hidden_size and m.kv_dim == 2048
+    assert param_counts(m).attention_per_layer == 3072 * 4096 * 2 + 2 * 3072 * 2048
+
+
+def test_from_hf_config_matches_catalog():
+    m = from_hf_config(LLAMA_31_70B_CONFIG, model_id="x")
+    assert param_counts(m).total == param_counts(catalog.model("llama-3.1-70b")).total
+    assert m.head_dim == 128 and not m.is_moe
+
+
+def test_from_hf_config_qwen_and_moe():
+    qwen = from_hf_config({**LLAMA_31_70B_CONFIG, "architectures": ["Qwen2ForCausalLM"]})
+    assert qwen.attention_bias
+    moe = from_hf_config({**LLAMA_31_70B_CONFIG, "num_local_experts": 8, "num_experts_per_tok": 2})
+    assert moe.is_moe and moe.num_experts_per_tok == 2
+
+
+@pytest.mark.parametrize("missing", ["hidden_size", "num_hidden_layers", "num_attention_heads",
+                                     "intermediate_size", "vocab_size"])
+def test_from_hf_config_names_missing_field(missing):
+    cfg = {k: v for k, v in LLAMA_31_70B_CONFIG.items() if k != missing}
+    with pytest.raises(ValueError, match=missing):
+        from_hf_config(cfg)
+
+
+def test_from_hf_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="num_key_value_heads"):
+        from_hf_config({**LLAMA_31_70B_CONFIG, "num_key_value_heads": 7})
+    with pytest.raises(ValueError, match="hidden_size"):
+        from_hf_config({**LLAMA_31_70B_CONFIG, "hidden_size": -1})
+    with pytest.raises(ValueError, match="JSON object"):
+        from_hf_config([1, 2])
+
+
+def test_expected_experts_touched():
+    m = catalog.model("mixtral-8x7b")
+    assert expected_experts_touched(m, 1) == pytest.approx(2.0)
+    assert expected_experts_touched(m, 8) == pytest.approx(8 * (1 - 0.75 ** 8))
+    assert expected_experts_touched(m, 1000) == pytest.approx(8.0)
+    assert expected_experts_touched(catalog.model("llama-3.1-8b"), 100) == 1.0
+
+
+def test_prefill_attention_keys_causal():
+    assert prefill_attention_keys([4]) == 10
+    assert prefill_attention_keys([2, 3]) == 3 + 6

@@ -1,0 +1,109 @@
+"""Dials estimate (chapter 11): defaults, guide figures, validation, memory verdicts, show-the-math."""
+
+import json
+
+import pytest
+
+from inside_llm.sim import catalog, serving
+from inside_llm.sim.hardware import gpu_from_fields
+from inside_llm.sim.models import from_hf_config
+from inside_llm.sim.serving import ServingParams, estimate
+
+HEADLINES = ["ttft_ms", "tpot_ms", "tokens_per_s_per_user", "tokens_per_s_total", "cost_per_million_tokens_usd",
+             "weights_gb", "kv_cache_gb", "spare_gb", "max_batch", "mfu", "bandwidth_utilization"]
+
+
+def test_defaults_are_the_guides_server():
+    p = ServingParams()
+    assert (p.model, p.gpu, p.gpus, p.tp, p.pp, p.precision, p.price_per_gpu_hour) == \
+        ("llama-3.1-70b", "h100-sxm", 8, 8, 1, "bf16", 3.0)
+    e = estimate()
+    assert e.memory.fits and e.bound == "memory" and e.replicas == 1
+    assert e.memory.weights_gb * 8 == pytest.approx(141, abs=1)  # ~140 GB for 70B at FP16
+    assert 5 < e.tpot_ms < 30 and e.ttft_ms > e.tpot_ms
+    assert 0 < e.mfu < 0.5 and 0 < e.bandwidth_utilization < 1
+
+
+def test_throughput_and_cost_formulas():
+    p = ServingParams(batch=32, prompt_tokens=512, output_tokens=128)
+    e = estimate(p)
+    assert e.e2e_latency_ms == pytest.approx(e.ttft_ms + 127 * e.tpot_ms)
+    assert e.tokens_per_s_total == pytest.approx(32 * 128 / (e.e2e_latency_ms / 1e3))
+    assert e.tokens_per_s_per_user == pytest.approx(1000 / e.tpot_ms)
+    assert e.cost_per_million_tokens_usd == pytest.approx(8 * 3.0 / 3600 / e.tokens_per_s_total * 1e6)
+
+
+def test_replicas_multiply_throughput():
+    one = estimate(ServingParams(model="llama-3.1-8b", gpus=8, tp=8))
+    eight = estimate(ServingParams(model="llama-3.1-8b", gpus=8, tp=1))
+    assert eight.replicas == 8 and eight.tokens_per_s_total > one.tokens_per_s_total
+
+
+def test_bigger_batch_more_throughput_slower_users():
+    small, big = estimate(ServingParams(batch=1)), estimate(ServingParams(batch=128))
+    assert big.tokens_per_s_total > 20 * small.tokens_per_s_total
+    assert big.tokens_per_s_per_user < small.tokens_per_s_per_user
+    assert big.cost_per_million_tokens_usd < small.cost_per_million_tokens_usd / 20
+
+
+def test_does_not_fit_says_by_how_much():
+    e = estimate(ServingParams(gpus=1, tp=1))
+    assert not e.memory.fits and e.memory.shortfall_gb > 60 and e.max_batch == 0
+    big = estimate(ServingParams(batch=4096, prompt_tokens=8192, output_tokens=8192))
+    assert not big.memory.fits and big.memory.shortfall_gb == pytest.approx(-big.memory.spare_gb)
+
+
+def test_pipeline_parallel_estimate():
+    e = estimate(ServingParams(tp=4, pp=2, batch=16))
+    assert e.memory.fits and e.tpot_ms > estimate(ServingParams(batch=16)).tpot_ms
+
+
+def test_precisions_speed_up_decode():
+    bf16 = estimate(ServingParams(batch=1))
+    fp8 = estimate(ServingParams(batch=1, precision="fp8", kv_precision="fp8"))
+    int4 = estimate(ServingParams(batch=1, precision="int4"))
+    assert int4.tpot_ms < fp8.tpot_ms < bf16.tpot_ms
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"tp": 3}, "tp \\* pp must divide gpus"), ({"gpus": 0}, "gpus"), ({"batch": 0}, "batch"),
+    ({"batch": 5000}, "batch"), ({"prompt_tokens": 0}, "prompt_tokens"), ({"output_tokens": 0}, "output_tokens"),
+    ({"prompt_tokens": 130000, "output_tokens": 2000}, "prompt_tokens \\+ output_tokens"),
+    ({"price_per_gpu_hour": -1}, "price_per_gpu_hour"), ({"precision": "fp4"}, "precision"),
+    ({"kv_precision": "fp16"}, "kv_precision"), ({"model": "nope"}, "model"), ({"gpu": "nope"}, "gpu"),
+])
+def test_bad_inputs_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=field):
+        estimate(ServingParams(**kw))
+
+
+def test_custom_model_and_gpu():
+    m = from_hf_config({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+                        "max_position_embeddings": 8192}, model_id="my-8b")
+    g = gpu_from_fields({"bf16_dense_tflops": 500, "hbm_capacity_gb": 96, "hbm_bandwidth_tb_s": 4.0,
+                         "interconnect_bandwidth_gb_s": 900}, gpu_id="my-gpu")
+    e = estimate(ServingParams(model=m, gpu=g, gpus=1, tp=1))
+    assert e.memory.fits and e.math["spare_gb"].inputs[0].source == "user input"
+    assert serving.params_dict(ServingParams(model=m, gpu=g))["model"] == "my-8b"
+    with pytest.raises(ValueError, match="hbm_bandwidth_tb_s"):
+        gpu_from_fields({"bf16_dense_tflops": 500, "hbm_capacity_gb": 96, "interconnect_bandwidth_gb_s": 1})
+    with pytest.raises(ValueError, match="unknown GPU field"):
+        gpu_from_fields({"warp_speed": 9})
+
+
+def test_every_headline_has_its_math():
+    d = estimate().to_dict()
+    json.dumps(d)
+    for key in HEADLINES:
+        m = d["math"][key]
+        assert m["formula"] and m["unit"] and m["inputs"], key
+    srcs = [i.get("source", "") for i in d["math"]["tpot_ms"]["inputs"]]
+    assert any("3.35TB/s" in s for s in srcs)
+    assert any("$3 per GPU-hour" in a for a in d["math"]["cost_per_million_tokens_usd"]["assumptions"])
+
+
+def test_guide_hardware_figures_come_from_the_catalog():
+    g = catalog.gpu("h100-sxm")
+    assert (g.hbm_capacity_gb, g.hbm_bandwidth_tb_s, g.interconnect_bandwidth_gb_s) == (80, 3.35, 900)
+    assert estimate().memory.capacity_gb == 80
