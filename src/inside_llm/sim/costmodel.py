@@ -243,7 +243,7 @@ def memory_per_gpu(cfg: EngineConfig, batch: int, context_tokens: int) -> Memory
     if batch < 0 or context_tokens < 0:
         raise ValueError("batch and context_tokens must be >= 0")
     s = cfg.shard
-    capacity = cfg.gpu.hbm_capacity_gb
+    capacity = float(cfg.gpu.hbm_capacity_gb)
     weights = s.weight_bytes / GB
     kv = batch * context_tokens * s.kv_bytes_per_token_stage / GB
     act = activation_bytes(cfg, batch, context_tokens) / GB

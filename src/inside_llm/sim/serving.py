@@ -166,7 +166,13 @@ def _step_assumptions(cfg: EngineConfig) -> list[str]:
 
 
 def _derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: _Phases) -> dict[str, Derivation]:
-    g, m, mem = cfg.gpu, cfg.model, est.memory
+    """The `math` block: one Derivation per headline number."""
+    return {**_time_derivations(cfg, p, est, ph), **_rate_derivations(cfg, p, est, ph),
+            **_memory_derivations(cfg, p, est.memory, est.max_batch)}
+
+
+def _time_derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: _Phases) -> dict[str, Derivation]:
+    g, m = cfg.gpu, cfg.model
     step = _step_assumptions(cfg)
     common = {"model": (m.id, "", m.source or None), "gpu": (g.id, ""), "tp": (cfg.tp, "GPUs"),
               "pp": (cfg.pp, "GPUs"), "precision": (cfg.precision, ""), "batch": (p.batch, "sequences")}
@@ -189,6 +195,12 @@ def _derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: 
                            **_gpu_inputs(g, "hbm_bandwidth_tb_s")},
                           step + ["decode step time is linear in context, so the mean over the answer is the "
                                   "step at the mean context"]),
+    }
+
+
+def _rate_derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: _Phases) -> dict[str, Derivation]:
+    g = cfg.gpu
+    return {
         "tokens_per_s_per_user": derive(est.tokens_per_s_per_user, "tokens/s", "1000 / tpot_ms",
                                         {"tpot_ms": (est.tpot_ms, "ms")}),
         "tokens_per_s_total": derive(est.tokens_per_s_total, "tokens/s",
@@ -203,7 +215,6 @@ def _derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: 
                                               {"gpus": (p.gpus, "GPUs"), "price_per_gpu_hour": (p.price_per_gpu_hour, "USD/h"),
                                                "tokens_per_s_total": (est.tokens_per_s_total, "tokens/s")},
                                               ["$3 per GPU-hour is an example rental price, not a quote"]),
-        **_memory_derivations(cfg, p, mem, est.max_batch),
         "mfu": derive(est.mfu, "fraction", "model FLOPs of the batch / (e2e time x GPUs x peak FLOP/s)",
                       {"peak_flops_per_s": (cfg.shard.math_flops_per_s, "FLOP/s"), "gpus": (cfg.tp * cfg.pp, "GPUs"),
                        "e2e_ms": (est.e2e_latency_ms, "ms")}),
