@@ -40,13 +40,13 @@ SOURCE_KEYS = [
 ]
 
 FACTORS = [
-    ("gemm_compute[bf16]", lambda e: f"{e.gemm('bf16'):.2f}",
+    ("gemm_compute_bf16", lambda e: f"{e.gemm('bf16'):.2f}",
      "fraction of dense BF16/FP16 tensor peak reached by the model's GEMMs",
      "A100 FP16 time-to-first-token at 2,048 tokens (Llama 2 7B, 70B TP4); vLLM BF16 rows"),
-    ("gemm_compute[fp8]", lambda e: f"{e.gemm('fp8'):.2f}",
+    ("gemm_compute_fp8", lambda e: f"{e.gemm('fp8'):.2f}",
      "fraction of dense FP8 peak reached by FP8 GEMMs (FP8 kernels reach a smaller share of their doubled peak)",
      "H100 FP8 time-to-first-token at 2,048 tokens; large-batch throughput (TensorRT-LLM 0.6.1 and 1.0)"),
-    ("gemm_compute[int8]", lambda e: f"{e.gemm('int8'):.2f}",
+    ("gemm_compute_int8", lambda e: f"{e.gemm('int8'):.2f}",
      "same for INT8 W8A8", "no reference: assumed equal to FP8"),
     ("attention_compute", lambda e: f"{e.attention_compute:.2f}",
      "fraction of BF16 peak reached by attention math",

@@ -113,3 +113,8 @@ def test_max_batch_is_the_edge():
     b = max_batch(c, 4096)
     assert memory_per_gpu(c, b, 4096).fits and not memory_per_gpu(c, b + 1, 4096).fits
     assert max_batch(cfg(tp=1), 128) == 0
+
+
+def test_config_is_hashable_for_callers_that_cache():
+    a, b = cfg(tp=8), cfg(tp=8)
+    assert a == b and hash(a) == hash(b) and len({a, b, cfg(tp=4)}) == 2

@@ -43,7 +43,7 @@ class NodeSpec:
     nvlink_one_direction_gb_s: float
     allreduce_bus_bandwidth_gb_s: float | None = None  # NCCL busBw, ring, large messages
     allreduce_nvls_bus_bandwidth_gb_s: float | None = None
-    sources: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,11 +20,8 @@ data/references.toml (docs/calibration.md shows predicted vs measured).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from types import MappingProxyType
-from typing import Mapping
-
 from .hardware import ACTIVATION_BYTES, GPU, kv_bytes_per_value, math_rate, weight_bytes_per_param
 from .models import ModelSpec, expected_experts_touched, param_counts
 
@@ -38,8 +35,9 @@ class Efficiency:
 
     # Fraction of dense tensor peak reached by the model's GEMMs, by math path. Calibrated on prefill
     # (TTFT at 2k tokens) and large-batch throughput references.
-    gemm_compute: Mapping[str, float] = field(default_factory=lambda: MappingProxyType(
-        {"bf16": 0.62, "fp8": 0.45, "int8": 0.45}))
+    gemm_compute_bf16: float = 0.62
+    gemm_compute_fp8: float = 0.45
+    gemm_compute_int8: float = 0.45
     # Fraction of BF16 peak reached by attention math (FlashAttention-2/3: 35-75% on H100).
     attention_compute: float = 0.5
     # Fraction of peak HBM bandwidth reached when streaming weights / KV (decode).
@@ -61,7 +59,8 @@ class Efficiency:
     prefill_chunk_tokens: int = 8192
 
     def gemm(self, math_path: str) -> float:
-        return self.gemm_compute.get(math_path, self.gemm_compute["bf16"])
+        """GEMM efficiency for a math path ("bf16", "fp8" or "int8")."""
+        return {"fp8": self.gemm_compute_fp8, "int8": self.gemm_compute_int8}.get(math_path, self.gemm_compute_bf16)
 
 
 DEFAULT_EFFICIENCY = Efficiency()

@@ -100,7 +100,7 @@ class GPU:
     die_count: int = 1
     interconnect: str = ""
     tdp_w: float = 0.0
-    sources: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in _GPU_NUMBERS:
