@@ -103,10 +103,13 @@ class KVCacheManager:
         pool lacks free blocks; then nothing is allocated, as in vLLM's allocate_slots.
         Block.num_tokens is updated for the blocks this call touches.
         """
+        bs = self.block_size
         table = self.req_to_blocks.get(request_id)
         if table is None:
             table = self.req_to_blocks[request_id] = []
-        bs = self.block_size
+        elif num_tokens <= len(table) * bs:  # fast path: the last page has room
+            table[-1].num_tokens = min(bs, num_tokens - (len(table) - 1) * bs)
+            return []
         need = -(-num_tokens // bs) - len(table)
         new = self.pool.get_new_blocks(need) if need > 0 else []
         if new is None:
