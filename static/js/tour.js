@@ -1,180 +1,186 @@
-// tour.js: one page of the tour (or an embed): URL state, controls, fetching, the scene module, keys.
+// tour.js: one page of the tour (or an embed): URL state, theme, the scene controller, toolbar, presenter, keys.
 
-import { createFetcher, fetchJSON, isAbort, toQuery } from './lib/api.js';
-import { announce, isEditing } from './lib/a11y.js';
-import { prefersReducedMotion } from './lib/tween.js';
-import { h, clear } from './lib/svg.js';
-import { num } from './lib/format.js';
+import { toQuery } from './lib/api.js';
+import { isEditing } from './lib/a11y.js';
+import { createController } from './lib/controller.js';
+import { readOptions, readParams } from './lib/options.js';
+import { loadSceneData } from './lib/offline.js';
+import { autoFit } from './lib/fit.js';
+import { bindToolbar } from './lib/share.js';
+import { createPresenter } from './lib/presenter.js';
 
-const state = JSON.parse(document.getElementById('page-state').textContent);
-const stage = document.getElementById('stage');
-const status = document.getElementById('stage-status');
-const form = document.getElementById('controls');
-const controls = Object.fromEntries(state.controls.map((c) => [c.name, c]));
-const params = { ...state.params };
-const latest = createFetcher();
-let scene = null;
-let lastData = null;
-let timer = 0;
+const page = JSON.parse(document.getElementById('page-state').textContent);
+page.options = readOptions(location.search); // offline pages were rendered without the query
+if (page.offline) page.params = readParams(page.controls, location.search);
+const opts = { ...page.options };
+const els = {
+  stage: document.getElementById('stage'),
+  status: document.getElementById('stage-status'),
+  form: document.getElementById('controls'),
+};
+const hooks = { onRender, onParams: syncURL };
+let ctl = createController(page, els, hooks);
+let fitter = null;
 
 // ---- theme --------------------------------------------------------------------------------
 const THEME_KEY = 'inside-llm-theme';
 function applyTheme() {
-  const forced = state.options.theme;
-  const saved = forced || localStorage.getItem(THEME_KEY) || 'auto';
+  const saved = opts.theme || localStorage.getItem(THEME_KEY) || 'auto';
   document.documentElement.dataset.theme = saved;
 }
-applyTheme();
 document.getElementById('theme-toggle')?.addEventListener('click', () => {
-  const dark = document.documentElement.dataset.theme === 'dark' ||
-    (document.documentElement.dataset.theme === 'auto' && matchMedia('(prefers-color-scheme: dark)').matches);
+  const root = document.documentElement.dataset.theme;
+  const dark = root === 'dark' || (root === 'auto' && matchMedia('(prefers-color-scheme: dark)').matches);
   localStorage.setItem(THEME_KEY, dark ? 'light' : 'dark');
+  delete opts.theme;
   applyTheme();
-  if (scene && lastData) scene.update(lastData, { ...params });
+  syncURL();
+  ctl.redraw();
 });
 
 // ---- URL state ------------------------------------------------------------------------------
-/** The page URL for the current params: every non-default value, plus embed options. */
-function pageURL() {
+/** Query string for a state: every non-default param, then the presentation options. */
+function queryFor(st, params, options) {
   const changed = {};
-  for (const [k, v] of Object.entries(params)) if (v !== state.defaults[k]) changed[k] = v;
-  const q = toQuery({ ...changed, ...state.options });
-  return location.pathname + (q ? `?${q}` : '');
+  for (const [k, v] of Object.entries(params)) if (v !== st.defaults[k]) changed[k] = v;
+  return toQuery({ ...changed, ...options });
 }
 
-function apiParams() {
-  const out = {};
-  for (const [k, v] of Object.entries(params)) if (controls[k].api !== false) out[k] = v;
-  return out;
+function currentOptions() {
+  const o = { ...opts };
+  const { index } = ctl.steps();
+  if (index !== null && index !== undefined) o.step = String(index);
+  return o;
 }
 
-// ---- controls -----------------------------------------------------------------------------
-const isLog2 = (c) => c.kind === 'range' && c.scale === 'log2';
-
-function showValue(c) {
-  const out = document.getElementById(`out-${c.name}`);
-  if (out) out.textContent = `${num(params[c.name], 4)}${c.unit ? ` ${c.unit}` : ''}`;
+function pagePath(st) {
+  return `${page.embed ? st.urls.embed : st.urls.tour}${st.slug}${st.urls.suffix}`;
 }
 
-function readControl(c, el) {
-  if (c.kind === 'toggle') return el.checked;
-  if (isLog2(c)) return Math.round(2 ** Number(el.value));
-  if (c.kind === 'range' || c.kind === 'number') return Number(el.value);
-  if (c.kind === 'select') {
-    const opt = c.options.find(([v]) => String(v) === el.value);
-    return opt ? opt[0] : el.value;
-  }
-  return el.value;
+function syncURL(push = false) {
+  const q = queryFor(ctl.state, ctl.params, currentOptions());
+  const url = (ctl.state === page ? location.pathname : pagePath(ctl.state)) + (q ? `?${q}` : '');
+  history[push ? 'pushState' : 'replaceState'](null, '', url);
 }
 
-function writeControl(c, el) {
-  if (c.kind === 'toggle') el.checked = !!params[c.name];
-  else if (isLog2(c)) el.value = Math.log2(params[c.name]);
-  else el.value = params[c.name];
-  showValue(c);
+function absolute(path, query) {
+  return new URL(path + (query ? `?${query}` : ''), location.href).href;
 }
 
-function bindControls() {
-  if (!form) return;
-  for (const c of state.controls) {
-    const el = form.elements.namedItem(c.name);
-    if (!el) continue;
-    if (isLog2(c)) Object.assign(el, { min: Math.log2(c.min), max: Math.log2(c.max), step: 1 });
-    writeControl(c, el);
-    const typing = c.kind === 'text' || c.kind === 'textarea';
-    el.addEventListener(c.kind === 'select' || c.kind === 'toggle' ? 'change' : 'input',
-      () => setParam(c.name, readControl(c, el), typing ? 150 : 0));
-  }
-  form.querySelectorAll('.preset').forEach((btn) => btn.addEventListener('click', () => {
-    const preset = state.presets ? state.presets[btn.dataset.preset] : null;
-    applyPreset(preset || JSON.parse(btn.dataset.params || '{}'));
-  }));
+// ---- toolbar --------------------------------------------------------------------------------
+function paramText(c, v) {
+  if (c.kind === 'toggle') return v ? 'on' : 'off';
+  if (c.kind === 'select') return String((c.options.find(([x]) => x === v) || [v, v])[1]);
+  if (typeof v === 'string') return `“${v.length > 40 ? `${v.slice(0, 39)}…` : v}”`.replace(/\s+/g, ' ');
+  return `${v}${c.unit ? ` ${c.unit}` : ''}`;
 }
 
-function applyPreset(p) {
-  Object.assign(params, p.params || p);
-  for (const c of state.controls) {
-    const el = form && form.elements.namedItem(c.name);
-    if (el) writeControl(c, el);
-  }
-  refresh(0);
+function caption() {
+  const st = ctl.state;
+  const parts = st.controls.map((c) => `${c.label}: ${paramText(c, ctl.params[c.name])}`);
+  const { count, index } = ctl.steps();
+  if (count && index !== null) parts.push(`step ${index + 1} of ${count}`);
+  return `${st.number}. ${st.title} — ${parts.join(' · ') || 'defaults'} · Inside LLM Inference`;
 }
 
-/** Change one parameter (from a control or from the scene itself) and redraw/refetch. */
-function setParam(name, value, delay = 0) {
-  params[name] = value;
-  const c = controls[name];
-  if (c) showValue(c);
-  const el = form && form.elements.namedItem(name);
-  if (el && c && readControl(c, el) !== value) writeControl(c, el);
-  history.replaceState(null, '', pageURL());
-  if (c && c.api === false) {
-    if (scene && lastData) scene.update(lastData, { ...params });
+const toolbarAPI = {
+  stage: els.stage,
+  title: page.title,
+  steps: () => ctl.steps(),
+  status: (msg) => { els.status.textContent = msg; },
+  shareURL: () => { syncURL(); return location.href; },
+  embedURL: (o) => absolute(`${page.urls.embed}${page.slug}${page.urls.suffix}`, queryFor(page, ctl.params, o)),
+  caption,
+  filename: (ext) => `inside-llm-${String(ctl.state.number).padStart(2, '0')}-${ctl.state.slug}.${ext}`,
+  present: () => presenter.enter(),
+};
+bindToolbar(document.querySelector('.stage-tools'), document.getElementById('tool-panel'), toolbarAPI);
+
+// ---- presenter ----------------------------------------------------------------------------
+/** The page-state of another scene: parsed from its embed page, or from the offline bundle's data file. */
+async function stateOf(slug) {
+  if (page.offline) return (await loadSceneData(page.urls.root, slug)).state;
+  const res = await fetch(`${page.urls.embed}${slug}`);
+  if (!res.ok) throw new Error(`${slug}: ${res.status}`);
+  const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
+  return JSON.parse(doc.getElementById('page-state').textContent);
+}
+
+/** Presenter moves to another scene in place (full screen survives); the narration is reloaded on exit. */
+async function swapTo(slug, step) {
+  let st;
+  try {
+    st = await stateOf(slug);
+  } catch (err) {
+    els.status.textContent = `Could not open ${slug}: ${err.message}`;
     return;
   }
-  refresh(delay);
+  st.embed = false;
+  st.options = { ...opts, step: String(step) };
+  ctl.destroy();
+  els.stage.dataset.slug = slug;
+  ctl = createController(st, { ...els, form: null }, hooks);
+  await ctl.start();
+  syncURL(true);
 }
 
-// ---- fetching -----------------------------------------------------------------------------
-function refresh(delay) {
-  clearTimeout(timer);
-  timer = setTimeout(load, delay);
+const presenter = createPresenter({
+  stage: els.stage, scale: opts.scale,
+  ctl: () => ctl,
+  swapTo,
+  onChange: () => { opts.present = '1'; syncURL(); },
+  onExit: () => {
+    delete opts.present;
+    if (ctl.state !== page) {
+      location.assign(absolute(pagePath(ctl.state), queryFor(ctl.state, ctl.params, currentOptions())));
+      return;
+    }
+    ctl.showStep(opts.step === undefined ? null : ctl.steps().index);
+    syncURL();
+  },
+});
+addEventListener('popstate', () => location.reload());
+
+// ---- render hook, keys ----------------------------------------------------------------------
+function onRender() {
+  if (fitter) fitter.refit();
+  presenter.update();
 }
 
-async function load() {
-  if (!state.built || !scene) return;
-  const p = apiParams();
-  const q = toQuery(p);
-  try {
-    stage.setAttribute('aria-busy', 'true');
-    const data = q.length > 6000 ? await latest(state.api, { body: p }) : await latest(`${state.api}?${q}`);
-    status.textContent = '';
-    lastData = data;
-    scene.update(data, { ...params });
-  } catch (err) {
-    if (!isAbort(err)) status.textContent = `Could not update: ${err.message}`;
-  } finally {
-    stage.removeAttribute('aria-busy');
-  }
+function go(to) {
+  if (to) location.href = `${page.urls.tour}${to}${page.urls.suffix}`;
 }
 
-// ---- scene module ---------------------------------------------------------------------------
-function buildingPanel() {
-  clear(stage);
-  const box = h('div', { class: 'building' }, stage);
-  const inner = h('div', {}, box);
-  h('h2', { text: 'This stage is being built' }, inner);
-  h('p', { text: 'The narration is ready; the live simulation for this chapter has not landed yet.' }, inner);
+/** Embeds take arrow keys only to step a scene's animation (never to leave the scene). */
+function embedKey(ev) {
+  const { count, index } = ctl.steps();
+  const delta = ev.key === 'ArrowRight' ? 1 : ev.key === 'ArrowLeft' ? -1 : 0;
+  if (!count || !delta) return;
+  ev.preventDefault();
+  ctl.showStep(Math.min(count - 1, Math.max(0, (index ?? -1) + delta)));
+  syncURL();
 }
 
-async function mountScene() {
-  if (!state.built) return buildingPanel();
-  try {
-    scene = await import(`./scenes/${state.slug}.js`);
-  } catch (err) {
-    console.warn(`scene module for ${state.slug} not loaded`, err);
-    return buildingPanel();
-  }
-  const ctx = {
-    params, setParam, fetchJSON, announce, embed: state.embed, options: state.options,
-    reducedMotion: prefersReducedMotion(), status: (msg) => { status.textContent = msg; },
-  };
-  scene.mount(stage, ctx);
-  await load();
-}
-
-// ---- keyboard -----------------------------------------------------------------------------
 document.addEventListener('keydown', (ev) => {
-  if (state.embed || ev.altKey || ev.ctrlKey || ev.metaKey || isEditing(ev.target)) return;
-  if (scene && scene.onKey && scene.onKey(ev)) return;
-  const to = ev.key === 'ArrowRight' ? state.next : ev.key === 'ArrowLeft' ? state.prev : null;
+  if (ev.altKey || ev.ctrlKey || ev.metaKey || isEditing(ev.target)) return;
+  if (presenter.key(ev) || ctl.onKey(ev)) return;
+  if (page.embed) return embedKey(ev);
+  if (ev.key === 'p' || ev.key === 'P') return presenter.enter();
+  const to = ev.key === 'ArrowRight' ? page.next : ev.key === 'ArrowLeft' ? page.prev : null;
   if (to) {
     ev.preventDefault();
-    location.href = `/tour/${to}`;
+    go(to);
   }
 });
 
-window.addEventListener('pagehide', () => { if (scene && scene.unmount) scene.unmount(); });
+window.addEventListener('pagehide', () => { const s = ctl.scene(); if (s && s.unmount) s.unmount(); });
+window.addEventListener('pageshow', (ev) => { if (ev.persisted) location.reload(); });
 
-bindControls();
-mountScene();
+// ---- start --------------------------------------------------------------------------------
+applyTheme();
+if (page.embed) {
+  const panel = document.getElementById('embed-controls');
+  if (panel) panel.hidden = opts.controls !== '1';
+  fitter = autoFit(els.stage, opts.scale);
+}
+ctl.start().then(() => { if (!page.embed && opts.present === '1') presenter.enter(); });

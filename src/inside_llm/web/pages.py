@@ -1,8 +1,14 @@
-"""HTML pages: the tour (/ and /tour/<slug>), the stage alone (/embed/<slug>), /dials, /docs, /healthz."""
+"""HTML pages: the tour (/ and /tour/<slug>), the stage alone (/embed/<slug>), /dials, /docs.
+
+The same context builder renders the live pages and the offline bundle (export.py); only the
+`Links` differ (absolute server paths vs relative `.html` files).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
@@ -16,7 +22,41 @@ from ..scenes import Control, Scene, load_scenes, scene_by_slug
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(templates_dir()))
-EMBED_OPTIONS = {"controls": ("0", "1"), "autoplay": ("0", "1"), "theme": ("light", "dark", "auto")}
+SIZES = {"s": 0.8, "m": 1.0, "l": 1.3, "xl": 1.7}   # `size=` aliases for `scale=`
+SCALE_BOUNDS = (0.25, 4.0)
+MAX_STEP = 10_000
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where pages point: live server paths (root "") or relative files in an export (root "..")."""
+
+    root: str = ""
+    suffix: str = ""            # ".html" in an export
+    offline: bool = False
+
+    def static(self, path: str) -> str:
+        return f"{self.root}/static/{path}"
+
+    def tour(self, slug: str) -> str:
+        return f"{self.root}/tour/{slug}{self.suffix}"
+
+    def embed(self, slug: str) -> str:
+        return f"{self.root}/embed/{slug}{self.suffix}"
+
+    def home(self) -> str:
+        return f"{self.root}/index.html" if self.offline else "/"
+
+    def dials(self) -> str:
+        return self.tour("dials") if self.offline else "/dials"
+
+    def for_js(self) -> dict[str, str]:
+        return {"root": self.root, "tour": f"{self.root}/tour/", "embed": f"{self.root}/embed/",
+                "suffix": self.suffix}
+
+
+LIVE = Links()
+templates.env.globals["u"] = LIVE
 
 
 def _coerce(c: Control, raw: str | None) -> Any:
@@ -39,8 +79,42 @@ def _coerce(c: Control, raw: str | None) -> Any:
         return c.default
 
 
-def page_params(scene: Scene, request: Request) -> dict[str, Any]:
-    return {c.name: _coerce(c, request.query_params.get(c.name)) for c in scene.controls}
+def page_params(scene: Scene, query: Mapping[str, str]) -> dict[str, Any]:
+    return {c.name: _coerce(c, query.get(c.name)) for c in scene.controls}
+
+
+def _scale(query: Mapping[str, str]) -> str | None:
+    """`scale=1.5` (0.25-4) or `size=s|m|l|xl`, as a number string; None when absent or invalid."""
+    raw, size = query.get("scale"), query.get("size")
+    if raw is None and size in SIZES:
+        return str(SIZES[size])
+    try:
+        v = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return str(v) if v is not None and SCALE_BOUNDS[0] <= v <= SCALE_BOUNDS[1] else None
+
+
+def _step(raw: str | None) -> str | None:
+    """`step=N` (0-based animation step) or `step=last`; None when absent or invalid."""
+    if raw == "last" or (raw is not None and raw.isdigit() and int(raw) <= MAX_STEP):
+        return raw if raw == "last" else str(int(raw))
+    return None
+
+
+def embed_options(query: Mapping[str, str]) -> dict[str, str]:
+    """The presentation options in a URL, validated; anything invalid is dropped, never an error.
+
+    controls=0|1 (embeds show no controls unless 1), autoplay=0|1, theme=light|dark|auto,
+    step=N|last, scale=0.25-4 (or size=s|m|l|xl), present=0|1. tour.js reads the same rules.
+    """
+    allowed = {"controls": ("0", "1"), "autoplay": ("0", "1"), "theme": ("light", "dark", "auto"),
+               "present": ("0", "1")}
+    opts = {k: query[k] for k, ok in allowed.items() if query.get(k) in ok}
+    for k, v in (("step", _step(query.get("step"))), ("scale", _scale(query))):
+        if v is not None:
+            opts[k] = v
+    return opts
 
 
 def rendered_fact(scene: Scene) -> str | None:
@@ -52,27 +126,38 @@ def rendered_fact(scene: Scene) -> str | None:
         return None
 
 
-def _state(scene: Scene, params: dict, request: Request, embed: bool) -> str:
+def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links = LIVE) -> dict:
+    """What tour.js needs (the `page-state` JSON block): scene, params, controls, neighbours, links."""
     scenes = load_scenes()
     i = scenes.index(scene)
-    opts = {k: request.query_params.get(k) for k in ("controls", "autoplay", "theme", "step", "scale",
-                                                      "present")}
-    state = {
+    return {
         "slug": scene.slug, "number": scene.number, "title": scene.title, "api": f"/api/{scene.slug}",
         "built": chapter_module(scene.slug) is not None, "embed": embed, "params": params,
-        "defaults": scene.defaults(), "presets": list(scene.presets), "controls": [c.__dict__ | {"options": list(c.options)} for c in scene.controls],
+        "defaults": scene.defaults(), "presets": list(scene.presets),
+        "controls": [c.__dict__ | {"options": list(c.options)} for c in scene.controls],
         "prev": scenes[i - 1].slug if i > 0 else None,
         "next": scenes[i + 1].slug if i + 1 < len(scenes) else None,
-        "options": {k: v for k, v in opts.items() if v is not None},
+        "count": len(scenes), "options": opts, "offline": links.offline, "urls": links.for_js(),
     }
+
+
+def state_json(state: dict) -> str:
     return json.dumps(state, ensure_ascii=False).replace("</", "<\\/")
 
 
+def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Links = LIVE) -> dict:
+    """Template context for a tour or embed page (shared by the server and the offline export)."""
+    params = page_params(scene, query)
+    opts = embed_options(query)
+    theme = opts.get("theme", "auto")
+    return {"scene": scene, "scenes": load_scenes(), "params": params, "fact": rendered_fact(scene),
+            "state_json": state_json(page_state(scene, params, opts, embed, links)), "opts": opts,
+            "version": __version__, "theme": theme, "u": links,
+            "scale": opts.get("scale"), "show_controls": not embed or opts.get("controls") == "1"}
+
+
 def _render(request: Request, scene: Scene, template: str, embed: bool) -> HTMLResponse:
-    params = page_params(scene, request)
-    ctx = {"scene": scene, "scenes": load_scenes(), "params": params, "fact": rendered_fact(scene),
-           "state_json": _state(scene, params, request, embed), "version": __version__,
-           "theme": request.query_params.get("theme", "auto")}
+    ctx = page_context(scene, request.query_params, embed)
     return templates.TemplateResponse(request, template, ctx)
 
 

@@ -1,0 +1,186 @@
+"""`inside-llm export --out DIR [--scenes ...]`: the tour and every embed page as static files that work
+with no server and no network, opened from disk (file://) or any static host.
+
+    DIR/index.html             the chapters, with links to each tour page and embed page
+    DIR/tour/<slug>.html       tour pages;  DIR/embed/<slug>.html  embed pages (same ?options as live)
+    DIR/data/<slug>.js         precomputed endpoint responses + page state, a classic script
+    DIR/api/<slug>/<n>.json    the same responses as JSON files; DIR/manifest.json maps URLs to them
+    DIR/static/                CSS, icons, and static/js/inside-llm.bundle.js (all ES modules as one
+                               classic script: Chromium refuses module scripts and fetch() from file://)
+
+Responses are precomputed in-process (TestClient) for each scene's defaults, its [[presets]], every
+option of each select or toggle, and every position of small sliders (each varied alone from the
+defaults). Anything else (typing new text, other combinations) needs the live server; the bundle says so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlencode
+
+from fastapi.testclient import TestClient
+
+from . import __version__
+from .api.registry import chapter_module
+from .app import create_app
+from .jsbundle import bundle
+from .paths import static_dir
+from .scenes import Control, Scene, load_scenes
+from .web.pages import Links, page_context, page_state, templates
+
+OFFLINE = Links(root="..", suffix=".html", offline=True)
+MAX_SLIDER_POSITIONS = 16     # sliders with at most this many positions are precomputed at each one
+MAX_VARIANTS = 64             # per scene, so a huge select cannot make the bundle explode
+BUNDLE_JS = "js/inside-llm.bundle.js"
+
+
+def _slider_positions(c: Control) -> list[float]:
+    """Every value a range control can take, if there are few enough; else []."""
+    if c.kind != "range" or c.min is None or c.max is None:
+        return []
+    if c.scale == "log2":
+        vals, v = [], c.min
+        while v <= c.max and len(vals) <= MAX_SLIDER_POSITIONS:
+            vals.append(v)
+            v *= 2
+    else:
+        step = c.step or 1
+        n = int(round((c.max - c.min) / step)) + 1
+        vals = [c.min + i * step for i in range(n)] if n <= MAX_SLIDER_POSITIONS else []
+    vals = [int(v) if isinstance(c.default, int) and float(v).is_integer() else v for v in vals]
+    return vals if len(vals) <= MAX_SLIDER_POSITIONS else []
+
+
+def variants(scene: Scene) -> list[dict[str, Any]]:
+    """The endpoint parameter sets to precompute: defaults, presets, then one control varied at a time."""
+    api = [c for c in scene.controls if c.api]
+    base = {c.name: c.default for c in api}
+    out = [base] + [{**base, **{k: v for k, v in p.get("params", {}).items() if k in base}} for p in scene.presets]
+    for c in api:
+        values = ([v for v, _ in c.options] if c.kind == "select" else
+                  [not c.default] if c.kind == "toggle" else _slider_positions(c))
+        out += [{**base, c.name: v} for v in values]
+    seen, unique = set(), []
+    for v in out:
+        key = json.dumps(v, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            unique.append(v)
+    return unique[:MAX_VARIANTS]
+
+
+def _query_value(v: Any) -> str:
+    return ("1" if v else "0") if isinstance(v, bool) else str(v)
+
+
+def live_only(scene: Scene) -> list[str]:
+    """What in this scene needs the live server once exported (shown in the index and printed)."""
+    notes = []
+    for c in scene.controls:
+        if not c.api:
+            continue
+        if c.kind in ("text", "textarea"):
+            notes.append(f"typing your own text in “{c.label}” (the default and the presets work offline)")
+        elif c.kind == "number" or (c.kind == "range" and not _slider_positions(c)):
+            notes.append(f"“{c.label}” values other than the default and the presets")
+    if sum(1 for c in scene.controls if c.api) > 1:
+        notes.append("changing two settings at once (each was precomputed alone, from the defaults)")
+    return notes
+
+
+def _responses(client: TestClient, scene: Scene, progress: Callable[..., None]) -> list[dict]:
+    """Fetch every variant from the app; failures are reported and left out."""
+    found, todo = [], variants(scene)
+    for i, params in enumerate(todo, 1):
+        query = urlencode({k: _query_value(v) for k, v in params.items()})
+        progress(f"  {scene.slug}: response {i} of {len(todo)}")
+        r = client.get(f"/api/{scene.slug}?{query}")
+        if r.status_code == 200:
+            found.append({"path": f"/api/{scene.slug}", "params": params, "query": query, "data": r.json()})
+        else:
+            progress(f"  {scene.slug}: {query[:60]}… answered HTTP {r.status_code}; left out", final=True)
+    return found
+
+
+def _write_scene(out: Path, scene: Scene, responses: list[dict]) -> dict:
+    """data/<slug>.js, api/<slug>/*.json, tour/<slug>.html, embed/<slug>.html; returns the manifest entry."""
+    state = page_state(scene, scene.defaults(), {}, embed=True, links=OFFLINE)
+    payload = {"state": state, "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses]}
+    blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    _write(out / "data" / f"{scene.slug}.js",
+           f"// Precomputed responses for {scene.slug} (inside-llm export {__version__}).\n"
+           f"(globalThis.insideLLMOffline = globalThis.insideLLMOffline || {{}})[{json.dumps(scene.slug)}] = {blob};\n")
+    files = []
+    for n, r in enumerate(responses):
+        rel = f"api/{scene.slug}/{n}.json"
+        _write(out / rel, json.dumps(r["data"], ensure_ascii=False))
+        files.append({"url": f"{r['path']}?{r['query']}", "params": r["params"], "file": rel})
+    for kind, template, embed in (("tour", "tour.html", False), ("embed", "embed.html", True)):
+        html = templates.get_template(template).render(page_context(scene, {}, embed=embed, links=OFFLINE))
+        _write(out / kind / f"{scene.slug}.html", html)
+    return {"slug": scene.slug, "number": scene.number, "title": scene.title, "tour": f"tour/{scene.slug}.html",
+            "embed": f"embed/{scene.slug}.html", "built": chapter_module(scene.slug) is not None,
+            "responses": files, "needs_live_server": live_only(scene)}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _select(slugs: list[str] | None) -> list[Scene]:
+    scenes = list(load_scenes())
+    if not slugs:
+        return scenes
+    known = {s.slug: s for s in scenes}
+    unknown = [s for s in slugs if s not in known]
+    if unknown:
+        raise SystemExit(f"inside-llm export: unknown scene(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    return [s for s in scenes if s.slug in slugs]
+
+
+def _progress(line: str, final: bool = False) -> None:
+    """On a terminal, one line that updates in place; elsewhere only the final lines."""
+    if sys.stdout.isatty():
+        print(f"\r\033[K{line}", end="\n" if final else "", flush=True)
+    elif final:
+        print(line, flush=True)
+
+
+def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
+    """Write the offline bundle into `out`; prints progress and what needs the live server. Returns 0."""
+    scenes, out, t0 = _select(slugs), Path(out), time.perf_counter()
+    print(f"Exporting {len(scenes)} scene(s) to {out.resolve()}", flush=True)
+    shutil.copytree(static_dir(), out / "static", dirs_exist_ok=True)
+    js = static_dir() / "js"
+    lazy = [f"scenes/{s.slug}.js" for s in scenes if (js / "scenes" / f"{s.slug}.js").is_file()]
+    _write(out / "static" / BUNDLE_JS, bundle(js, "tour.js", lazy))
+    entries = []
+    with TestClient(create_app()) as client:
+        for i, scene in enumerate(scenes, 1):
+            responses = _responses(client, scene, _progress) if chapter_module(scene.slug) else []
+            entries.append(_write_scene(out, scene, responses))
+            _progress(f"[{i}/{len(scenes)}] {scene.slug}: {len(responses)} precomputed responses", final=True)
+    manifest = {"version": __version__, "scenes": entries}
+    _write(out / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
+    _write(out / "index.html", templates.get_template("export_index.html").render(
+        entries=entries, version=__version__, theme="auto", u=Links(root=".", suffix=".html", offline=True)))
+    _report(entries, out, time.perf_counter() - t0)
+    return 0
+
+
+def _report(entries: list[dict], out: Path, seconds: float) -> None:
+    print(f"Done in {seconds:.1f} s. Open {(out / 'index.html').resolve().as_uri()}", flush=True)
+    pending = [e["slug"] for e in entries if not e["built"]]
+    if pending:
+        print(f"Being built (exported as placeholders): {', '.join(pending)}")
+    print("Needs the live server (inside-llm serve):")
+    for e in entries:
+        for note in e["needs_live_server"]:
+            print(f"  {e['slug']}: {note}")
+    print("  every scene: anything it fetches beyond its precomputed endpoint responses (e.g. live streams)")

@@ -1,0 +1,144 @@
+"""ES modules -> one classic script, for the offline bundle (Chromium refuses module scripts from file://).
+
+Each module becomes a function registered under its path (relative to static/js) and run once, on first
+require, with `import ... from` rewritten to `const {...} = __require(spec)`, `export` declarations
+recorded as getters on its exports object, and `import(spec)` rewritten to `__import(spec)` (a Promise of
+the namespace, so the tour's dynamic scene import still works). Supported forms: named, namespace and
+default imports; `export function|class|const|let|var NAME`, `export { a, b as c } [from ...]`,
+`export default`. Not supported (refused with a ValueError naming the file): `import.meta`, top-level
+await, circular imports, bare specifiers. Only the first name of `export const a = 1, b = 2` is exported.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from pathlib import Path
+
+IMPORT_FROM = re.compile(r"""^[ \t]*import\s+(?P<clause>[\w$*{}\s,]+?)\s+from\s*(?P<q>['"])(?P<spec>[^'"]+)(?P=q)[ \t]*;?""", re.M)
+IMPORT_BARE = re.compile(r"""^[ \t]*import\s*(?P<q>['"])(?P<spec>[^'"]+)(?P=q)[ \t]*;?""", re.M)
+EXPORT_LIST = re.compile(r"""^[ \t]*export\s*\{(?P<names>[^}]*)\}(?:\s*from\s*(?P<q>['"])(?P<spec>[^'"]+)(?P=q))?[ \t]*;?""", re.M)
+EXPORT_DEFAULT = re.compile(r"^([ \t]*)export\s+default\s+(?:(?P<kind>(?:async\s+)?function\s*\*?|class)\s+(?P<name>[\w$]+))?", re.M)
+EXPORT_DECL = re.compile(r"^([ \t]*)export\s+(?P<decl>(?:async\s+)?function\s*\*?\s*(?P<f>[\w$]+)|class\s+(?P<c>[\w$]+)|"
+                         r"(?:const|let|var)\s+(?P<v>[\w$]+))", re.M)
+DYNAMIC_IMPORT = re.compile(r"(?<![\w$.])import\s*\(")
+TOP_LEVEL_AWAIT = re.compile(r"^await\s", re.M)
+
+RUNTIME = """(function () {
+  'use strict';
+  var defs = Object.create(null), cache = Object.create(null), busy = Object.create(null);
+  function resolve(from, spec) {
+    var parts = from.split('/');
+    parts.pop();
+    spec.split('/').forEach(function (p) {
+      if (p === '..') parts.pop(); else if (p !== '.' && p !== '') parts.push(p);
+    });
+    return parts.join('/');
+  }
+  function load(id) {
+    if (cache[id]) return cache[id];
+    if (!defs[id]) throw new Error('module not in the offline bundle: ' + id);
+    if (busy[id]) throw new Error('circular import: ' + id);
+    busy[id] = true;
+    var exports = {};
+    defs[id](exports, function (spec) { return load(resolve(id, spec)); }, function (spec) {
+      return new Promise(function (ok) { ok(load(resolve(id, spec))); });
+    });
+    cache[id] = exports;
+    return exports;
+  }
+"""
+
+
+def _clause_bindings(clause: str, spec: str) -> str:
+    """`a, { b, c as d }` / `* as ns` -> JavaScript that binds the same names from __require(spec)."""
+    req = f"__require({json.dumps(spec)})"
+    out: list[str] = []
+    named = re.search(r"\{([^}]*)\}", clause)
+    rest = re.sub(r"\{[^}]*\}", "", clause)
+    for part in (p.strip() for p in rest.split(",") if p.strip()):
+        m = re.fullmatch(r"\*\s*as\s+([\w$]+)", part)
+        out.append(f"const {m.group(1)} = {req};" if m else f"const {part} = {req}.default;")
+    if named:
+        pairs = [re.split(r"\s+as\s+", n.strip()) for n in named.group(1).split(",") if n.strip()]
+        out.append("const { " + ", ".join(p[0] if len(p) == 1 else f"{p[0]}: {p[1]}" for p in pairs) + f" }} = {req};")
+    return " ".join(out)
+
+
+def _exports_list(names: str) -> list[tuple[str, str]]:
+    """`a, b as c` -> [(local, exported), ...]."""
+    pairs = [re.split(r"\s+as\s+", n.strip()) for n in names.split(",") if n.strip()]
+    return [(p[0], p[-1]) for p in pairs]
+
+
+def transform(source: str, module_id: str) -> tuple[str, list[str]]:
+    """One module's source -> (function body registering its exports, static import specifiers)."""
+    if "import.meta" in source or TOP_LEVEL_AWAIT.search(source):
+        raise ValueError(f"{module_id}: import.meta and top-level await are not supported in the offline bundle")
+    deps: list[str] = []
+    exports: list[tuple[str, str]] = []   # (local expression, exported name)
+
+    def imp(m: re.Match) -> str:
+        deps.append(m.group("spec"))
+        return _clause_bindings(m.group("clause"), m.group("spec"))
+
+    def bare(m: re.Match) -> str:
+        deps.append(m.group("spec"))
+        return f"__require({json.dumps(m.group('spec'))});"
+
+    def exp_list(m: re.Match) -> str:
+        if m.group("spec"):
+            deps.append(m.group("spec"))
+            src = f"__require({json.dumps(m.group('spec'))})"
+            exports.extend((f"{src}.{local}", name) for local, name in _exports_list(m.group("names")))
+            return ""
+        exports.extend(_exports_list(m.group("names")))
+        return ""
+
+    def exp_default(m: re.Match) -> str:
+        if m.group("name"):
+            exports.append((m.group("name"), "default"))
+            return f"{m.group(1)}{m.group('kind')} {m.group('name')}"
+        exports.append(("__default", "default"))
+        return f"{m.group(1)}const __default = "
+
+    def exp_decl(m: re.Match) -> str:
+        name = m.group("f") or m.group("c") or m.group("v")
+        exports.append((name, name))
+        return f"{m.group(1)}{m.group('decl')}"
+
+    body = IMPORT_FROM.sub(imp, source)
+    body = IMPORT_BARE.sub(bare, body)
+    body = EXPORT_LIST.sub(exp_list, body)
+    body = EXPORT_DEFAULT.sub(exp_default, body)
+    body = EXPORT_DECL.sub(exp_decl, body)
+    body = DYNAMIC_IMPORT.sub("__import(", body)
+    if re.search(r"^[ \t]*(import|export)\b(?!\s*\()", body, re.M):
+        raise ValueError(f"{module_id}: an import/export form the offline bundler does not understand")
+    getters = ", ".join(f"{json.dumps(name)}: {{ enumerable: true, get: () => {local} }}" for local, name in exports)
+    return f"'use strict';\nObject.defineProperties(__exports, {{ {getters} }});\n{body}", deps
+
+
+def _resolve(module_id: str, spec: str) -> str:
+    if not spec.startswith(("./", "../")):
+        raise ValueError(f"{module_id}: bare import {spec!r} cannot be bundled (use a relative path)")
+    return posixpath.normpath(posixpath.join(posixpath.dirname(module_id), spec))
+
+
+def bundle(js_root: Path, entry: str, lazy: list[str]) -> str:
+    """Classic script for `entry` (run at load) with every module it and `lazy` (dynamically imported) need."""
+    todo, seen, chunks = [entry, *lazy], set(), []
+    while todo:
+        mid = todo.pop(0)
+        if mid in seen:
+            continue
+        seen.add(mid)
+        path = js_root / mid
+        if not path.is_file():
+            raise ValueError(f"{mid}: imported but not found under {js_root}")
+        body, deps = transform(path.read_text(encoding="utf-8"), mid)
+        todo.extend(_resolve(mid, d) for d in deps)
+        chunks.append(f"  defs[{json.dumps(mid)}] = function (__exports, __require, __import) {{\n{body}\n}};\n")
+    return (f"// inside-llm.bundle.js: the tour's ES modules as one classic script (generated by `inside-llm export`).\n"
+            f"{RUNTIME}{''.join(chunks)}  load({json.dumps(entry)});\n}}());\n")

@@ -1,0 +1,197 @@
+// controller.js: one scene on the stage: params, controls, latest-wins fetching, the module, and its steps.
+
+import { createFetcher, fetchJSON, isAbort, toQuery } from './api.js';
+import { createOfflineFetcher, offlineFetchJSON } from './offline.js';
+import { announce } from './a11y.js';
+import { prefersReducedMotion } from './tween.js';
+import { h, clear } from './svg.js';
+import { num } from './format.js';
+import { requestedStep } from './options.js';
+
+const isLog2 = (c) => c.kind === 'range' && c.scale === 'log2';
+
+function readControl(c, el) {
+  if (c.kind === 'toggle') return el.checked;
+  if (isLog2(c)) return Math.round(2 ** Number(el.value));
+  if (c.kind === 'range' || c.kind === 'number') return Number(el.value);
+  if (c.kind === 'select') {
+    const opt = c.options.find(([v]) => String(v) === el.value);
+    return opt ? opt[0] : el.value;
+  }
+  return el.value;
+}
+
+function buildingPanel(stage) {
+  clear(stage);
+  const inner = h('div', {}, h('div', { class: 'building' }, stage));
+  h('h2', { text: 'This stage is being built' }, inner);
+  h('p', { text: 'The narration is ready; the live simulation for this chapter has not landed yet.' }, inner);
+}
+
+/**
+ * Run one scene. state: the page-state object; els: {stage, status, form (may be null)}.
+ * hooks.onRender() runs after every draw; hooks.onParams() after every parameter change.
+ */
+export function createController(state, els, hooks = {}) {
+  const { stage, status, form } = els;
+  const controls = Object.fromEntries(state.controls.map((c) => [c.name, c]));
+  const params = { ...state.params };
+  const latest = state.offline ? createOfflineFetcher() : createFetcher();
+  let scene = null, lastData = null, timer = 0, alive = true;
+  let step = requestedStep(state.options);
+
+  const rendered = () => { if (hooks.onRender) hooks.onRender(); };
+
+  function showValue(c) {
+    const out = form && form.querySelector(`#out-${c.name}`);
+    if (out) out.textContent = `${num(params[c.name], 4)}${c.unit ? ` ${c.unit}` : ''}`;
+  }
+
+  function writeControl(c, el) {
+    if (c.kind === 'toggle') el.checked = !!params[c.name];
+    else if (isLog2(c)) el.value = Math.log2(params[c.name]);
+    else el.value = params[c.name];
+    showValue(c);
+  }
+
+  function writeAll() {
+    for (const c of state.controls) {
+      const el = form && form.elements.namedItem(c.name);
+      if (el) writeControl(c, el);
+    }
+  }
+
+  function apiParams() {
+    const out = {};
+    for (const [k, v] of Object.entries(params)) if (controls[k].api !== false) out[k] = v;
+    return out;
+  }
+
+  /** Change one parameter (from a control or from the scene itself) and redraw/refetch. */
+  function setParam(name, value, delay = 0) {
+    params[name] = value;
+    const c = controls[name];
+    const el = form && form.elements.namedItem(name);
+    if (c) (el && readControl(c, el) !== value ? writeControl(c, el) : showValue(c));
+    if (hooks.onParams) hooks.onParams();
+    if (c && c.api === false) return redraw();
+    refresh(delay);
+  }
+
+  function applyPreset(p) {
+    Object.assign(params, p.params || p);
+    writeAll();
+    if (hooks.onParams) hooks.onParams();
+    refresh(0);
+  }
+
+  function bindControls() {
+    if (!form) return;
+    for (const c of state.controls) {
+      const el = form.elements.namedItem(c.name);
+      if (!el) continue;
+      if (isLog2(c)) Object.assign(el, { min: Math.log2(c.min), max: Math.log2(c.max), step: 1 });
+      writeControl(c, el);
+      const typing = c.kind === 'text' || c.kind === 'textarea';
+      el.addEventListener(c.kind === 'select' || c.kind === 'toggle' ? 'change' : 'input',
+        () => setParam(c.name, readControl(c, el), typing ? 150 : 0));
+    }
+    form.querySelectorAll('.preset').forEach((btn) => btn.addEventListener('click', () => {
+      applyPreset(state.presets[btn.dataset.preset] || {});
+    }));
+  }
+
+  function refresh(delay) {
+    clearTimeout(timer);
+    timer = setTimeout(load, delay);
+  }
+
+  async function load() {
+    if (!state.built || !scene || !alive) return;
+    const p = apiParams();
+    const q = toQuery(p);
+    try {
+      stage.setAttribute('aria-busy', 'true');
+      const data = q.length > 6000 ? await latest(state.api, { body: p }) : await latest(`${state.api}?${q}`);
+      if (!alive) return;
+      status.textContent = '';
+      lastData = data;
+      draw();
+    } catch (err) {
+      if (!isAbort(err) && alive) status.textContent = `Could not update: ${err.message}`;
+    } finally {
+      stage.removeAttribute('aria-busy');
+    }
+  }
+
+  /** Number of animation steps the scene declares for its current data (0: no steps). */
+  function numSteps() {
+    if (!scene || !lastData || typeof scene.numSteps !== 'function' || typeof scene.showStep !== 'function') return 0;
+    return Math.max(0, Math.floor(scene.numSteps(lastData)) || 0);
+  }
+
+  function stepIndex() {
+    const n = numSteps();
+    if (step === null || n === 0) return null;
+    return step === 'last' ? n - 1 : Math.min(Math.max(0, step), n - 1);
+  }
+
+  function draw() {
+    scene.update(lastData, { ...params });
+    const i = stepIndex();
+    if (i !== null) scene.showStep(i);
+    rendered();
+  }
+
+  function redraw() {
+    if (scene && lastData) draw();
+  }
+
+  /** Freeze at step i (clamped); null lets the scene animate again. Returns the index shown or null. */
+  function showStep(i) {
+    step = i;
+    if (i === null) { redraw(); return null; }
+    const j = stepIndex();
+    if (j !== null) { scene.showStep(j); rendered(); }
+    return j;
+  }
+
+  async function mount() {
+    if (!state.built) { buildingPanel(stage); rendered(); return; }
+    try {
+      scene = await import(`../scenes/${state.slug}.js`);
+    } catch (err) {
+      console.warn(`scene module for ${state.slug} not loaded`, err);
+      buildingPanel(stage);
+      rendered();
+      return;
+    }
+    if (!alive) return;
+    const frozen = step !== null || state.options.autoplay === '0';
+    const ctx = {
+      params, setParam, announce, embed: state.embed,
+      fetchJSON: state.offline ? offlineFetchJSON : fetchJSON,
+      options: { ...state.options, autoplay: frozen ? '0' : '1' },
+      reducedMotion: prefersReducedMotion(), status: (msg) => { status.textContent = msg; },
+    };
+    scene.mount(stage, ctx);
+    await load();
+  }
+
+  function destroy() {
+    alive = false;
+    clearTimeout(timer);
+    if (scene && scene.unmount) scene.unmount();
+    scene = null;
+    clear(stage);
+  }
+
+  bindControls();
+  return {
+    state, params, apiParams, setParam, applyPreset, redraw, showStep, destroy,
+    start: mount,
+    scene: () => scene,
+    steps: () => ({ count: numSteps(), index: stepIndex() }),
+    onKey: (ev) => !!(scene && scene.onKey && scene.onKey(ev)),
+  };
+}
