@@ -5,6 +5,7 @@ clock shared by the policies (at most max_frames instants from t=0 to the last f
 policy; each instant shows the step in progress then), so the stage can play static and
 continuous side by side. A frame describes the end of its step: seats still show the requests
 that finished in it, with their last token. Percentiles are numpy's linear interpolation.
+Also here: the bounds of simulate_batching's parameters.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from inside_llm.sim.derivation import derive
+from inside_llm.sim.workloads import check_int
 
+POLICIES = ("static", "continuous")
+MAX_RATE = 1000.0  # requests/s
+MAX_KV_CAPACITY_TOKENS = 4_194_304
 WAITING_SHOWN = 64  # frames list at most this many waiting request ids (num_waiting counts all)
 
 
@@ -155,3 +160,23 @@ def metrics_math(m: dict, engine) -> dict:
             m["latency_ms_p50"], "ms", "median over requests of (finish - arrival)",
             {"num_requests": (len(engine.reqs), "requests")}).to_dict(),
     }
+
+
+def validate_batching(rate: float, seats: int, kv_capacity_tokens: int, block_size: int, max_frames: int,
+                      max_num_batched_tokens: int, max_seq_len: int, step_time, policies: tuple[str, ...]) -> None:
+    """ValueError naming the parameter and its bound (routers map these to 422)."""
+    if not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
+        raise ValueError(f"rate must be in (0, {MAX_RATE}] requests/s, got {rate!r}")
+    check_int("seats", seats, 1, 256)
+    check_int("block_size", block_size, 1, 256)
+    check_int("max_seq_len", max_seq_len, 16, 32_768)
+    check_int("kv_capacity_tokens", kv_capacity_tokens, max_seq_len, MAX_KV_CAPACITY_TOKENS)
+    if (kv_capacity_tokens // block_size) * block_size < max_seq_len:
+        raise ValueError(f"kv_capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole blocks "
+                         f"of {block_size}, got {kv_capacity_tokens}")
+    check_int("max_frames", max_frames, 1, 2000)
+    check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 65_536)
+    if step_time is not None and not callable(step_time):
+        raise ValueError("step_time must be callable (num_prefill_tokens, num_decode_seqs, decode_context_tokens)")
+    if not policies or any(p not in POLICIES for p in policies):
+        raise ValueError(f"policies must be a non-empty subset of {POLICIES}, got {policies!r}")

@@ -37,15 +37,12 @@ from collections import deque
 import numpy as np
 
 from inside_llm.sim.kvcache import BlockPool, KVCacheManager
-from inside_llm.sim.schedrecords import (frames, log_segment, metrics_math, request_records, run_metrics,
-                                         sample_steps, step_starts)
+from inside_llm.sim.schedrecords import (POLICIES, frames, log_segment, metrics_math, request_records, run_metrics,
+                                         sample_steps, step_starts, validate_batching)
 from inside_llm.sim.stepcost import SimpleStepCost, StepTimeFn, describe_step_time, seconds
-from inside_llm.sim.workloads import Trace, check_int, make_trace
+from inside_llm.sim.workloads import Trace, make_trace
 
 ARRIVAL, STEP_END = 0, 1
-POLICIES = ("static", "continuous")
-MAX_RATE = 1000.0  # requests/s
-MAX_KV_CAPACITY_TOKENS = 4_194_304
 
 
 class Request:
@@ -279,26 +276,6 @@ class Engine:
         for req in done:
             self.leave(req)
         self.num_finished += len(done)
-
-
-def validate_batching(rate: float, seats: int, kv_capacity_tokens: int, block_size: int, max_frames: int,
-                      max_num_batched_tokens: int, max_seq_len: int, step_time, policies: tuple[str, ...]) -> None:
-    """ValueError naming the parameter and its bound (routers map these to 422)."""
-    if not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
-        raise ValueError(f"rate must be in (0, {MAX_RATE}] requests/s, got {rate!r}")
-    check_int("seats", seats, 1, 256)
-    check_int("block_size", block_size, 1, 256)
-    check_int("max_seq_len", max_seq_len, 16, 32_768)
-    check_int("kv_capacity_tokens", kv_capacity_tokens, max_seq_len, MAX_KV_CAPACITY_TOKENS)
-    if (kv_capacity_tokens // block_size) * block_size < max_seq_len:
-        raise ValueError(f"kv_capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole blocks "
-                         f"of {block_size}, got {kv_capacity_tokens}")
-    check_int("max_frames", max_frames, 1, 2000)
-    check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 65_536)
-    if step_time is not None and not callable(step_time):
-        raise ValueError("step_time must be callable (num_prefill_tokens, num_decode_seqs, decode_context_tokens)")
-    if not policies or any(p not in POLICIES for p in policies):
-        raise ValueError(f"policies must be a non-empty subset of {POLICIES}, got {policies!r}")
 
 
 def simulate_batching(rate: float = 4.0, num_requests: int = 200, seats: int = 16, workload: str = "sharegpt",
