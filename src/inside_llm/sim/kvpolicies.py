@@ -227,7 +227,8 @@ class KVRun:
         u0 = self.tok_ref + r * (first - self.ref_step)
         used = u0 * d + r * d * (d - 1) // 2
         for key, value in (("used", used), ("allocated", self.num_slots * d),
-                           ("reserved", self.num_useful * d - used), ("internal", (self.num_slots - self.num_useful) * d),
+                           ("reserved", self.num_useful * d - used),
+                           ("internal", (self.num_slots - self.num_useful) * d),
                            ("external", self.ext * d), ("resident", r * d)):
             self.ints[key] += value
         self.num_steps += d
@@ -255,7 +256,8 @@ class KVRun:
         return {
             "step": f, "num_resident_requests": r, "num_waiting_requests": len(self.waiting),
             "num_finished_requests": self.num_finished, "used_slots": used,
-            "reserved_slots": self.num_useful - used, "internal_fragmentation_slots": self.num_slots - self.num_useful,
+            "reserved_slots": self.num_useful - used,
+            "internal_fragmentation_slots": self.num_slots - self.num_useful,
             "external_fragmentation_slots": self.ext, "free_slots": self.capacity - self.num_slots,
             "waste_fraction": round(1 - used / self.num_slots, 4),
             "waste_fraction_to_date": round(1 - used_to_date / alloc_to_date, 4),
@@ -296,5 +298,8 @@ def summarize(run: KVRun) -> dict:
         {"used_token_steps": (ints["used"], "token-steps"), "allocated_slot_steps": (ints["allocated"], "slot-steps"),
          "num_steps": (steps, "steps"), "capacity": (cap, "token slots")},
         ["one token per resident request per step", "all requests queued at step 0, admitted FCFS",
-         f"reservation: {RESERVATION[run.policy]}"], [PAPER]).to_dict()}
+         f"reservation: {RESERVATION[run.policy]}"], [PAPER]).to_dict(),
+        "max_concurrent_requests": derive(
+            run.max_resident, "requests", "max over steps of requests holding KV memory",
+            {"capacity": (cap, "token slots")}, [f"reservation: {RESERVATION[run.policy]}"]).to_dict()}
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()}

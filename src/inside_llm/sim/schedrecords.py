@@ -25,8 +25,8 @@ class Segment:
     """Log of one planned step, or of k identical decode steps. Seat arrays describe the end of its
     first step; in a k-step decode run every occupied seat gains one token per step after that."""
 
-    __slots__ = ("first_step", "k", "start_s", "seat_request_ids", "seat_num_computed_tokens", "seat_num_output_tokens",
-                 "front_ids", "admit_ptr", "num_prefill_tokens", "num_decode_tokens", "num_produced",
+    __slots__ = ("first_step", "k", "start_s", "seat_request_ids", "seat_num_computed_tokens",
+                 "seat_num_output_tokens", "front_ids", "admit_ptr", "num_prefill_tokens", "num_decode_tokens", "num_produced",
                  "num_kv_blocks", "bulk_computed", "num_occupied", "num_finished_before",
                  "num_finished_in", "num_produced_before", "num_preemptions_total")
 
@@ -83,7 +83,8 @@ def frame(engine, seg, i: int, start_s: float) -> dict:
     return {
         "step": i, "time_s": round(start_s, 6), "duration_s": round(engine.durations[i], 6),
         "seat_request_ids": list(ids),
-        "seat_num_computed_tokens": [n + j if r is not None else 0 for r, n in zip(ids, seg.seat_num_computed_tokens)],
+        "seat_num_computed_tokens": [n + j if r is not None else 0
+                                     for r, n in zip(ids, seg.seat_num_computed_tokens)],
         "seat_num_output_tokens": [n + j if r is not None else 0 for r, n in zip(ids, seg.seat_num_output_tokens)],
         "waiting_request_ids": waiting, "num_waiting": len(seg.front_ids) + arrived - seg.admit_ptr,
         "num_prefill_tokens": seg.num_prefill_tokens, "num_decode_tokens": seg.num_decode_tokens,
@@ -152,10 +153,16 @@ def metrics_math(m: dict, engine) -> dict:
             m["throughput_tokens_per_s"], "tokens/s", "sum of output tokens / (last finish - first arrival)",
             {"num_output_tokens": (m["num_output_tokens"], "tokens"), "makespan": (m["makespan_s"], "s")}).to_dict(),
         "seat_utilization": derive(
-            m["seat_utilization"], "fraction", "sum over steps of (step duration x occupied seats) / (seats x makespan)",
+            m["seat_utilization"], "fraction",
+            "sum over steps of (step duration x occupied seats) / (seats x makespan)",
             {"seat_seconds_used": (round(engine.busy_seat_s, 6), "seat-s"), "seats": (engine.seats, "seats"),
              "makespan": (m["makespan_s"], "s")},
             ["a seat is occupied from admission until the step that produces the request's last token"]).to_dict(),
+        "ttft_ms_p50": derive(
+            m["ttft_ms_p50"], "ms",
+            "median over requests of (end of the step that samples its first token - arrival)",
+            {"num_requests": (len(engine.reqs), "requests")},
+            ["includes queueing; a prompt may be prefilled over several steps (chunked)"]).to_dict(),
         "latency_ms_p50": derive(
             m["latency_ms_p50"], "ms", "median over requests of (finish - arrival)",
             {"num_requests": (len(engine.reqs), "requests")}).to_dict(),
@@ -165,7 +172,7 @@ def metrics_math(m: dict, engine) -> dict:
 def validate_batching(rate: float, seats: int, kv_capacity_tokens: int, block_size: int, max_frames: int,
                       max_num_batched_tokens: int, max_seq_len: int, step_time, policies: tuple[str, ...]) -> None:
     """ValueError naming the parameter and its bound (routers map these to 422)."""
-    if not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
+    if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
         raise ValueError(f"rate must be in (0, {MAX_RATE}] requests/s, got {rate!r}")
     check_int("seats", seats, 1, 256)
     check_int("block_size", block_size, 1, 256)

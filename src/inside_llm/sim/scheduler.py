@@ -211,7 +211,8 @@ class Engine:
         k_max = self.max_blocks_k(computed, min(r.max_tokens - r.num_output_tokens for r in reqs))
         n, ctx = len(reqs), int(computed.sum())
         open_seat = self.policy == "continuous" and n < self.seats and self.budget > n and self.head() is None
-        stop_at = float(self.arrival_s[self.num_arrived]) if open_seat and self.num_arrived < len(self.reqs) else math.inf
+        more = open_seat and self.num_arrived < len(self.reqs)
+        stop_at = float(self.arrival_s[self.num_arrived]) if more else math.inf
         t = now
         for j in range(1, k_max + 1):
             d = seconds(self.step_time, 0, n, ctx + j * n)
