@@ -103,7 +103,12 @@ class KVCache:
         per_token = sum(a.shape[0] * a.shape[2] * a.itemsize for a in self.k + self.v)
         return self.num_tokens * per_token
 
+    def layer_kv(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
+        """Views k, v [Hkv, num_tokens, hd] of what layer `layer` has cached."""
+        return self.k[layer][:, :self.num_tokens], self.v[layer][:, :self.num_tokens]
+
     def reserve(self, num_tokens: int) -> None:
+        """Grow the buffers (doubling) so they hold at least num_tokens positions."""
         cap = self.k[0].shape[1]
         if num_tokens > cap:
             new = max(num_tokens, 2 * cap)
@@ -112,6 +117,7 @@ class KVCache:
             self.v = [np.pad(a, pad) for a in self.v]
 
     def truncate(self, num_tokens: int) -> None:
+        """Forget all but the first num_tokens tokens (e.g. draft tokens the target rejected)."""
         if not 0 <= num_tokens <= self.num_tokens:
             raise ValueError(f"cannot truncate {self.num_tokens} cached tokens to {num_tokens}")
         self.num_tokens = num_tokens
