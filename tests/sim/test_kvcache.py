@@ -5,7 +5,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, simulate_kv
+from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, frame_cells, simulate_kv
 from inside_llm.sim.kvpolicies import KVRun, reservation_slots
 from inside_llm.sim.workloads import make_trace
 
@@ -116,6 +116,18 @@ def check_layout(pol, fr):
     assert len(owned) == len(set(owned))  # no page or slot has two owners
     limit = pol.get("num_blocks", pol["capacity_slots"])
     assert all(0 <= x < limit for x in owned)
+
+
+def test_frame_cells_expand_residents_into_the_drawn_grid():
+    for pol in sim(seed=0)["policies"]:
+        fr = pol["frames"][3]
+        grid = frame_cells(pol, fr)
+        assert sum(grid["num_filled"]) == fr["used_slots"]
+        owned = {r for r in grid["owner"] if r is not None}
+        assert owned == {r["request_id"] for r in fr["residents"]}
+        if pol["layout"] == "paged":
+            assert len(grid["owner"]) == pol["num_blocks"]
+            assert sum(o is not None for o in grid["owner"]) * 16 == pol["capacity_slots"] - fr["free_slots"]
 
 
 def test_frame_every_is_honoured_and_frames_are_downsampled_but_metrics_are_not():

@@ -187,6 +187,31 @@ class ContiguousAllocator:
         return sum(size for _, size in self.holes if size < num_slots)
 
 
+def frame_cells(policy: dict, frame: dict, cell_slots: int = 16) -> dict:
+    """Expand one frame's residents into the grid the stage draws: per cell, its owner and fill.
+
+    Paged policies: one cell per physical page (cell_slots is the block size). Contiguous policies:
+    the slot range cut into cells of cell_slots slots; a cell shared by two regions shows the first
+    owner and counts both regions' tokens. Invariant: sum(num_filled) == frame["used_slots"].
+    Returns {"cell_slots", "owner": [request_id | None per cell], "num_filled": [slots with tokens]}.
+    """
+    paged = policy["layout"] == "paged"
+    size = policy["block_size"] if paged else cell_slots
+    num_cells = policy["num_blocks"] if paged else -(-policy["capacity_slots"] // size)
+    owner, filled = [None] * num_cells, [0] * num_cells
+    for r in frame["residents"]:
+        if paged:  # token t of the request lives in page block_table[t // size]
+            spans = [(b, i * size, (i + 1) * size) for i, b in enumerate(r["block_table"])]
+        else:  # token t lives in slot start_slot + t
+            start = r["start_slot"]
+            spans = [(c, c * size - start, (c + 1) * size - start)
+                     for c in range(start // size, (start + r["num_slots"] - 1) // size + 1)]
+        for cell, lo, hi in spans:  # tokens [lo, hi) of this request map into the cell
+            owner[cell] = r["request_id"] if owner[cell] is None else owner[cell]
+            filled[cell] += max(0, min(hi, r["num_tokens"]) - max(lo, 0))
+    return {"cell_slots": size, "owner": owner, "num_filled": filled}
+
+
 def validate_kv(block_size: int, num_requests: int, capacity_tokens: int, max_seq_len: int,
                 max_frames: int, frame_every: int | None, policies: tuple[str, ...], known: tuple[str, ...]) -> None:
     """ValueError naming the parameter and its bound (a router maps these to 422)."""

@@ -255,7 +255,8 @@ class KVRun:
         alloc_to_date = self.ints["allocated"] + self.num_slots * d
         return {
             "step": f, "num_resident_requests": r, "num_waiting_requests": len(self.waiting),
-            "num_finished_requests": self.num_finished, "used_slots": used,
+            "num_finished_requests": self.num_finished, "num_preemptions_total": self.num_preemptions,
+            "used_slots": used,
             "reserved_slots": self.num_useful - used,
             "internal_fragmentation_slots": self.num_slots - self.num_useful,
             "external_fragmentation_slots": self.ext, "free_slots": self.capacity - self.num_slots,
