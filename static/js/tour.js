@@ -24,14 +24,19 @@ let fitter = null;
 
 // ---- theme --------------------------------------------------------------------------------
 const THEME_KEY = 'inside-llm-theme';
+/** localStorage throws in third-party iframes when the browser blocks their storage: never fail for it. */
+const store = {
+  get: (k) => { try { return localStorage.getItem(k); } catch { return null; } },
+  set: (k, v) => { try { localStorage.setItem(k, v); } catch { /* embed without storage: theme not saved */ } },
+};
 function applyTheme() {
-  const saved = opts.theme || localStorage.getItem(THEME_KEY) || 'auto';
+  const saved = opts.theme || store.get(THEME_KEY) || 'auto';
   document.documentElement.dataset.theme = saved;
 }
 document.getElementById('theme-toggle')?.addEventListener('click', () => {
   const root = document.documentElement.dataset.theme;
   const dark = root === 'dark' || (root === 'auto' && matchMedia('(prefers-color-scheme: dark)').matches);
-  localStorage.setItem(THEME_KEY, dark ? 'light' : 'dark');
+  store.set(THEME_KEY, dark ? 'light' : 'dark');
   delete opts.theme;
   applyTheme();
   syncURL();
@@ -80,7 +85,7 @@ function caption() {
   const parts = st.controls.map((c) => `${c.label}: ${paramText(c, ctl.params[c.name])}`);
   const { count, index } = ctl.steps();
   if (count && index !== null) parts.push(`step ${index + 1} of ${count}`);
-  return `${st.number}. ${st.title} — ${parts.join(' · ') || 'defaults'} · Inside LLM Inference`;
+  return { title: `${st.number}. ${st.title} · Inside LLM Inference`, detail: parts.join(' · ') || 'defaults' };
 }
 
 const toolbarAPI = {

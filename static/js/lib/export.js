@@ -1,7 +1,10 @@
 // export.js: the stage as it is on screen -> a standalone SVG (vector, or HTML in a foreignObject) or a PNG.
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
-const SKIP_PROPS = /^(transition|animation|cursor|pointer-events|will-change|user-select|-webkit-user|caret|outline)/;
+const SKIP_PROPS = new RegExp('^(--|transition|animation|cursor|pointer-events|will-change|user-select|-webkit-user|caret|' +
+  'outline|-webkit-locale|perspective-origin|transform-origin|' + // logical duplicates of physical properties:
+  'border-(block|inline)|(padding|margin)-(block|inline)|inset-|(min-|max-)?(block|inline)-size|border-(start|end)-(start|end)-radius)');
+const CURRENT_COLOR = /^(column-rule-color|row-rule-color|text-emphasis-color|text-decoration-color|-webkit-text-stroke-color|-webkit-text-fill-color)$/;
 const INHERITED = new Set(['color', 'font-family', 'font-size', 'font-style', 'font-variant', 'font-weight',
   'font-stretch', 'font-feature-settings', 'font-variant-numeric', 'font-kerning', 'line-height', 'letter-spacing',
   'word-spacing', 'text-align', 'text-indent', 'text-transform', 'text-shadow', 'white-space', 'white-space-collapse',
@@ -11,7 +14,7 @@ const INHERITED = new Set(['color', 'font-family', 'font-size', 'font-style', 'f
   'border-spacing', 'tab-size', 'color-scheme', 'hyphens', 'writing-mode', '-webkit-text-fill-color']);
 const SVG_GEOMETRY = new Set(['d', 'x', 'y', 'cx', 'cy', 'r', 'rx', 'ry', 'width', 'height', 'transform',
   'transform-origin']); // attributes carry these; duplicating them as CSS would only confuse other editors
-const CAPTION_H = 30; // px at 1x
+const CAPTION_H = 46; // px at 1x: two lines
 
 /** UA-only default computed styles per tag, read in a blank same-origin iframe (no author CSS). */
 function defaultsFor() {
@@ -46,6 +49,7 @@ function inlineStyle(src, dst, parentCS, defaults, all) {
     const p = cs[i];
     if (SKIP_PROPS.test(p) || (svgChild && SVG_GEOMETRY.has(p))) continue;
     const v = cs.getPropertyValue(p);
+    if (CURRENT_COLOR.test(p) && v === cs.color) continue;
     const inherited = INHERITED.has(p);
     if (v !== base[p] || (inherited && (all || (parentCS && v !== parentCS.getPropertyValue(p))))) decl.push(`${p}:${v}`);
   }
@@ -98,13 +102,18 @@ function esc(s) {
   return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
+function fitText(text, width, px) {
+  const max = Math.max(20, Math.floor(width / (px * 0.56)));
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** Two caption lines under the stage: the scene's title, then its parameters. */
 function captionSVG(caption, y, width, cs) {
-  const font = `font-family="${esc(cs.fontFamily)}" font-size="12"`;
-  const max = Math.max(20, Math.floor(width / 6.6));
-  const line = caption.length > max ? `${caption.slice(0, max - 1)}…` : caption;
+  const font = `font-family="${esc(cs.fontFamily)}"`;
   return `<g class="caption"><rect x="0" y="${y}" width="${width}" height="${CAPTION_H}" fill="${esc(cs.backgroundColor)}"/>` +
     `<line x1="0" x2="${width}" y1="${y + 0.5}" y2="${y + 0.5}" stroke="${esc(cs.borderTopColor)}"/>` +
-    `<text x="12" y="${y + 19}" ${font} fill="${esc(cs.color)}">${esc(line)}</text></g>`;
+    `<text x="12" y="${y + 19}" ${font} font-size="13" font-weight="700" fill="${esc(cs.color)}">${esc(fitText(caption.title, width, 13))}</text>` +
+    `<text x="12" y="${y + 37}" ${font} font-size="12" fill="${esc(cs.color)}" fill-opacity="0.75">${esc(fitText(caption.detail, width, 12))}</text></g>`;
 }
 
 function vectorBody(stage, defaults) {
@@ -130,7 +139,10 @@ function htmlBody(stage, width, height, defaults) {
   return `<foreignObject x="0" y="0" width="${width}" height="${height}">${new XMLSerializer().serializeToString(copy)}</foreignObject>`;
 }
 
-/** The stage as a standalone SVG document string, with a caption band below. Returns {svg, width, height, vector}. */
+/**
+ * The stage as a standalone SVG document string, with a caption band below.
+ * caption: {title, detail}. Returns {svg, width, height, vector}.
+ */
 export function stageToSVG(stage, caption) {
   const width = Math.ceil(stage.getBoundingClientRect().width);
   const height = Math.ceil(stage.getBoundingClientRect().height);
@@ -141,7 +153,7 @@ export function stageToSVG(stage, caption) {
     const body = vector ? vectorBody(stage, defaults) : htmlBody(stage, width, height, defaults);
     const total = height + CAPTION_H;
     const svg = `<svg xmlns="${SVG_NS}" width="${width}" height="${total}" viewBox="0 0 ${width} ${total}">` +
-      `<title>${esc(caption)}</title><rect width="${width}" height="${height}" fill="${esc(cs.backgroundColor)}"/>` +
+      `<title>${esc(`${caption.title} — ${caption.detail}`)}</title><rect width="${width}" height="${height}" fill="${esc(cs.backgroundColor)}"/>` +
       `${body}${captionSVG(caption, height, width, cs)}</svg>`;
     return { svg: `<?xml version="1.0" encoding="UTF-8"?>\n${svg}`, width, height: total, vector };
   } finally {

@@ -25,7 +25,7 @@ export function createPresenter(host) {
     hudButton(hud, '←', 'Previous step or scene', () => prev());
     label = h('span', { class: 'presenter-label', 'aria-live': 'polite' }, hud);
     hudButton(hud, '→', 'Next step or scene', () => next());
-    hudButton(hud, '⛶', 'Full screen (F)', () => toggleFullscreen());
+    hudButton(hud, 'Full screen', 'Full screen (F)', () => toggleFullscreen());
     hudButton(hud, 'Esc', 'Leave presenter mode (Escape)', () => exit());
   }
 
