@@ -164,3 +164,10 @@ def test_small_memory_forces_preemption_and_everyone_still_finishes():
 def test_bounds_name_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
         simulate_kv(**kw)
+
+
+@pytest.mark.parametrize("workload", ["sharegpt", "fixed"])
+def test_max_concurrent_requests_is_the_peak_seen_in_frames(workload):
+    """Counted also when admission stops because the head of the queue does not fit."""
+    for p in simulate_kv(workload=workload, num_requests=100, max_frames=1000, frame_every=1)["policies"]:
+        assert p["max_concurrent_requests"] == max(f["num_resident_requests"] for f in p["frames"]), p["name"]

@@ -151,7 +151,7 @@ class KVRun:
             t = max(self.prompt[i], self.progress[i]) + 1
             slots = self.try_allocate(i, t)
             if slots is None:
-                return
+                break  # the head does not fit; nobody behind it is admitted (no skipping)
             self.waiting.popleft()
             self.reanchor(s)
             self.anchor_step[i], self.anchor_tokens[i], self.slots[i] = s, t, slots
