@@ -159,3 +159,34 @@ def _derivations(cfg: EngineConfig, peak: Roof, dec: RooflinePoint) -> dict[str,
                                         "gpu": (g.id, ""), "tp": (cfg.tp, "GPUs")},
                                        ["step time from the calibrated cost model (docs/calibration.md)"]),
     }
+
+
+def point_math(res: RooflineResult, tp: int) -> dict[str, Derivation]:
+    """Show-the-math for the points' other headline numbers: attained FLOP/s, prefill share, the binding roof."""
+    pk, dec, pre = res.roof, res.decode, res.prefill
+    peak_in = (pk.peak_flops_per_s, "FLOP/s", pk.peak_source)
+    per_gpu = f"per GPU of a {tp}-way tensor-parallel group"
+    binds = "compute" if dec.arithmetic_intensity >= pk.ridge_flops_per_byte else "memory"
+    return {
+        "decode_attained_flops_per_s": derive(dec.attained_flops_per_s, "FLOP/s", "decode-step FLOPs / step seconds",
+                                              {"flops": (dec.flops, "FLOP"), "step_ms": (dec.seconds * 1e3, "ms"),
+                                               "batch": (dec.batch, "sequences")},
+                                              [per_gpu, "step time from the calibrated cost model"]),
+        "decode_roof": derive(min(pk.peak_flops_per_s, dec.arithmetic_intensity * pk.bandwidth_bytes_per_s), "FLOP/s",
+                              f"min(peak, intensity x bandwidth): the {binds} roof binds "
+                              f"(intensity {'>=' if binds == 'compute' else '<'} ridge)",
+                              {"arithmetic_intensity": (dec.arithmetic_intensity, "FLOP/byte"),
+                               "ridge_flops_per_byte": (pk.ridge_flops_per_byte, "FLOP/byte"),
+                               "hbm_bandwidth": (pk.bandwidth_bytes_per_s, "bytes/s", pk.bandwidth_source),
+                               "peak_flops_per_s": peak_in},
+                              ["the ideal roof: datasheet peaks, no efficiency factors or overheads"]),
+        "prefill_arithmetic_intensity": derive(pre.arithmetic_intensity, "FLOP/byte",
+                                               "prefill FLOPs / HBM bytes read (weights once + KV written), per GPU",
+                                               {"flops": (pre.flops, "FLOP"), "hbm_bytes": (pre.hbm_bytes, "bytes"),
+                                                "prompt_tokens": (pre.batch * pre.context_tokens, "tokens")},
+                                               ["each weight is read once and used for 2 FLOPs per prompt token"]),
+        "prefill_share_of_peak": derive(pre.share_of_peak, "fraction", "(prefill FLOPs / prefill seconds) / peak FLOP/s",
+                                        {"flops": (pre.flops, "FLOP"), "prefill_ms": (pre.seconds * 1e3, "ms"),
+                                         "peak_flops_per_s": peak_in},
+                                        [per_gpu, "step time from the calibrated cost model"]),
+    }
