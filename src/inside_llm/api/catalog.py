@@ -1,0 +1,129 @@
+"""Catalogs: GET /api/catalog (GPUs, models, nodes, references, with sources); POST /api/catalog/models.
+
+Not a chapter: the dials router lists this module's router in its `extra_routers`. A posted
+Hugging Face config.json comes back as the derived model with its computed parameter counts and
+the query fields that put it on the dials (`model=custom&hidden_size=...`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
+
+from ..sim import catalog
+from ..sim.hardware import FORMATS, KV_PRECISIONS, WEIGHT_PRECISIONS, kv_bytes_per_value
+from ..sim.models import ModelSpec, from_hf_config, kv_bytes_per_token, param_counts
+
+router = APIRouter(tags=["catalog"])
+
+# The ModelSpec fields /api/dials accepts with model=custom (Hugging Face config.json names).
+CUSTOM_MODEL_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                       "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
+                       "num_local_experts", "num_experts_per_tok", "tie_word_embeddings")
+LLAMA_31_8B_CONFIG = {  # meta-llama/Llama-3.1-8B config.json, architecture fields (the OpenAPI example)
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 131072, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "tie_word_embeddings": False, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+
+
+class ParamBreakdown(BaseModel):
+    """Weights by part (numbers of weights, not bytes)."""
+
+    embedding: int
+    attention_per_layer: int
+    mlp_per_layer: int
+    router_per_layer: int
+    norms_per_layer: int
+    lm_head: int
+    layers: int
+    total: int
+    active: int
+
+
+class DerivedModel(BaseModel):
+    id: str
+    name: str
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    num_local_experts: int
+    num_experts_per_tok: int
+    attention_bias: bool
+    is_moe: bool
+    published_params_b: float | None = None
+    params_b: float = Field(description="Parameters computed from the shape, billions.")
+    active_params_b: float = Field(description="Parameters used per token (top-k experts only), billions.")
+    params: ParamBreakdown
+    kv_bytes_per_token: float = Field(description="KV-cache bytes one token occupies at BF16, all layers (B).")
+    weights_gb_bf16: float = Field(description="All weights at BF16, decimal GB.")
+    dials_params: dict[str, Any] = Field(description="Query fields for GET /api/dials with model=custom.")
+
+
+def derived_model(m: ModelSpec) -> DerivedModel:
+    """A model with its computed counts, sizes and the dials fields that reproduce it."""
+    pc = param_counts(m)
+    row = catalog.model_summary(m)
+    keep = set(DerivedModel.model_fields) - {"params", "kv_bytes_per_token", "weights_gb_bf16", "dials_params"}
+    dials = {"model": "custom", **{k: getattr(m, k) for k in CUSTOM_MODEL_FIELDS}}
+    return DerivedModel(
+        **{k: row[k] for k in keep},
+        params=ParamBreakdown(**{k: getattr(pc, k) for k in ParamBreakdown.model_fields}),
+        kv_bytes_per_token=kv_bytes_per_token(m, kv_bytes_per_value("bf16")),
+        weights_gb_bf16=round(pc.total * 2 / 1e9, 3), dials_params=dials)
+
+
+@router.get("/api/catalog")
+def get_catalog() -> dict[str, Any]:
+    """Every GPU, model, 8-GPU node and published reference measurement, each figure with its source."""
+    return {**catalog.catalog_dict(),
+            "references": [asdict(r) for r in catalog.references()],
+            "precisions": {"weights": list(WEIGHT_PRECISIONS), "kv": list(KV_PRECISIONS),
+                           "formats": {k: {**asdict(f), "bytes_per_value": f.bytes_per_value}
+                                       for k, f in FORMATS.items()}}}
+
+
+def _config_error(exc: ValueError) -> RequestValidationError:
+    """422 whose loc names the config.json field the message quotes (e.g. ['body', 'hidden_size'])."""
+    msg = str(exc)
+    quoted = re.search(r"'(\w+)'", msg)
+    leading = re.match(r"(\w+) must", msg)
+    name = quoted.group(1) if quoted else leading.group(1) if leading else None
+    loc = ["body", name] if name else ["body"]
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": None}])
+
+
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Multimodal configs nest the language model under `text_config`; read that when the top has no shape."""
+    inner = cfg.get("text_config")
+    if "hidden_size" not in cfg and isinstance(inner, dict):
+        return {**inner, "architectures": cfg.get("architectures") or inner.get("architectures")}
+    return cfg
+
+
+@router.post("/api/catalog/models", response_model=DerivedModel)
+def post_model(config: Annotated[dict[str, Any], Body(
+        description="A Hugging Face config.json (only the architecture fields are read; body at most 1 MB).",
+        examples=[LLAMA_31_8B_CONFIG])]) -> DerivedModel:
+    """Derive a model from its config.json: shape, computed parameters, KV bytes per token, dials fields.
+
+    Required: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size.
+    A missing or bad field gets a 422 whose `loc` names it.
+    """
+    cfg = _text_config(config)
+    name = str(cfg.get("_name_or_path") or cfg.get("name") or "Custom model")[:100]
+    try:
+        m = from_hf_config(cfg, model_id="custom", name=name)
+    except ValueError as e:
+        raise _config_error(e) from None
+    return derived_model(m)

@@ -1,0 +1,224 @@
+"""Chapter 11, the dials: GET /api/dials -> time to first token, tokens/s, cost and memory per GPU.
+
+A thin wrapper over `sim.serving.estimate`, plus a TPOT-vs-context curve for the small chart.
+Bring your own model or GPU without a registry change: `model=custom` reads the Hugging Face
+config.json fields below (defaults: Llama 3.1 70B's shape), `gpu=custom` the GPU fields (defaults:
+H100 SXM's datasheet). Those fields are ignored for catalog ids. The catalog routes live in
+`api/catalog.py` and are served through `extra_routers`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..sim import catalog, serving
+from ..sim.costmodel import EngineConfig, memory_per_gpu, step_time
+from ..sim.hardware import GPU, KV_PRECISIONS, WEIGHT_PRECISIONS, gpu_from_fields
+from ..sim.models import ModelSpec
+from . import catalog as catalog_api
+from .catalog import derived_model
+
+router = APIRouter(tags=["11 · dials"])
+extra_routers = [catalog_api.router]
+
+ModelId = Literal[(*catalog.models(), "custom")]  # type: ignore[valid-type]
+GpuId = Literal[(*catalog.gpus(), "custom")]  # type: ignore[valid-type]
+Precision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
+KvPrecision = Literal[KV_PRECISIONS]  # type: ignore[valid-type]
+CURVE_POINTS = 33
+CURVE_MIN_CONTEXT = 16
+_M = catalog.model(catalog.DEFAULT_MODEL)  # defaults of the custom-model fields
+_G = catalog.gpu(catalog.DEFAULT_GPU)  # defaults of the custom-GPU fields
+CUSTOM_GPU_FIELDS = ("bf16_dense_tflops", "fp8_dense_tflops", "int8_dense_tops", "hbm_capacity_gb",
+                     "hbm_bandwidth_tb_s", "interconnect_bandwidth_gb_s")
+CUSTOM_MODEL_FIELDS = catalog_api.CUSTOM_MODEL_FIELDS
+
+
+def _shape(default: int, hi: int, what: str) -> Any:
+    return Field(default, ge=1, le=hi, description=f"model=custom only: {what} (config.json; 1-{hi:,}).")
+
+
+def _hw(default: float | None, hi: float, what: str, positive: bool = True) -> Any:
+    bound = {"gt": 0} if positive else {"ge": 0}
+    return Field(float(default or 0), le=hi, description=f"gpu=custom only: {what}.", **bound)
+
+
+class DialsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id, or `custom` (fields below).")
+    gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id, or `custom` (fields below).")
+    gpus: int = Field(8, ge=1, le=serving.MAX_GPUS, description=f"GPUs in the server (1-{serving.MAX_GPUS}).")
+    tp: int = Field(8, ge=1, le=64, description="Tensor-parallel GPUs per replica (1-64); tp x pp must divide gpus.")
+    pp: int = Field(1, ge=1, le=128, description="Pipeline stages per replica (1-128, at most the model's layers).")
+    precision: Precision = Field("bf16", description="Weight storage and GEMM math: bf16|fp16|fp8|int8|int4.")
+    kv_precision: KvPrecision = Field("bf16", description="KV-cache storage: bf16|fp8|int8|int4.")
+    batch: int = Field(16, ge=1, le=serving.MAX_BATCH, description=f"Requests run together per replica "
+                       f"(sequences; 1-{serving.MAX_BATCH:,}).")
+    prompt_tokens: int = Field(1024, ge=1, le=serving.MAX_TOKENS, description="Prompt length per request "
+                               f"(tokens; 1-{serving.MAX_TOKENS:,}; prompt + output <= the model's context).")
+    output_tokens: int = Field(256, ge=1, le=serving.MAX_TOKENS, description="Answer length per request "
+                               f"(tokens; 1-{serving.MAX_TOKENS:,}).")
+    price_per_gpu_hour: float = Field(3.0, ge=0, le=1000, description="Rental price (USD per GPU-hour; 0-1000).")
+    hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size")
+    num_hidden_layers: int = _shape(_M.num_hidden_layers, 1024, "layers")
+    num_attention_heads: int = _shape(_M.num_attention_heads, 1024, "query heads")
+    num_key_value_heads: int = _shape(_M.num_key_value_heads, 1024, "key/value heads (must divide query heads)")
+    head_dim: int = _shape(_M.head_dim, 1024, "dimension per head")
+    intermediate_size: int = _shape(_M.intermediate_size, 1 << 20, "MLP width (per expert)")
+    vocab_size: int = _shape(_M.vocab_size, 1 << 21, "vocabulary size")
+    max_position_embeddings: int = _shape(_M.max_position_embeddings, serving.MAX_TOKENS, "context window, tokens")
+    num_local_experts: int = _shape(_M.num_local_experts, 1024, "experts per MoE layer (1 = dense)")
+    num_experts_per_tok: int = _shape(_M.num_experts_per_tok, 64, "experts each token uses")
+    tie_word_embeddings: bool = Field(False, description="model=custom only: lm_head shares the embedding table.")
+    bf16_dense_tflops: float = _hw(_G.bf16_dense_tflops, 1e5, "dense BF16 tensor throughput (TFLOP/s)")
+    fp8_dense_tflops: float = _hw(_G.fp8_dense_tflops, 1e5, "dense FP8 tensor throughput (TFLOP/s; 0 = no FP8 "
+                                  "tensor cores, FP8 weights then use BF16 math)", positive=False)
+    int8_dense_tops: float = _hw(_G.int8_dense_tops, 1e5, "dense INT8 tensor throughput (TOP/s; 0 = none)",
+                                 positive=False)
+    hbm_capacity_gb: float = _hw(_G.hbm_capacity_gb, 1e4, "memory capacity (decimal GB)")
+    hbm_bandwidth_tb_s: float = _hw(_G.hbm_bandwidth_tb_s, 1e3, "memory bandwidth (TB/s)")
+    interconnect_bandwidth_gb_s: float = _hw(_G.interconnect_bandwidth_gb_s, 1e5, "GPU-to-GPU bandwidth per GPU, "
+                                             "both directions added (GB/s; H100 NVLink: 900)")
+
+
+class MemoryOut(BaseModel):
+    """Per GPU, decimal GB. weights + kv_cache + activations + reserve + spare = capacity."""
+
+    capacity_gb: float
+    weights_gb: float
+    kv_cache_gb: float
+    activations_gb: float
+    reserve_gb: float
+    spare_gb: float = Field(description="Negative when the configuration does not fit.")
+    fits: bool
+    shortfall_gb: float = Field(description="How much more memory each GPU would need (0 when it fits).")
+
+
+class CurveOut(BaseModel):
+    """Decode step time as every sequence's context grows (same batch and sharding)."""
+
+    context_tokens: list[int]
+    tpot_ms: list[float]
+    fits: list[bool] = Field(description="Whether `batch` sequences of this length fit in memory.")
+    mean_context_tokens: float = Field(description="prompt + output/2: where tpot_ms is read off the curve.")
+
+
+class GpuOut(BaseModel):
+    id: str
+    name: str
+    hbm_capacity_gb: float
+    hbm_bandwidth_tb_s: float
+    bf16_dense_tflops: float
+
+
+class DialsResponse(BaseModel):
+    params: dict[str, Any] = Field(description="The inputs as used (custom model/GPU reduced to `custom`).")
+    model: dict[str, Any] = Field(description="The model: shape and computed parameters (as POST /api/catalog/models).")
+    gpu: GpuOut
+    ttft_ms: float = Field(description="Prefill of one batch of `batch` prompts (ms).")
+    tpot_ms: float = Field(description="Mean decode step over the answer (ms per output token).")
+    e2e_latency_ms: float
+    tokens_per_s_per_user: float
+    tokens_per_s_total: float = Field(description="Output tokens/s of all replicas together.")
+    cost_per_million_tokens_usd: float
+    memory: MemoryOut
+    max_batch: int = Field(description="Largest batch that fits at prompt + output tokens.")
+    bound: Literal["memory", "compute"] = Field(description="The roof the decode step sits under.")
+    prefill_bound: Literal["memory", "compute"]
+    mfu: float
+    bandwidth_utilization: float
+    replicas: int
+    tpot_curve: CurveOut
+    math: dict[str, Any]
+
+
+def _custom_model(p: DialsParams) -> ModelSpec:
+    fields = {k: getattr(p, k) for k in CUSTOM_MODEL_FIELDS}
+    return ModelSpec(id="custom", name="Custom model", source="user input (query fields)", **fields)
+
+
+def _custom_gpu(p: DialsParams) -> GPU:
+    fields = {k: getattr(p, k) or None for k in CUSTOM_GPU_FIELDS}  # 0 TFLOP/s: no tensor path
+    return gpu_from_fields({**fields, "name": "Custom GPU"}, gpu_id="custom")
+
+
+def _unprocessable(exc: ValueError) -> RequestValidationError:
+    """422 naming every query field the simulation's message mentions (loc: the first; ctx.fields: all)."""
+    msg = str(exc)
+    hits = sorted((m.start(), name) for name in DialsParams.model_fields
+                  if (m := re.search(rf"(?<![\w.]){name}(?!\w)", msg)))
+    fields = list(dict.fromkeys(name for _, name in hits))
+    loc = ["query", fields[0]] if fields else ["query"]
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": None,
+                                    "ctx": {"fields": fields}}])
+
+
+def serving_params(p: DialsParams) -> serving.ServingParams:
+    """The sim's params for a query (custom model/GPU built from their fields); ValueError names a field."""
+    model = _custom_model(p) if p.model == "custom" else p.model
+    gpu = _custom_gpu(p) if p.gpu == "custom" else p.gpu
+    return serving.ServingParams(model=model, gpu=gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision,
+                                 kv_precision=p.kv_precision, batch=p.batch, prompt_tokens=p.prompt_tokens,
+                                 output_tokens=p.output_tokens, price_per_gpu_hour=p.price_per_gpu_hour)
+
+
+def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:
+    """Decode step at contexts from 16 tokens to the model's window, log-spaced, plus the mean context.
+
+    Same step as serving's TPOT: min(pp, batch) micro-batches in flight, each of ceil(batch / that)
+    sequences; a sequence attends to its whole context.
+    """
+    per_mb = math.ceil(sp.batch / min(cfg.pp, sp.batch))
+    mean = sp.prompt_tokens + sp.output_tokens / 2
+    top = max(cfg.model.max_position_embeddings, CURVE_MIN_CONTEXT * 2)
+    lo, hi = math.log2(CURVE_MIN_CONTEXT), math.log2(top)
+    grid = {round(2 ** (lo + (hi - lo) * i / (CURVE_POINTS - 1))) for i in range(CURVE_POINTS)}
+    xs = sorted(grid)
+    tpot = [step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=per_mb * x).seconds * 1e3
+            for x in xs]
+    fits = [memory_per_gpu(cfg, sp.batch, x).fits for x in xs]
+    return CurveOut(context_tokens=xs, tpot_ms=tpot, fits=fits, mean_context_tokens=mean)
+
+
+def dials(p: DialsParams) -> DialsResponse:
+    try:
+        sp = serving_params(p)
+        est = serving.estimate(sp)
+        cfg, _ = serving.resolve(sp)
+    except ValueError as e:
+        raise _unprocessable(e) from None
+    g = cfg.gpu
+    d = est.to_dict()
+    return DialsResponse(
+        **d, params=serving.params_dict(sp), model=derived_model(cfg.model).model_dump(),
+        gpu=GpuOut(id=g.id, name=g.name, hbm_capacity_gb=g.hbm_capacity_gb, hbm_bandwidth_tb_s=g.hbm_bandwidth_tb_s,
+                   bf16_dense_tflops=g.bf16_dense_tflops),
+        tpot_curve=tpot_curve(cfg, sp))
+
+
+@router.get("/api/dials", response_model=DialsResponse)
+def get_dials(p: Annotated[DialsParams, Query()]) -> DialsResponse:
+    """The whole server's estimate: TTFT, TPOT (and its curve over context), tokens/s, $ per million
+    output tokens, memory per GPU, which roof binds, each headline with its derivation in `math`."""
+    return dials(p)
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict[str, str]:
+    """The default configuration's figures, for the scene's fact sentence."""
+    p = DialsParams()
+    e = serving.estimate(serving_params(p))
+    return {"model_name": catalog.model(p.model).name, "gpu_name": catalog.gpu(p.gpu).name, "gpus": str(p.gpus),
+            "price_per_gpu_hour": f"{p.price_per_gpu_hour:g}", "batch": str(p.batch),
+            "prompt_tokens": f"{p.prompt_tokens:,}", "output_tokens": f"{p.output_tokens:,}",
+            "ttft_ms": f"{e.ttft_ms:,.0f}", "tokens_per_s_per_user": f"{e.tokens_per_s_per_user:.0f}",
+            "tokens_per_s_total": f"{e.tokens_per_s_total:,.0f}",
+            "cost_per_million_tokens_usd": f"{e.cost_per_million_tokens_usd:.2f}",
+            "spare_gb": f"{e.memory.spare_gb:.0f}"}

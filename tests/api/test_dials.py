@@ -1,0 +1,210 @@
+"""GET /api/dials: equals the simulation, memory adds up, no-fit verdicts, custom model/GPU, 422s, caching."""
+
+from __future__ import annotations
+
+import pytest
+
+from inside_llm.sim import catalog, serving
+from inside_llm.sim.costmodel import memory_per_gpu
+from inside_llm.sim.hardware import gpu_from_fields
+from inside_llm.sim.models import ModelSpec
+
+HEADLINES = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "tokens_per_s_per_user", "tokens_per_s_total",
+             "cost_per_million_tokens_usd", "max_batch", "bound", "prefill_bound", "mfu",
+             "bandwidth_utilization", "replicas", "memory", "math")
+
+
+def _get(client, **q):
+    r = client.get("/api/dials", params=q)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_defaults_are_the_guides_server(client):
+    d = _get(client)
+    assert d["params"] == {"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 8, "tp": 8, "pp": 1,
+                           "precision": "bf16", "kv_precision": "bf16", "batch": 16, "prompt_tokens": 1024,
+                           "output_tokens": 256, "price_per_gpu_hour": 3.0}
+    assert d["model"]["name"] == "Llama 3.1 70B" and d["gpu"]["name"].startswith("NVIDIA H100 SXM")
+    assert d["memory"]["fits"] and d["bound"] == "memory"
+
+
+@pytest.mark.parametrize("q", [
+    {},
+    {"model": "mixtral-8x7b", "gpu": "h200", "gpus": 4, "tp": 2, "precision": "fp8", "kv_precision": "fp8",
+     "batch": 64, "prompt_tokens": 2048, "output_tokens": 512, "price_per_gpu_hour": 4.5},
+    {"model": "llama-3.1-405b", "gpu": "b200", "gpus": 16, "tp": 8, "pp": 2, "precision": "int4", "batch": 3},
+    {"model": "llama-3.1-8b", "gpu": "a100-80gb", "gpus": 8, "tp": 1, "precision": "fp8", "batch": 1},
+])
+def test_response_equals_the_simulation(client, q):
+    d = _get(client, **q)
+    est = serving.estimate(serving.ServingParams(**q)).to_dict()
+    for k in HEADLINES:
+        assert d[k] == est[k], k
+    assert d["params"] == serving.params_dict(serving.ServingParams(**q))
+
+
+def test_every_headline_carries_its_math(client):
+    d = _get(client)
+    for k in ("ttft_ms", "tpot_ms", "tokens_per_s_per_user", "tokens_per_s_total", "cost_per_million_tokens_usd",
+              "weights_gb", "kv_cache_gb", "spare_gb", "max_batch", "mfu", "bandwidth_utilization"):
+        m = d["math"][k]
+        assert m["formula"] and m["inputs"], k
+    sources = [i.get("source") for i in d["math"]["ttft_ms"]["inputs"]]
+    assert any(s and "whitepaper" in s for s in sources), "GPU figures cite their datasheet"
+
+
+@pytest.mark.parametrize("q", [{}, {"batch": 512, "prompt_tokens": 8192}, {"model": "llama-3.1-405b", "gpus": 1, "tp": 1}])
+def test_memory_fields_add_up_to_capacity(client, q):
+    mem = _get(client, **q)["memory"]
+    parts = mem["weights_gb"] + mem["kv_cache_gb"] + mem["activations_gb"] + mem["reserve_gb"] + mem["spare_gb"]
+    assert parts == pytest.approx(mem["capacity_gb"], abs=0.005)
+    assert mem["fits"] == (mem["spare_gb"] >= 0)
+    assert mem["shortfall_gb"] == pytest.approx(max(0.0, -mem["spare_gb"]), abs=0.001)
+
+
+def test_405b_on_one_gpu_does_not_fit_and_says_by_how_much(client):
+    d = _get(client, model="llama-3.1-405b", gpus=1, tp=1)
+    mem = d["memory"]
+    assert mem["fits"] is False and mem["shortfall_gb"] > 700  # ~810 GB of BF16 weights vs 80 GB
+    assert mem["weights_gb"] > 10 * mem["capacity_gb"]
+    assert d["max_batch"] == 0
+
+
+def test_bigger_batch_more_total_less_per_user_cheaper(client):
+    one, many = _get(client, batch=1), _get(client, batch=128)
+    assert many["tokens_per_s_total"] > 20 * one["tokens_per_s_total"]
+    assert many["tokens_per_s_per_user"] < one["tokens_per_s_per_user"]
+    assert many["cost_per_million_tokens_usd"] < one["cost_per_million_tokens_usd"] / 20
+
+
+def test_tpot_curve_passes_through_the_estimate(client):
+    d = _get(client, batch=32, prompt_tokens=2048, output_tokens=512)
+    c = d["tpot_curve"]
+    xs, ys = c["context_tokens"], c["tpot_ms"]
+    assert xs == sorted(xs) and xs[0] == 16 and xs[-1] == 131072 and len(xs) == len(ys) == len(c["fits"])
+    assert all(b >= a for a, b in zip(ys, ys[1:])), "decode gets slower as the context grows"
+    assert c["mean_context_tokens"] == 2048 + 256
+    # the decode step is linear in context: interpolate between neighbours to read tpot at the mean
+    i = next(i for i, x in enumerate(xs) if x >= c["mean_context_tokens"])
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    at_mean = y0 + (y1 - y0) * (c["mean_context_tokens"] - x0) / (x1 - x0)
+    assert at_mean == pytest.approx(d["tpot_ms"], rel=1e-6)
+    assert c["fits"][0] and not c["fits"][-1], "32 chats of 128k tokens do not fit 8 x 80 GB"
+
+
+def test_custom_model_via_query_equals_the_same_spec(client):
+    shape = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                 head_dim=128, intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072)
+    d = _get(client, model="custom", tp=1, gpus=1, **shape)
+    spec = ModelSpec(id="custom", name="Custom model", **shape)
+    est = serving.estimate(serving.ServingParams(model=spec, tp=1, gpus=1)).to_dict()
+    assert d["ttft_ms"] == est["ttft_ms"] and d["memory"] == est["memory"]
+    same_as_catalog = serving.estimate(serving.ServingParams(model="llama-3.1-8b", tp=1, gpus=1))
+    assert d["tpot_ms"] == pytest.approx(same_as_catalog.tpot_ms)
+    assert d["params"]["model"] == "custom" and d["model"]["params_b"] == pytest.approx(8.03, abs=0.01)
+
+
+def test_custom_fields_default_to_the_70b_and_are_ignored_for_catalog_models(client):
+    assert _get(client, model="custom")["tpot_ms"] == pytest.approx(_get(client)["tpot_ms"])
+    assert _get(client, hidden_size=1024)["ttft_ms"] == _get(client)["ttft_ms"]
+
+
+def test_custom_gpu_via_query(client):
+    fields = dict(bf16_dense_tflops=165.2, fp8_dense_tflops=330.3, int8_dense_tops=660.6, hbm_capacity_gb=24,
+                  hbm_bandwidth_tb_s=1.008, interconnect_bandwidth_gb_s=64)
+    d = _get(client, gpu="custom", model="llama-3.1-8b", gpus=2, tp=2, **fields)
+    g = gpu_from_fields({**fields, "name": "Custom GPU"}, gpu_id="custom")
+    est = serving.estimate(serving.ServingParams(model="llama-3.1-8b", gpu=g, gpus=2, tp=2)).to_dict()
+    assert d["tpot_ms"] == est["tpot_ms"] and d["memory"] == est["memory"]
+    assert d["gpu"] == {"id": "custom", "name": "Custom GPU", "hbm_capacity_gb": 24.0, "hbm_bandwidth_tb_s": 1.008,
+                        "bf16_dense_tflops": 165.2}
+    src = {i["name"]: i.get("source") for i in d["math"]["tpot_ms"]["inputs"]}
+    assert src["custom.hbm_bandwidth_tb_s"] == "user input"
+
+
+def test_custom_gpu_without_fp8_falls_back_to_bf16_math(client):
+    base = dict(gpu="custom", precision="fp8", batch=256, prompt_tokens=4096)
+    with_fp8, without = _get(client, **base), _get(client, **base, fp8_dense_tflops=0)
+    assert without["ttft_ms"] > with_fp8["ttft_ms"] * 1.2  # GEMMs at 989 x 0.62 instead of 1979 x 0.45
+
+
+def _detail(client, **q):
+    r = client.get("/api/dials", params=q)
+    assert r.status_code == 422, r.text
+    return r.json()["detail"]
+
+
+def test_tp_times_pp_not_dividing_gpus_names_all_three(client):
+    err = _detail(client, gpus=8, tp=4, pp=4)[0]
+    assert err["loc"] == ["query", "tp"] and err["ctx"]["fields"] == ["tp", "pp", "gpus"]
+    assert "divide gpus" in err["msg"]
+
+
+def test_context_over_the_models_window_names_the_lengths(client):
+    err = _detail(client, model="llama-2-7b", prompt_tokens=4000, output_tokens=256)[0]
+    assert {"prompt_tokens", "output_tokens"} <= set(err["ctx"]["fields"]) and "4096" in err["msg"]
+
+
+def test_tp_must_split_the_heads(client):
+    err = _detail(client, model="llama-3.1-70b", gpus=3, tp=3)[0]
+    assert err["loc"] == ["query", "tp"] and "num_attention_heads" in err["msg"]
+
+
+@pytest.mark.parametrize("q, field", [
+    ({"model": "custom", "num_key_value_heads": 3}, "num_key_value_heads"),
+    ({"model": "custom", "num_experts_per_tok": 4}, "num_experts_per_tok"),
+    ({"model": "custom", "hidden_size": 0}, "hidden_size"),
+    ({"gpu": "custom", "hbm_capacity_gb": 0}, "hbm_capacity_gb"),
+    ({"gpu": "custom", "hbm_bandwidth_tb_s": -1}, "hbm_bandwidth_tb_s"),
+    ({"gpu": "custom", "interconnect_bandwidth_gb_s": 0}, "interconnect_bandwidth_gb_s"),
+    ({"batch": 5000}, "batch"),
+    ({"prompt_tokens": 0}, "prompt_tokens"),
+    ({"price_per_gpu_hour": -1}, "price_per_gpu_hour"),
+    ({"model": "llama-3.1-8b", "gpus": 64, "tp": 1, "pp": 64}, "pp"),
+    ({"precision": "fp4"}, "precision"),
+    ({"kv_precision": "fp16"}, "kv_precision"),
+    ({"bogus": 1}, "bogus"),
+])
+def test_bad_input_gets_422_naming_the_field(client, q, field):
+    err = _detail(client, **q)[0]
+    assert err["loc"][-1] == field
+
+
+def test_unknown_ids_list_the_catalog(client):
+    msg = _detail(client, model="gpt-5")[0]["msg"]
+    assert all(m in msg for m in ("llama-3.1-70b", "mixtral-8x7b", "custom"))
+    msg = _detail(client, gpu="tpu-v5")[0]["msg"]
+    assert all(g in msg for g in ("h100-sxm", "mi300x", "l40s", "custom"))
+
+
+def test_every_catalog_id_is_accepted(client):
+    for m in ("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-7b", "llama-2-70b", "mixtral-8x7b",
+              "qwen2.5-72b"):
+        assert m in catalog.models()
+        _get(client, model=m, prompt_tokens=512, output_tokens=128)
+    for g in ("h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200", "mi300x", "l40s"):
+        _get(client, gpu=g)
+
+
+def test_memory_matches_the_cost_model(client):
+    d = _get(client, batch=100, prompt_tokens=4096, output_tokens=1024)
+    cfg, _ = serving.resolve(serving.ServingParams(batch=100, prompt_tokens=4096, output_tokens=1024))
+    assert d["memory"] == memory_per_gpu(cfg, 100, 5120).to_dict()
+
+
+def test_same_url_same_bytes_and_etag(client):
+    a = client.get("/api/dials?batch=64&gpu=h200")
+    b = client.get("/api/dials?batch=64&gpu=h200")
+    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    assert client.get("/api/dials?batch=64&gpu=h200", headers={"if-none-match": a.headers["etag"]}).status_code == 304
+
+
+def test_openapi_documents_every_field_with_bounds(client):
+    op = client.get("/openapi.json").json()["paths"]["/api/dials"]["get"]
+    params = {p["name"]: p for p in op["parameters"]}
+    for name in ("model", "gpu", "gpus", "tp", "pp", "precision", "kv_precision", "batch", "prompt_tokens",
+                 "output_tokens", "price_per_gpu_hour", "hidden_size", "hbm_capacity_gb"):
+        assert params[name].get("description"), name
+    for name in ("batch", "prompt_tokens", "hidden_size", "hbm_bandwidth_tb_s"):
+        assert "maximum" in params[name]["schema"], name
