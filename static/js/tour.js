@@ -65,7 +65,11 @@ function pagePath(st) {
 function syncURL(push = false) {
   const q = queryFor(ctl.state, ctl.params, currentOptions());
   const url = (ctl.state === page ? location.pathname : pagePath(ctl.state)) + (q ? `?${q}` : '');
-  history[push ? 'pushState' : 'replaceState'](null, '', url);
+  try {
+    history[push ? 'pushState' : 'replaceState'](null, '', url);
+  } catch {
+    // file:// pages may not rewrite their path: after the presenter moves scenes, the address stays put
+  }
 }
 
 function absolute(path, query) {

@@ -18,9 +18,11 @@ async function copyText(text, field) {
   }
 }
 
+let fieldCount = 0;
 function field(parent, label, el) {
-  const wrap = h('label', { class: 'tool-field' }, parent);
-  h('span', { text: label }, wrap);
+  const wrap = h('div', { class: 'tool-field' }, parent);
+  el.id = `tool-field-${++fieldCount}`;
+  h('label', { for: el.id, text: label }, wrap);
   wrap.appendChild(el);
   return el;
 }

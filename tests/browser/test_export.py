@@ -1,0 +1,163 @@
+"""In the browser: Share/Embed copy the right text, SVG/PNG downloads are valid images with a caption, and
+the `inside-llm export` bundle works opened from disk (file://) with no server and no network."""
+
+from __future__ import annotations
+
+import re
+import struct
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from inside_llm.export import export_bundle
+
+pytestmark = pytest.mark.browser
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture()
+def clip_page(browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 860}, accept_downloads=True)
+    ctx.grant_permissions(["clipboard-read", "clipboard-write"])
+    pg = ctx.new_page()
+    pg.console_errors = []
+    pg.on("console", lambda m: pg.console_errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    yield pg
+    ctx.close()
+
+
+def download(page, tool: str) -> tuple[str, bytes]:
+    with page.expect_download() as d:
+        page.click(f'.stage-tools [data-tool="{tool}"]')
+    return d.value.suggested_filename, open(d.value.path(), "rb").read()
+
+
+def test_svg_download_is_the_stage_with_a_caption(clip_page, base_url):
+    page = clip_page
+    page.goto(f"{base_url}/tour/tokens?encoding=llama3")
+    page.wait_for_selector(".chip")
+    name, data = download(page, "svg")
+    assert name == "inside-llm-01-tokens.svg"
+    root = ET.fromstring(data)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    text = "".join(root.itertext())
+    assert "1. From keystroke to tokens" in text and "Llama 3 (Meta)" in text, "caption names scene and params"
+    assert root.find("{http://www.w3.org/2000/svg}foreignObject") is not None, "HTML stage kept as HTML"
+    assert "Words per token" in text and "GPU" in text
+    w = float(root.get("width"))
+    assert abs(w - page.locator("#stage").bounding_box()["width"]) <= 1
+    assert page.console_errors == []
+
+
+def test_png_download_is_high_resolution(clip_page, base_url):
+    page = clip_page
+    page.goto(f"{base_url}/tour/tokens")
+    page.wait_for_selector(".chip")
+    box = page.locator("#stage").bounding_box()
+    name, data = download(page, "png")
+    assert name.endswith(".png") and data[:8] == PNG_MAGIC and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 2 * box["width"] - 2, "at least 2x the on-screen size"
+    assert abs(height / width - (box["height"] + 46) / box["width"]) < 0.01, "stage plus caption band"
+    assert len(data) > 20_000, "a real picture, not a blank canvas"
+    assert page.locator("#stage-status").inner_text() == ""
+
+
+def test_share_copies_the_exact_state_url(clip_page, base_url):
+    page = clip_page
+    page.goto(f"{base_url}/tour/tokens")
+    page.wait_for_selector(".chip")
+    page.locator("#ctl-encoding").select_option("llama3")
+    page.get_by_role("button", name=re.compile("^Share")).click()
+    page.wait_for_selector(".tool-panel .tool-note:has-text('Copied')")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied == page.url and copied.startswith(base_url) and "encoding=llama3" in copied
+    page.keyboard.press("Escape")
+    assert page.locator("#tool-panel").is_hidden()
+
+
+def test_embed_snippet_has_chosen_size_and_options(clip_page, base_url):
+    page = clip_page
+    page.goto(f"{base_url}/tour/tokens?encoding=llama3")
+    page.wait_for_selector(".chip")
+    embed = page.get_by_role("button", name=re.compile("^Embed"))
+    embed.click()
+    assert embed.get_attribute("aria-expanded") == "true"
+    page.get_by_label("Frame size").select_option("1920x1080")
+    page.get_by_label("Show controls").check()
+    page.get_by_label("Theme", exact=True).select_option("dark")
+    snippet = page.locator(".tool-panel textarea.snippet").input_value()
+    assert f'src="{base_url}/embed/tokens?encoding=llama3&amp;controls=1&amp;autoplay=1&amp;theme=dark"' in snippet
+    assert 'width="1920" height="1080"' in snippet and snippet.startswith("<iframe")
+    page.get_by_role("button", name="Copy snippet").click()
+    page.wait_for_selector(".tool-panel .tool-note:has-text('Copied')")
+    assert page.evaluate("navigator.clipboard.readText()") == snippet
+    page.get_by_role("button", name="Close").click()
+    assert page.locator("#tool-panel").is_hidden() and embed.get_attribute("aria-expanded") == "false"
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundle")
+    assert export_bundle(out, ["tokens", "embeddings", "roofline"]) == 0
+    return out
+
+
+@pytest.fixture()
+def offline_page(browser):
+    """A page that may only read files: every http(s) request is refused and recorded."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 860}, accept_downloads=True)
+    pg = ctx.new_page()
+    pg.network = []
+    ctx.route(re.compile(r"^https?://"), lambda route: (pg.network.append(route.request.url), route.abort()))
+    pg.console_errors = []
+    pg.on("console", lambda m: pg.console_errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    yield pg
+    ctx.close()
+
+
+def test_bundle_tour_works_from_disk(offline_page, bundle_dir):
+    page = offline_page
+    page.goto((bundle_dir / "index.html").as_uri())
+    page.get_by_role("link", name=re.compile("Start the tour")).click()
+    page.wait_for_selector(".chip")
+    assert page.url.startswith("file://") and page.url.endswith("/tour/tokens.html")
+    page.locator(".preset", has_text="Code").click()
+    page.wait_for_function("() => [...document.querySelectorAll('.chip')].some(c => c.textContent.includes('fib'))")
+    assert "text=def" in page.url
+    page.locator("#ctl-encoding").select_option("llama3")   # precomputed alone, from the defaults
+    page.wait_for_function("() => location.search.includes('encoding=llama3')")
+    page.locator("#ctl-text").fill("words nobody precomputed")
+    page.wait_for_function("() => document.getElementById('stage-status').textContent.includes('live server')")
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url(re.compile(r"/tour/embeddings\.html$"))
+    assert page.locator("#scene-title").inner_text()
+    assert page.network == [] and page.console_errors == []
+
+
+def test_bundle_embed_and_presenter_work_from_disk(offline_page, bundle_dir):
+    page = offline_page
+    page.goto((bundle_dir / "embed" / "tokens.html").as_uri() + "?controls=1&theme=dark&encoding=llama3")
+    page.wait_for_selector(".chip")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    assert page.locator("#ctl-encoding").input_value() == "llama3" and page.locator("#ctl-text").is_visible()
+    page.goto((bundle_dir / "tour" / "tokens.html").as_uri() + "?present=1")
+    page.wait_for_selector(".presenter-hud")
+    page.wait_for_selector(".chip")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector('#stage[data-slug="embeddings"]')
+    page.wait_for_function("() => document.querySelector('.presenter-label').textContent.startsWith('2/11')")
+    assert page.evaluate("document.body.classList.contains('presenting')")
+    assert page.network == [] and page.console_errors == []
+
+
+def test_bundle_png_download_works_from_disk(offline_page, bundle_dir):
+    page = offline_page
+    page.goto((bundle_dir / "tour" / "tokens.html").as_uri())
+    page.wait_for_selector(".chip")
+    with page.expect_download() as d:
+        page.click('.stage-tools [data-tool="png"]')
+    assert open(d.value.path(), "rb").read()[:8] == PNG_MAGIC
