@@ -36,6 +36,7 @@ from .web.pages import Links, page_context, page_state, templates
 OFFLINE = Links(root="..", suffix=".html", offline=True)
 MAX_SLIDER_POSITIONS = 16     # sliders with at most this many positions are precomputed at each one
 MAX_VARIANTS = 64             # per scene, so a huge select cannot make the bundle explode
+SHARED_ENDPOINTS = ("/api/catalog",)   # parameterless endpoints any scene may fetch via ctx.fetchJSON
 BUNDLE_JS = "js/inside-llm.bundle.js"
 
 
@@ -80,22 +81,21 @@ def _query_value(v: Any) -> str:
 
 def live_only(scene: Scene) -> list[str]:
     """What in this scene needs the live server once exported (shown in the index and printed)."""
-    notes = []
-    for c in scene.controls:
-        if not c.api:
-            continue
-        if c.kind in ("text", "textarea"):
-            notes.append(f"typing your own text in “{c.label}” (the default and the presets work offline)")
-        elif c.kind == "number" or (c.kind == "range" and not _slider_positions(c)):
-            notes.append(f"“{c.label}” values other than the default and the presets")
-    if sum(1 for c in scene.controls if c.api) > 1:
+    api = [c for c in scene.controls if c.api]
+    notes = [f"typing your own text in “{c.label}” (the default and the presets work offline)"
+             for c in api if c.kind in ("text", "textarea")]
+    free = [f"“{c.label}”" for c in api
+            if c.kind == "number" or (c.kind == "range" and not _slider_positions(c))]
+    if free:
+        notes.append(f"values other than the defaults and presets for {', '.join(free)}")
+    if len(api) > 1:
         notes.append("changing two settings at once (each was precomputed alone, from the defaults)")
     return notes
 
 
 def _responses(client: TestClient, scene: Scene, progress: Callable[..., None]) -> list[dict]:
-    """Fetch every variant from the app; failures are reported and left out."""
-    found, todo = [], variants(scene)
+    """Fetch every variant from the app; failures are counted, reported once and left out."""
+    found, failed, todo = [], {}, variants(scene)
     for i, params in enumerate(todo, 1):
         query = urlencode({k: _query_value(v) for k, v in params.items()})
         progress(f"  {scene.slug}: response {i} of {len(todo)}")
@@ -103,14 +103,27 @@ def _responses(client: TestClient, scene: Scene, progress: Callable[..., None]) 
         if r.status_code == 200:
             found.append({"path": f"/api/{scene.slug}", "params": params, "query": query, "data": r.json()})
         else:
-            progress(f"  {scene.slug}: {query[:60]}… answered HTTP {r.status_code}; left out", final=True)
+            failed[r.status_code] = failed.get(r.status_code, 0) + 1
+    for code, n in failed.items():
+        progress(f"  {scene.slug}: {n} of {len(todo)} responses answered HTTP {code}; left out", final=True)
     return found
 
 
-def _write_scene(out: Path, scene: Scene, responses: list[dict]) -> dict:
+def _shared(client: TestClient) -> list[dict]:
+    """Parameterless endpoints every scene may fetch (the catalog), when the app has them."""
+    found = []
+    for path in SHARED_ENDPOINTS:
+        r = client.get(path)
+        if r.status_code == 200:
+            found.append({"path": path, "params": {}, "data": r.json()})
+    return found
+
+
+def _write_scene(out: Path, scene: Scene, responses: list[dict], shared: list[dict]) -> dict:
     """data/<slug>.js, api/<slug>/*.json, tour/<slug>.html, embed/<slug>.html; returns the manifest entry."""
     state = page_state(scene, scene.defaults(), {}, embed=True, links=OFFLINE)
-    payload = {"state": state, "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses]}
+    payload = {"state": state,
+               "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses] + shared}
     blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     _write(out / "data" / f"{scene.slug}.js",
            f"// Precomputed responses for {scene.slug} (inside-llm export {__version__}).\n"
@@ -153,25 +166,36 @@ def _progress(line: str, final: bool = False) -> None:
 
 
 def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
-    """Write the offline bundle into `out`; prints progress and what needs the live server. Returns 0."""
+    """Write the offline bundle into `out`; prints progress and what needs the live server.
+
+    Returns 0, or 1 when some scene could not be rendered (the rest of the bundle is still written).
+    """
     scenes, out, t0 = _select(slugs), Path(out), time.perf_counter()
     print(f"Exporting {len(scenes)} scene(s) to {out.resolve()}", flush=True)
     shutil.copytree(static_dir(), out / "static", dirs_exist_ok=True)
     js = static_dir() / "js"
     lazy = [f"scenes/{s.slug}.js" for s in scenes if (js / "scenes" / f"{s.slug}.js").is_file()]
     _write(out / "static" / BUNDLE_JS, bundle(js, "tour.js", lazy))
-    entries = []
-    with TestClient(create_app()) as client:
+    entries, broken = [], []
+    with TestClient(create_app(), raise_server_exceptions=False) as client:
+        shared = _shared(client)
         for i, scene in enumerate(scenes, 1):
-            responses = _responses(client, scene, _progress) if chapter_module(scene.slug) else []
-            entries.append(_write_scene(out, scene, responses))
+            try:
+                responses = _responses(client, scene, _progress) if chapter_module(scene.slug) else []
+                entries.append(_write_scene(out, scene, responses, shared))
+            except Exception as e:  # one chapter mid-construction must not sink the whole deck
+                broken.append(scene.slug)
+                _progress(f"[{i}/{len(scenes)}] {scene.slug}: FAILED ({type(e).__name__}: {e}); left out", final=True)
+                continue
             _progress(f"[{i}/{len(scenes)}] {scene.slug}: {len(responses)} precomputed responses", final=True)
     manifest = {"version": __version__, "scenes": entries}
     _write(out / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
     _write(out / "index.html", templates.get_template("export_index.html").render(
         entries=entries, version=__version__, theme="auto", u=Links(root=".", suffix=".html", offline=True)))
     _report(entries, out, time.perf_counter() - t0)
-    return 0
+    if broken:
+        print(f"Incomplete: {', '.join(broken)} could not be exported (see above); their links will not open.")
+    return 1 if broken else 0
 
 
 def _report(entries: list[dict], out: Path, seconds: float) -> None:

@@ -93,7 +93,12 @@ export default f;
     assert "export" not in body.split("\n", 2)[2]
 
 
-@pytest.mark.parametrize("src", ["const u = import.meta.url;\n", "import x from 'bare';\n", "await go();\n",
+def test_import_meta_url_points_beside_the_bundle():
+    body, _ = transform("export const css = new URL('../../css/x.css', import.meta.url).href;\n", "lib/style.js")
+    assert "new URL('../../css/x.css', __meta.url)" in body
+
+
+@pytest.mark.parametrize("src", ["import x from 'bare';\n", "await go();\n",
                                  "import { a } from './missing.js';\n"])
 def test_bundler_refuses_what_it_cannot_bundle(tmp_path, src):
     (tmp_path / "m.js").write_text(src)
