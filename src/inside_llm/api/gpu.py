@@ -1,0 +1,150 @@
+"""Chapter 4, the GPU: GET /api/gpu -> the package's real layout and one decode step streaming through it.
+
+Layout (SM groups, tensor cores, L2, HBM stacks and where they sit) comes from `sim.gpu_layout`;
+the step's bytes and time per GPU from the cost model (`decode_stream`), with a slow-motion factor
+so the page can show one step in a few seconds and say by how much time was slowed.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from ..sim import catalog, gpu_layout
+from ..sim.costmodel import EngineConfig, memory_per_gpu
+from ..sim.derivation import math_dict
+from ..sim.hardware import WEIGHT_PRECISIONS
+
+router = APIRouter(tags=["4 · gpu"])
+
+ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
+GpuId = Literal[tuple(catalog.gpus())]  # type: ignore[valid-type]
+Precision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
+MAX_BATCH = 1024
+MAX_CONTEXT = 131_072
+TP_CHOICES = (1, 2, 4, 8)
+TILES_PER_STEP = 120  # the drawing splits one step's bytes into this many travelling tiles
+
+
+def check_tp(tp: int) -> int:
+    if tp not in TP_CHOICES:
+        raise ValueError(f"tp must be one of {', '.join(map(str, TP_CHOICES))} (GPUs); got {tp}")
+    return tp
+
+
+def check_context(value: int, info: ValidationInfo, name: str) -> int:
+    """The context must fit the chosen model's window (the model field is validated first)."""
+    model_id = info.data.get("model")
+    if model_id is not None:
+        window = catalog.model(model_id).max_position_embeddings
+        if value > window:
+            raise ValueError(f"{name} must be at most {window:,} tokens for {model_id}; got {value:,}")
+    return value
+
+
+def unprocessable(exc: ValueError, fields: tuple[str, ...]) -> RequestValidationError:
+    """A sim ValueError as a 422 whose loc names the first query field its message mentions."""
+    msg = str(exc)
+    hits = sorted((m.start(), f) for f in fields if (m := re.search(rf"(?<![\w.]){f}(?!\w)", msg)))
+    loc = ["query", hits[0][1]] if hits else ["query"]
+    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": None}])
+
+
+class GpuParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id (h100-sxm, h200, b200, mi300x, ...).")
+    model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id whose decode step is streamed.")
+    precision: Precision = Field("bf16", description="Weight storage (bytes per weight): bf16|fp16|fp8|int8|int4.")
+    batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}).")
+    context: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True, description="Tokens already in each chat, read from the "
+                         f"KV cache every step (tokens; 1-{MAX_CONTEXT:,}, at most the model's window).")
+    tp: int = Field(8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). "
+                    "Figures are per GPU.")
+
+    @field_validator("tp")
+    @classmethod
+    def _tp(cls, v: int) -> int:
+        return check_tp(v)
+
+    @field_validator("context")
+    @classmethod
+    def _context(cls, v: int, info: ValidationInfo) -> int:
+        return check_context(v, info, "context")
+
+
+class StreamOut(BaseModel):
+    """One decode step on one GPU, and how the page slows it down."""
+
+    bytes_per_step: float = Field(description="HBM bytes one GPU reads per decode step (weights + KV cache).")
+    weight_bytes_per_step: float
+    kv_bytes_per_step: float
+    step_ms: float = Field(description="Real time of one decode step (cost model), ms.")
+    memory_ms: float = Field(description="Time the bytes alone need at the calibrated bandwidth, ms.")
+    effective_tb_s: float = Field(description="bytes_per_step / step time: the average rate over the step, TB/s.")
+    peak_tb_s: float
+    tokens_per_s: float = Field(description="Tokens per second of the whole batch (one per chat per step).")
+    bound: Literal["memory", "compute"]
+    slow_motion: float = Field(description="Time on screen / real time (a 1-2-5 factor).")
+    screen_step_s: float = Field(description="Seconds one step takes on screen.")
+    tiles_per_step: int
+    tile_bytes: float = Field(description="Bytes each drawn tile stands for.")
+    kv_tiles: int = Field(description="Of tiles_per_step, how many carry KV cache rather than weights.")
+
+
+class GpuResponse(BaseModel):
+    gpu: dict[str, Any] = Field(description="id, name, vendor, architecture.")
+    model: dict[str, Any] = Field(description="id, name, max context.")
+    precision: str
+    batch: int
+    context: int
+    tp: int
+    layout: dict[str, Any] = Field(description="sim.gpu_layout.layout: SMs by group, tensor cores, L2, HBM, sources.")
+    package: dict[str, Any] = Field(description="HBM sites and placement, L2 partitions, I/O dies, source.")
+    stream: StreamOut
+    memory: dict[str, Any] = Field(description="Memory per GPU (GB) for this batch and context; fits.")
+    math: dict[str, Any]
+
+
+def gpu_view(p: GpuParams) -> GpuResponse:
+    g, m = catalog.gpu(p.gpu), catalog.model(p.model)
+    try:
+        cfg = EngineConfig(m, g, tp=p.tp, precision=p.precision)
+        stream = gpu_layout.decode_stream(cfg, p.batch, p.context)
+        mem = memory_per_gpu(cfg, p.batch, p.context)
+    except ValueError as e:
+        raise unprocessable(e, tuple(GpuParams.model_fields)) from None
+    slow = gpu_layout.slow_motion(stream["step_ms"] / 1e3)
+    kv_tiles = round(TILES_PER_STEP * stream["kv_bytes_per_step"] / stream["bytes_per_step"])
+    return GpuResponse(
+        gpu={"id": g.id, "name": g.name, "vendor": g.vendor, "architecture": g.architecture},
+        model={"id": m.id, "name": m.name, "max_context": m.max_position_embeddings},
+        precision=p.precision, batch=p.batch, context=p.context, tp=p.tp,
+        layout=gpu_layout.layout(g), package=gpu_layout.package(g),
+        stream=StreamOut(**stream, slow_motion=slow["factor"], screen_step_s=slow["screen_step_s"],
+                         tiles_per_step=TILES_PER_STEP, tile_bytes=stream["bytes_per_step"] / TILES_PER_STEP,
+                         kv_tiles=kv_tiles),
+        memory=mem.to_dict(),
+        math=math_dict(**gpu_layout.decode_stream_math(cfg, p.batch, p.context)))
+
+
+@router.get("/api/gpu", response_model=GpuResponse)
+def get_gpu(p: Annotated[GpuParams, Query()]) -> GpuResponse:
+    """The chosen GPU's package layout and one decode step of the chosen model streaming through it, per GPU."""
+    return gpu_view(p)
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict[str, str]:
+    """The scene's fact: the default GPU's memory and SMs, and the default model's decode step on it."""
+    d = gpu_view(GpuParams())
+    lay, s = d.layout, d.stream
+    return {"gpu_name": d.gpu["name"], "hbm_capacity_gb": f"{lay['hbm_capacity_gb']:g}",
+            "memory_type": lay["memory_type"], "hbm_stacks": str(lay["hbm_stacks"]),
+            "hbm_bandwidth_tb_s": f"{lay['hbm_bandwidth_tb_s']:g}", "sm_count": str(lay["sm_count"]),
+            "tensor_cores_per_sm": str(lay["tensor_cores_per_sm"]), "model_name": d.model["name"],
+            "tp": str(d.tp), "step_gb": f"{s.bytes_per_step / 1e9:.1f}", "step_ms": f"{s.step_ms:.1f}"}
