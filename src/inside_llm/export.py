@@ -137,8 +137,13 @@ def _write_scene(out: Path, scene: Scene, responses: list[dict], shared: list[di
         html = templates.get_template(template).render(page_context(scene, {}, embed=embed, links=OFFLINE))
         _write(out / kind / f"{scene.slug}.html", html)
     return {"slug": scene.slug, "number": scene.number, "title": scene.title, "tour": f"tour/{scene.slug}.html",
-            "embed": f"embed/{scene.slug}.html", "built": chapter_module(scene.slug) is not None,
+            "embed": f"embed/{scene.slug}.html", "built": _built(scene.slug),
             "responses": files, "needs_live_server": live_only(scene)}
+
+
+def _built(slug: str) -> bool:
+    """A chapter shows a live stage once both its endpoint and its scene module exist."""
+    return chapter_module(slug) is not None and (static_dir() / "js" / "scenes" / f"{slug}.js").is_file()
 
 
 def _write(path: Path, text: str) -> None:

@@ -50,6 +50,43 @@ def test_svg_download_is_the_stage_with_a_caption(clip_page, base_url):
     assert page.console_errors == []
 
 
+SVG_SCENE = """
+// svg-only scene (test double): a bar chart in viewBox units coloured with the theme's variables.
+export function mount(stage) { stage.replaceChildren(); }
+export function update(data) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 400 200');
+  svg.setAttribute('width', '100%');
+  const bar = document.createElementNS(ns, 'rect');
+  Object.entries({ x: 10, y: 20, width: 300, height: 60, style: 'fill: var(--c-kv)' }).forEach(([k, v]) => bar.setAttribute(k, v));
+  const label = document.createElementNS(ns, 'text');
+  Object.entries({ x: 10, y: 120 }).forEach(([k, v]) => label.setAttribute(k, v));
+  label.textContent = `${data.num_tokens} tokens`;
+  svg.append(bar, label);
+  document.getElementById('stage').appendChild(svg);
+}
+export function unmount() {}
+"""
+
+
+def test_svg_only_stage_downloads_as_pure_vector(clip_page, base_url):
+    page = clip_page
+    page.route("**/static/js/scenes/tokens.js",
+               lambda route: route.fulfill(status=200, body=SVG_SCENE, content_type="text/javascript"))
+    page.goto(f"{base_url}/tour/tokens")
+    page.wait_for_selector("#stage svg text")
+    _, data = download(page, "svg")
+    root = ET.fromstring(data)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    assert root.find(".//s:foreignObject", ns) is None, "vector stages stay vector (opens in slide tools)"
+    rect = next(r for r in root.iterfind(".//s:svg/s:rect", ns))
+    assert "fill:rgb(142, 92, 240)" in rect.get("style").replace(" ", "").replace(",", ", "), "theme colour resolved"
+    assert "23 tokens" in "".join(root.itertext()) and "From keystroke to tokens" in "".join(root.itertext())
+    _, png = download(page, "png")
+    assert png[:8] == PNG_MAGIC
+
+
 def test_png_download_is_high_resolution(clip_page, base_url):
     page = clip_page
     page.goto(f"{base_url}/tour/tokens")

@@ -3,8 +3,8 @@
 import { h, clear } from './svg.js';
 import { stageToSVG, svgToPNG, download, pngScale } from './export.js';
 
-const FRAME_SIZES = [['960x540', '960 × 540 (16:9 slide)'], ['1280x720', '1280 × 720 (16:9 HD)'],
-  ['1920x1080', '1920 × 1080 (16:9 full HD)'], ['1024x768', '1024 × 768 (4:3)'], ['390x700', '390 × 700 (phone)'],
+const FRAME_SIZES = [['960x540', '960 × 540 (16:9)'], ['1280x720', '1280 × 720 (16:9)'],
+  ['1920x1080', '1920 × 1080 (16:9)'], ['1024x768', '1024 × 768 (4:3)'], ['390x700', '390 × 700 (phone)'],
   ['custom', 'Custom…']];
 
 /** Copy text to the clipboard; falls back to selecting `field` for a manual copy. Resolves to success. */
