@@ -1,0 +1,101 @@
+"""Chapter 10, eight GPUs, one model: GET /api/parallelism -> per-GPU memory, TP all-reduce traffic,
+PP stages and bubbles, and the effect on time to first token and tokens/s (sim.parallelism)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..sim import catalog
+from ..sim import parallelism as par
+
+router = APIRouter(tags=["10 · parallelism"])
+
+ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
+NodeGpu = Literal[tuple(catalog.nodes())]  # type: ignore[valid-type]
+Precision = Literal["bf16", "fp8", "int8", "int4"]
+
+
+class ParallelismParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id.")
+    gpu: NodeGpu = Field(catalog.DEFAULT_GPU, description="GPU of the 8-GPU NVLink server (HGX-style baseboard).")
+    precision: Precision = Field("bf16", description="Weight format: bf16 | fp8 | int8 | int4.")
+    gpus: int = Field(8, ge=1, le=par.MAX_NODE_GPUS, description=f"GPUs used (1-{par.MAX_NODE_GPUS}); "
+                      "tp x pp must divide it, the rest are replicas.")
+    tp: int = Field(8, ge=1, le=par.MAX_NODE_GPUS, description="Tensor-parallel GPUs per replica (1-8).")
+    pp: int = Field(1, ge=1, le=par.MAX_NODE_GPUS, description="Pipeline stages per replica (1-8).")
+    micro_batches: int = Field(8, ge=1, le=par.MAX_MICRO_BATCHES, description="Pieces the batch is cut into so "
+                               f"pipeline stages overlap (1-{par.MAX_MICRO_BATCHES}, at most batch; ignored when pp = 1).")
+    batch: int = Field(16, ge=1, le=par.MAX_BATCH, description=f"Chats per replica (sequences; 1-{par.MAX_BATCH}).")
+    prompt_tokens: int = Field(1024, ge=1, le=par.MAX_PROMPT_TOKENS,
+                               description=f"Prompt length (tokens; 1-{par.MAX_PROMPT_TOKENS:,}).")
+    output_tokens: int = Field(256, ge=1, le=par.MAX_OUTPUT_TOKENS,
+                               description=f"Answer length (tokens; 1-{par.MAX_OUTPUT_TOKENS:,}).")
+
+
+class ParallelismResponse(BaseModel):
+    model: str
+    model_name: str
+    gpu: str
+    gpu_name: str
+    precision: str
+    gpus: int
+    tp: int
+    pp: int
+    replicas: int
+    micro_batches: int = Field(description="Micro-batches used (1 when pp = 1).")
+    batch: int
+    prompt_tokens: int
+    output_tokens: int
+    num_layers: int
+    hidden_size: int
+    stages: list[dict]
+    gpu_map: list[dict]
+    model_weights_gb: float = Field(description="The whole model's weights, GB.")
+    capacity_gb: float
+    weights_gb: float = Field(description="Weights per GPU, GB.")
+    kv_cache_gb: float = Field(description="KV cache per GPU at the end of every answer, GB.")
+    activations_gb: float
+    reserve_gb: float
+    spare_gb: float
+    fits: bool
+    shortfall_gb: float
+    single_gpu: dict
+    allreduce_bytes_per_layer: float = Field(description="TP: bytes all-reduced per layer in one prefill micro-batch.")
+    bubble_fraction: float = Field(description="PP: (pp - 1) / (micro_batches + pp - 1).")
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s_per_user: float
+    tokens_per_s_total: float
+    prefill: dict
+    decode: dict
+    node: dict
+    math: dict
+
+
+@lru_cache(maxsize=512)
+def _compute(p: par.ParallelParams) -> dict[str, Any]:
+    return par.parallelism(p)
+
+
+@router.get("/api/parallelism", response_model=ParallelismResponse)
+def get_parallelism(p: Annotated[ParallelismParams, Query()]) -> ParallelismResponse:
+    """How the model is split over the node's GPUs, the NVLink traffic and bubbles, and the resulting speed."""
+    return ParallelismResponse(**_compute(par.ParallelParams(**p.model_dump())))
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict[str, str]:
+    d = par.parallelism(par.ParallelParams())
+    node, pp8 = d["node"], par.parallelism(par.ParallelParams(tp=1, pp=8))
+    return {"model_name": d["model_name"], "weights_gb": f"{d['model_weights_gb']:.0f}",
+            "gpu_name": re.sub(r"^NVIDIA |\s*\d+GB$", "", d["gpu_name"]),
+            "hbm_capacity_gb": f"{d['capacity_gb']:.0f}", "nvlink_gb_s": f"{node['nvlink_bandwidth_gb_s']:.0f}",
+            "busbw_gb_s": f"{d['prefill']['tensor']['busbw_gb_s']:.0f}",
+            "layers_per_gpu": str(pp8["stages"][0]["num_layers"]), "num_layers": str(d["num_layers"]),
+            "nvswitch_chips": str(node["nvswitch_chips"])}

@@ -1,0 +1,479 @@
+// scenes/parallelism.js: chapter 10: an 8-GPU board with its NVSwitch chips; TP all-reduce pulses, PP stages and bubbles.
+
+import { svg, h, clear } from '../lib/svg.js';
+import { num, fixed, pct, bytes, duration } from '../lib/format.js';
+import { mathDetails } from '../lib/math.js';
+import { loop, prefersReducedMotion } from '../lib/tween.js';
+import { sceneStyles } from '../lib/style.js';
+
+// Two drawings, px-for-px at desktop and at phone width (viewBox width = the width it is drawn for).
+const VARIANTS = {
+  wide: { name: 'wide', W: 960, H: 390, x0: 24, gw: 204, step: 234, gh: 116, sw: 124, sh: 34, label: 14, small: 11.5, barY: 54 },
+  narrow: { name: 'narrow', W: 360, H: 330, x0: 6, gw: 82, step: 88, gh: 104, sw: 72, sh: 28, label: 12, small: 10, barY: 46 },
+};
+const NARROW_BELOW = 640;
+const POOL = 40;           // travelling pulses drawn at most at once
+const LAYER_MS = 1500;     // one layer of the tensor-parallel animation
+const SLOT_MS = 1100;      // one pipeline slot
+const MATH_KEYS = [['weights_gb', 'Weights per GPU'], ['kv_cache_gb', 'KV cache per GPU'],
+  ['allreduce_bytes_per_layer', 'All-reduce bytes per layer'], ['allreduce_ms', 'All-reduce time'],
+  ['bubble_fraction', 'Pipeline bubble'], ['ttft_ms', 'Time to first token'], ['tokens_per_s_per_user', 'Tokens/s per chat']];
+
+let view = null;
+
+export function mount(stage, context) {
+  sceneStyles('parallelism');
+  clear(stage);
+  const wrap = h('div', { class: 'par-scene' }, stage);
+  view = {
+    stage, ctx: context,
+    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    verdict: h('p', { class: 'par-verdict' }, wrap),
+    board: h('div', { class: 'par-board' }, wrap),
+    legend: h('div', { class: 'legend par-legend' }, wrap),
+    caption: h('p', { class: 'par-caption', 'aria-hidden': 'true' }, wrap),
+    cards: h('div', { class: 'par-cards' }, wrap),
+    timeline: h('div', { class: 'par-timeline' }, wrap),
+    breakdown: h('div', { class: 'par-breakdown' }, wrap),
+    sources: h('p', { class: 'par-sources' }, wrap),
+    math: h('div', { class: 'par-math' }, wrap),
+    data: null, params: {}, variant: null, motion: null,
+  };
+  view.ro = new ResizeObserver(() => {
+    if (view && view.data && variantFor() !== view.variant) drawAll();
+  });
+  view.ro.observe(stage);
+}
+
+export function unmount() {
+  if (!view) return;
+  stopMotion();
+  view.ro.disconnect();
+  view = null;
+}
+
+export function update(data, params) {
+  if (!view) return;
+  view.data = data;
+  view.params = params || {};
+  drawReadouts(data);
+  drawVerdict(data);
+  drawCards(data, phaseOf());
+  drawBreakdown(data, phaseOf());
+  drawSources(data);
+  drawMath(data);
+  drawLegend();
+  drawAll();
+}
+
+function drawLegend() {
+  const l = clear(view.legend);
+  const item = (cls, text, round = false) => {
+    const s = h('span', {}, l);
+    h('i', { class: `${cls}${round ? ' dot' : ''}` }, s);
+    s.append(text);
+  };
+  item('k-weights', 'weights');
+  item('k-kv', 'KV cache');
+  item('k-reserve', 'runtime reserve');
+  item('k-cap', 'GPU memory');
+  item('k-tp', 'all-reduce traffic (size ∝ bytes)', true);
+  item('k-pp', 'activations handed to the next stage', true);
+}
+
+const phaseOf = () => (view.params.phase === 'decode' ? 'decode' : 'prefill');
+const variantFor = () => (view.stage.clientWidth && view.stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide');
+
+function drawAll() {
+  stopMotion();
+  view.variant = variantFor();
+  const d = view.data;
+  view.drawing = drawBoard(d, VARIANTS[view.variant]);
+  view.tl = drawTimeline(d, d[phaseOf()], VARIANTS[view.variant]);
+  startMotion(d);
+}
+
+// ---- readouts and text ---------------------------------------------------------------------------
+
+function readout(parent, label, value, unit, cls = '') {
+  const r = h('div', { class: `readout ${cls}` }, parent);
+  h('span', { class: 'label', text: label }, r);
+  const v = h('span', { class: 'value', text: value }, r);
+  if (unit) h('span', { class: 'unit', text: unit }, v);
+}
+
+function drawReadouts(d) {
+  const r = clear(view.readouts);
+  readout(r, 'Weights per GPU', fixed(d.weights_gb, 1), `GB of ${num(d.capacity_gb)}`);
+  readout(r, 'KV cache per GPU', fixed(d.kv_cache_gb, 2), 'GB');
+  readout(r, 'Fits', d.fits ? 'yes' : 'no', d.fits ? `${fixed(d.spare_gb, 0)} GB spare` : `${fixed(d.shortfall_gb, 0)} GB short`,
+    d.fits ? 'ok' : 'bad');
+  readout(r, 'First token', duration(d.ttft_ms), '');
+  readout(r, 'Per chat', num(d.tokens_per_s_per_user), 'tokens/s');
+  readout(r, 'Prefill bubble', pct(d.bubble_fraction, 0), d.pp > 1 ? `${d.micro_batches} micro-batches` : 'no pipeline');
+}
+
+function drawVerdict(d) {
+  const one = d.single_gpu;
+  const split = d.replicas > 1 ? ` · ${d.replicas} replicas of ${d.tp * d.pp} GPUs` : '';
+  view.verdict.textContent = `${d.model_name}: ${fixed(d.model_weights_gb, 0)} GB of weights in ${d.precision.toUpperCase()}; ` +
+    `on one GPU ${one.fits ? 'it would fit' : `it would be ${fixed(one.shortfall_gb, 0)} GB short`}. ` +
+    `Split: tensor ×${d.tp}, pipeline ×${d.pp} over ${d.gpus} GPU${d.gpus > 1 ? 's' : ''}${split}.`;
+}
+
+function card(parent, title, on, lines) {
+  const c = h('div', { class: `par-card${on ? '' : ' off'}` }, parent);
+  h('strong', { text: title }, c);
+  for (const l of lines) h('p', { text: l }, c);
+}
+
+function drawCards(d, phase) {
+  const c = clear(view.cards);
+  const p = d[phase], t = p.tensor, pl = p.pipeline;
+  const what = phase === 'prefill' ? `${num(t.tokens)} prompt tokens` : `${num(t.tokens)} new tokens`;
+  card(c, `Tensor parallel ×${d.tp}`, d.tp > 1, d.tp > 1 ? [
+    `Every layer: 2 all-reduces of ${bytes(t.message_bytes)} (${what} × ${num(d.hidden_size)} numbers × 2 bytes).`,
+    `Ring all-reduce: each GPU sends ${bytes(t.sent_bytes_per_gpu_per_layer)} per layer; ${duration(t.allreduce_ms)} each ` +
+      `at ${num(t.busbw_gb_s)} GB/s achieved (${duration(t.allreduce_ms_line_rate)} at the ${num(t.line_rate_gb_s)} GB/s line rate).`,
+    `All ${d.num_layers} layers: ${duration(t.allreduce_ms_per_step)} of the ${duration(p.step_ms)} step.`,
+  ] : ['One GPU per layer: no all-reduce.']);
+  card(c, `Pipeline ×${d.pp}`, d.pp > 1, d.pp > 1 ? [
+    `Each stage holds ${layerCounts(d)} and hands on ${bytes(pl.activation_bytes_per_send)} ` +
+      `of activations per micro-batch (${duration(pl.send_ms)}).`,
+    phase === 'prefill'
+      ? `Bubble: (pp − 1) / (micro-batches + pp − 1) = ${d.pp - 1}/${d.micro_batches + d.pp - 1} = ${pct(d.bubble_fraction, 0)} of each GPU's time idle.`
+      : `Decoding, a micro-batch returns every ${Math.max(d.pp, d.micro_batches)} slots: GPUs idle ${pct(p.timeline.idle_fraction, 0)}.`,
+  ] : ['All layers on every GPU of the group: no hand-offs, no bubble.']);
+}
+
+function layerCounts(d) {
+  const n = d.stages.map((s) => s.num_layers);
+  return n.every((x) => x === n[0]) ? `${n[0]} layers` : `${n.join(' / ')} layers`;
+}
+
+function drawBreakdown(d, phase) {
+  const b = clear(view.breakdown);
+  const p = d[phase];
+  const label = phase === 'prefill' ? `One prefill step: ${num(p.tokens)} tokens through all ${d.num_layers} layers`
+    : `One decode step: ${num(p.tokens)} chats × 1 token through all ${d.num_layers} layers`;
+  h('p', { class: 'par-bar-label', text: `${label}${d.pp > 1 ? ' (one micro-batch)' : ''}: ${duration(p.step_ms)}` }, b);
+  const bar = h('div', { class: 'par-bar', role: 'img', 'aria-label': `${label}: ${duration(p.step_ms)}` }, b);
+  const parts = [['gemm_ms', 'matrix math (GEMMs)', 'compute'], ['attention_ms', 'attention', 'attention'],
+    ['comm_ms', 'NVLink traffic', 'memory'], ['overhead_ms', 'launch overhead', 'idle']];
+  const legend = h('div', { class: 'legend' }, b);
+  for (const [k, name, cls] of parts) {
+    const share = p[k] / p.step_ms;
+    const seg = h('span', { class: `seg ${cls}`, title: `${name}: ${duration(p[k])}` }, bar);
+    seg.style.width = `${share * 100}%`;
+    const s = h('span', {}, legend);
+    h('i', { class: cls }, s);
+    s.append(`${name} ${duration(p[k])}`);
+  }
+}
+
+function shortSource(s) {
+  return (s || '').split(' - http')[0].split(':')[0];
+}
+
+function drawSources(d) {
+  const s = d.node.sources, p = clear(view.sources);
+  const part = (text, src) => { h('span', { text, title: src || '' }, p); };
+  part(`Sources: ${d.node.name}, ${d.node.nvswitch_chips} NVSwitch chips (${shortSource(s.nvswitch_chips)}); `);
+  part(`NVLink ${num(d.node.nvlink_bandwidth_gb_s)} GB/s per GPU, both directions (${shortSource(s.nvlink_bandwidth_gb_s)}); `, s.nvlink_bandwidth_gb_s);
+  part(`all-reduce bus bandwidth ${num(d.prefill.tensor.busbw_gb_s)} GB/s (${shortSource(s.allreduce_bus_bandwidth_gb_s) ||
+    'cost model: a fixed fraction of the line rate'}).`, s.allreduce_bus_bandwidth_gb_s);
+}
+
+function drawMath(d) {
+  const m = clear(view.math);
+  for (const [k, label] of MATH_KEYS) if (d.math[k]) m.appendChild(mathDetails(d.math[k], label));
+}
+
+// ---- the board -----------------------------------------------------------------------------------
+
+function gpuBox(g, v) {
+  const col = g % 4, top = g < 4;
+  return { x: v.x0 + col * v.step, y: top ? 8 : v.H - v.gh - 8, w: v.gw, h: v.gh, port: top ? 'bottom' : 'top' };
+}
+
+function switchBox(k, n, v) {
+  const cx = (v.W * (k + 0.5)) / n;
+  return { x: cx - v.sw / 2, y: v.H / 2 - v.sh / 2, w: v.sw, h: v.sh };
+}
+
+function portOf(b, side) {
+  if (side === 'bottom') return [b.x + b.w / 2, b.y + b.h];
+  if (side === 'top') return [b.x + b.w / 2, b.y];
+  if (side === 'left') return [b.x, b.y + b.h / 2];
+  return [b.x + b.w, b.y + b.h / 2];
+}
+
+const opposite = { top: 'bottom', bottom: 'top', left: 'right', right: 'left' };
+
+function roleText(d, m, wide) {
+  const s = d.stages[m.stage];
+  if (d.pp === 1) {
+    if (d.tp === 1) return wide ? `all ${d.num_layers} layers, whole` : 'all layers';
+    return wide ? `1/${d.tp} of every layer (all ${d.num_layers})` : `1/${d.tp} slices`;
+  }
+  const span = wide ? `layers ${s.first_layer}–${s.last_layer}` : `L${s.first_layer}–${s.last_layer}`;
+  return d.tp > 1 ? `${span}${wide ? ', ' : ' · '}1/${d.tp}${wide ? ' each' : ''}` : span;
+}
+
+function memBar(g, b, d, v, used) {
+  const pad = v.name === 'wide' ? 10 : 6;
+  const x = b.x + pad, y = b.y + v.barY, w = b.w - 2 * pad, hh = v.name === 'wide' ? 16 : 12;
+  const total = d.weights_gb + d.kv_cache_gb + d.activations_gb + d.reserve_gb;
+  const scale = w / Math.max(total, d.capacity_gb);
+  svg('rect', { x, y, width: d.capacity_gb * scale, height: hh, rx: 3, class: 'mem-bg' }, g);
+  let at = x;
+  for (const [k, cls] of [['weights_gb', 'weights'], ['kv_cache_gb', 'kv'], ['activations_gb', 'act'], ['reserve_gb', 'reserve']]) {
+    const wd = d[k] * scale;
+    svg('rect', { x: at, y, width: Math.max(0, wd), height: hh, class: `mem ${cls}${used ? '' : ' unused'}` }, g);
+    at += wd;
+  }
+  if (!d.fits) svg('rect', { x: x + d.capacity_gb * scale, y: y - 2, width: at - x - d.capacity_gb * scale, height: hh + 4, class: 'mem over' }, g);
+  svg('line', { x1: x + d.capacity_gb * scale, x2: x + d.capacity_gb * scale, y1: y - 4, y2: y + hh + 4, class: 'mem-cap' }, g);
+  return y + hh;
+}
+
+function drawGpu(parent, d, g, v) {
+  const m = d.gpu_map[g];
+  const b = gpuBox(g, v);
+  const used = !!m;
+  const grp = svg('g', { class: `gpu${used ? '' : ' unused'}` }, parent);
+  const glow = svg('rect', { x: b.x, y: b.y, width: b.w, height: b.h, rx: 10, class: 'gpu-box' }, grp);
+  const wide = v.name === 'wide';
+  const tx = b.x + (wide ? 10 : 6);
+  svg('text', { x: tx, y: b.y + (wide ? 22 : 18), class: 'lbl', 'font-size': v.label, text: `GPU ${g}` }, grp);
+  if (!used) {
+    svg('text', { x: tx, y: b.y + (wide ? 42 : 34), class: 'sm muted', 'font-size': v.small, text: 'not used' }, grp);
+    return { g, b, glow, tag: null };
+  }
+  const tag = svg('text', { x: b.x + b.w - (wide ? 10 : 6), y: b.y + (wide ? 22 : 18), class: 'sm tag', 'text-anchor': 'end', 'font-size': v.small }, grp);
+  if (d.replicas > 1) tag.textContent = wide ? `replica ${m.replica + 1}` : `R${m.replica + 1}`;
+  svg('text', { x: tx, y: b.y + (wide ? 42 : 34), class: 'sm', 'font-size': v.small, text: roleText(d, m, wide) }, grp);
+  const below = memBar(grp, b, d, v, used);
+  const memText = wide ? `${fixed(d.weights_gb, 1)} GB weights + ${fixed(d.kv_cache_gb, 1)} GB KV` : `${fixed(d.weights_gb, 1)} + ${fixed(d.kv_cache_gb, 1)} GB`;
+  svg('text', { x: tx, y: below + (wide ? 18 : 15), class: 'sm', 'font-size': v.small, text: memText }, grp);
+  const free = d.fits ? `${fixed(d.spare_gb, 0)} GB free${wide ? ` of ${num(d.capacity_gb)}` : ''}` : `${fixed(d.shortfall_gb, 0)} GB over${wide ? ` ${num(d.capacity_gb)}` : ''}`;
+  svg('text', { x: tx, y: below + (wide ? 35 : 29), class: `sm ${d.fits ? 'muted' : 'bad'}`, 'font-size': v.small, text: free }, grp);
+  return { g, b, glow, tag, m };
+}
+
+function drawBoard(d, v) {
+  const host = clear(view.board);
+  const n = d.node.nvswitch_chips;
+  const s = svg('svg', { viewBox: `0 0 ${v.W} ${v.H}`, class: `par-svg ${v.name}`, role: 'img', width: '100%',
+    'aria-label': `${d.node.name}: ${d.gpus} of 8 GPUs used, tensor parallel ${d.tp}, pipeline ${d.pp}, through ${n} NVSwitch chips` }, host);
+  svg('rect', { x: 0, y: 0, width: v.W, height: v.H, rx: 14, class: 'board' }, s);
+  const links = svg('g', { class: 'links' }, s);
+  const switches = [...Array(n).keys()].map((k) => switchBox(k, n, v));
+  const gpus = [...Array(8).keys()].map((g) => drawGpu(s, d, g, v));
+  for (const G of gpus) {
+    for (const [k, sb] of switches.entries()) {
+      const [x1, y1] = portOf(G.b, G.b.port);
+      const [x2, y2] = portOf(sb, opposite[G.b.port]);
+      svg('line', { x1, y1, x2, y2, class: `link${G.m ? '' : ' unused'}` }, links);
+      G[`p${k}`] = [[x1, y1], [x2, y2]];
+    }
+  }
+  for (const sb of switches) {
+    svg('rect', { x: sb.x, y: sb.y, width: sb.w, height: sb.h, rx: 6, class: 'switch' }, s);
+    svg('text', { x: sb.x + sb.w / 2, y: sb.y + sb.h / 2 + 4, 'text-anchor': 'middle', class: 'sm sw-lbl',
+      'font-size': v.small, text: 'NVSwitch' }, s);
+  }
+  const pulses = [...Array(POOL)].map(() => svg('circle', { r: 0, class: 'pulse', visibility: 'hidden' }, s));
+  return { svg: s, gpus, switches, pulses, n };
+}
+
+// ---- the timeline (pipeline) ---------------------------------------------------------------------
+
+function drawTimeline(d, p, v) {
+  const host = clear(view.timeline);
+  if (d.pp === 1) return null;
+  const tl = p.timeline;
+  const labelW = v.name === 'wide' ? 150 : 74, rowH = v.name === 'wide' ? 24 : 20, W = v.W;
+  const cw = (W - labelW - 4) / tl.slots;
+  const H = d.pp * rowH + 26;
+  h('p', { class: 'par-bar-label', text: tl.phase === 'prefill'
+    ? `Pipeline timeline, one prefill: ${d.micro_batches} micro-batches through ${d.pp} stages take ${tl.slots} slots of ${duration(p.slot_ms)}`
+    : `Pipeline timeline, decoding: two rounds of ${Math.max(d.pp, d.micro_batches)} slots of ${duration(p.slot_ms)}` }, host);
+  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'tl-svg', width: '100%', role: 'img',
+    'aria-label': `Pipeline timeline: ${pct(tl.idle_fraction, 0)} of stage time idle (bubbles)` }, host);
+  const busy = new Set(tl.cells.map((c) => `${c.stage}:${c.slot}`));
+  for (let st = 0; st < d.pp; st++) {
+    const y = st * rowH;
+    const sg = d.stages[st];
+    svg('text', { x: 0, y: y + rowH * 0.68, class: 'sm', 'font-size': v.small,
+      text: v.name === 'wide' ? `Stage ${st + 1} · layers ${sg.first_layer}–${sg.last_layer}` : `S${st + 1} · L${sg.first_layer}–${sg.last_layer}` }, s);
+    for (let t = 0; t < tl.slots; t++) {
+      if (!busy.has(`${st}:${t}`)) svg('rect', { x: labelW + t * cw + 1, y: y + 2, width: cw - 2, height: rowH - 4, rx: 3, class: 'cell idle' }, s);
+    }
+  }
+  for (const c of tl.cells) {
+    const x = labelW + c.slot * cw + 1, y = c.stage * rowH + 2;
+    svg('rect', { x, y, width: cw - 2, height: rowH - 4, rx: 3, class: 'cell busy' }, s);
+    if (cw > 22) svg('text', { x: x + (cw - 2) / 2, y: y + rowH * 0.58, 'text-anchor': 'middle', class: 'sm cell-lbl', 'font-size': v.small - 1, text: `${c.micro_batch + 1}` }, s);
+  }
+  const cursor = svg('rect', { x: labelW, y: 0, width: cw, height: d.pp * rowH, class: 'tl-cursor', visibility: 'hidden' }, s);
+  const ly = d.pp * rowH + 18;
+  svg('rect', { x: labelW, y: ly - 10, width: 12, height: 12, rx: 2, class: 'cell busy' }, s);
+  const wide = v.name === 'wide', gap = wide ? 220 : 100;
+  svg('text', { x: labelW + 18, y: ly, class: 'sm', 'font-size': v.small, text: wide ? 'busy (micro-batch number)' : 'busy' }, s);
+  svg('rect', { x: labelW + gap, y: ly - 10, width: 12, height: 12, rx: 2, class: 'cell idle' }, s);
+  svg('text', { x: labelW + gap + 18, y: ly, class: 'sm', 'font-size': v.small, text: `idle: bubble ${pct(tl.idle_fraction, 0)}` }, s);
+  return { cursor, labelW, cw, slots: tl.slots, cells: tl.cells };
+}
+
+// ---- motion --------------------------------------------------------------------------------------
+
+function stopMotion() {
+  if (view && view.motion) view.motion.stop();
+  if (view) view.motion = null;
+}
+
+function pulseRadius(bytesSent, v) {
+  const r = 2.5 + 1.6 * Math.log10(Math.max(bytesSent, 1e3) / 1e3);
+  return Math.min(v.name === 'wide' ? 11 : 8, Math.max(2.5, r));
+}
+
+function place(c, a, b, u, r) {
+  c.setAttribute('cx', a[0] + (b[0] - a[0]) * u);
+  c.setAttribute('cy', a[1] + (b[1] - a[1]) * u);
+  c.setAttribute('r', r);
+  c.setAttribute('visibility', 'visible');
+}
+
+/** All-reduce among GPUs `ids` at progress u: up to the switches, then back down. Returns pulses used. */
+function allReduce(dr, ids, u, r, from, cls) {
+  let i = from;
+  for (const g of ids) {
+    for (let k = 0; k < dr.n && i < POOL; k++, i++) {
+      const [gp, sp] = dr.gpus[g][`p${k}`];
+      const c = dr.pulses[i];
+      c.setAttribute('class', `pulse ${cls}`);
+      if (u < 0.5) place(c, gp, sp, u * 2, r);
+      else place(c, sp, gp, (u - 0.5) * 2, r);
+    }
+  }
+  return i;
+}
+
+function hidePulses(dr, from) {
+  for (let i = from; i < POOL; i++) dr.pulses[i].setAttribute('visibility', 'hidden');
+}
+
+function groups(d) {
+  const out = new Map();
+  for (const m of d.gpu_map) {
+    const key = `${m.replica}:${m.stage}`;
+    if (!out.has(key)) out.set(key, []);
+    out.get(key).push(m.gpu);
+  }
+  return out;
+}
+
+function setBusy(dr, ids, on, label = '') {
+  for (const G of dr.gpus) {
+    if (!G.m) continue;
+    const hit = ids.has(G.g);
+    G.glow.classList.toggle('busy', on && hit);
+    if (G.tag && G.m && view.data.replicas === 1) G.tag.textContent = hit && label ? label : '';
+  }
+}
+
+function startMotion(d) {
+  const dr = view.drawing;
+  const p = d[phaseOf()];
+  const frozen = prefersReducedMotion() || (view.ctx.options && view.ctx.options.autoplay === '0');
+  const tick = d.pp > 1 ? pipelineTick(d, p, dr) : tensorTick(d, p, dr);
+  if (frozen) { tick(null); return; }
+  view.motion = loop((ms) => tick(ms));
+}
+
+function tensorTick(d, p, dr) {
+  const compute = p.gemm_ms + p.attention_ms;
+  const share = Math.min(0.6, Math.max(0.15, p.comm_ms / (compute + p.comm_ms || 1)));
+  const r = pulseRadius(p.tensor.sent_bytes_per_gpu_per_layer / 2, VARIANTS[view.variant]);
+  const grp = [...groups(d).values()];
+  const all = new Set(d.gpu_map.map((m) => m.gpu));
+  let last = '';
+  return (ms) => {
+    if (ms === null) { // still picture: traffic at the switches, every GPU lit
+      setBusy(dr, all, true);
+      let i = 0;
+      if (d.tp > 1) for (const ids of grp) i = allReduce(dr, ids, 0.45, r, i, 'tp');
+      hidePulses(dr, i);
+      return caption(d.tp > 1 ? `After every layer's attention and MLP, the ${d.tp} GPUs of each group swap partial results through the switches.` : 'One GPU runs every layer: nothing to swap.');
+    }
+    const layer = Math.floor(ms / LAYER_MS) % d.num_layers;
+    const u = (ms % LAYER_MS) / LAYER_MS;
+    const half = u < 0.5 ? 0 : 1, w = (u % 0.5) / 0.5;
+    const inComm = d.tp > 1 && w > 1 - share;
+    setBusy(dr, all, !inComm);
+    let i = 0;
+    if (inComm) for (const ids of grp) i = allReduce(dr, ids, (w - (1 - share)) / share, r, i, 'tp');
+    hidePulses(dr, i);
+    const text = `Layer ${layer + 1} of ${d.num_layers}: ${half ? 'MLP' : 'attention'}` +
+      (d.tp > 1 ? (inComm ? ` · all-reduce of ${bytes(p.tensor.message_bytes)} through the switches` : ' · each GPU computes its slice') : '');
+    if (text !== last) { last = text; caption(text); }
+  };
+}
+
+function pipelineTick(d, p, dr) {
+  const tl = view.tl;
+  const v = VARIANTS[view.variant];
+  const stageIds = groups(d);
+  const tpR = pulseRadius(p.tensor.sent_bytes_per_gpu_per_layer / 2, v);
+  const ppR = pulseRadius(p.pipeline.activation_bytes_per_send, v);
+  const bySlot = new Map();
+  for (const c of tl.cells) bySlot.set(`${c.stage}:${c.slot}`, c.micro_batch);
+  let last = '';
+  return (ms) => {
+    const slot = ms === null ? tl.slots - 1 : Math.floor(ms / SLOT_MS) % (tl.slots + 1);
+    const u = ms === null ? 0.4 : (ms % SLOT_MS) / SLOT_MS;
+    if (slot === tl.slots) { setBusy(dr, new Set(), false); hidePulses(dr, 0); tl.cursor.setAttribute('visibility', 'hidden'); return; }
+    tl.cursor.setAttribute('x', tl.labelW + slot * tl.cw);
+    tl.cursor.setAttribute('visibility', ms === null ? 'hidden' : 'visible');
+    const lit = new Set();
+    let i = 0, busyStages = 0;
+    for (const [key, ids] of stageIds) {
+      const st = Number(key.split(':')[1]);
+      const mb = bySlot.get(`${st}:${slot}`);
+      if (mb === undefined && ms !== null) continue;
+      busyStages += 1;
+      ids.forEach((g) => lit.add(g));
+      if (u < 0.72 && d.tp > 1) i = allReduce(dr, ids, (u * 3) % 1, tpR * 0.8, i, 'tp');
+      if (u >= 0.72 && st < d.pp - 1) i = handOff(dr, d, ids, st, (u - 0.72) / 0.28, ppR, i);
+    }
+    setBusy(dr, lit, true, '');
+    hidePulses(dr, i);
+    const text = ms === null ? `Each stage holds its own layers; activations hop from stage to stage through the switches.`
+      : `Slot ${slot + 1} of ${tl.slots}: ${busyStages} of ${d.pp} stages busy, ${d.pp - busyStages} waiting (bubble)`;
+    if (text !== last) { last = text; caption(text); }
+  };
+}
+
+/** Activation hand-off from stage st's GPUs to the same ranks of stage st + 1, via switch rank % n. */
+function handOff(dr, d, ids, st, u, r, from) {
+  let i = from;
+  for (const g of ids) {
+    if (i >= POOL) break;
+    const m = d.gpu_map[g];
+    const next = d.gpu_map.find((x) => x.replica === m.replica && x.stage === st + 1 && x.rank === m.rank);
+    if (!next) continue;
+    const k = m.rank % dr.n;
+    const [a, s1] = dr.gpus[g][`p${k}`];
+    const [b] = dr.gpus[next.gpu][`p${k}`];
+    const c = dr.pulses[i++];
+    c.setAttribute('class', 'pulse pp');
+    if (u < 0.5) place(c, a, s1, u * 2, r);
+    else place(c, s1, b, (u - 0.5) * 2, r);
+  }
+  return i;
+}
+
+function caption(text) {
+  view.caption.textContent = text;
+}
