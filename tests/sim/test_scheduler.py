@@ -191,3 +191,35 @@ def test_simple_step_cost_is_memory_bound_for_decode_and_compute_bound_for_prefi
 def test_bounds_name_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
         simulate_batching(**kw)
+
+
+@pytest.mark.parametrize("policy", ["static", "continuous"])
+def test_seat_spans_are_exact_stays(policy):
+    """Every request sits once (no preemption here) from the start of its first step to its finish;
+    spans in one seat never overlap; and they agree with every step's seat list."""
+    from inside_llm.sim.schedrecords import seat_spans
+
+    e = engine(policy)
+    spans = seat_spans(e, step_starts(e))
+    assert sorted(s["request_id"] for s in spans) == list(range(len(e.reqs)))
+    for s in spans:
+        r = e.reqs[s["request_id"]]
+        assert s["end_s"] == pytest.approx(r.finish_s, abs=1e-6)
+        assert r.arrival_s - 1e-6 <= s["start_s"] < r.first_token_s <= s["end_s"]
+    for seat in range(e.seats):
+        mine = [s for s in spans if s["seat"] == seat]
+        assert all(a["end_s"] <= b["start_s"] + 1e-9 for a, b in zip(mine, mine[1:]))
+    for f in all_frames(e):
+        t = f["time_s"] + f["duration_s"] / 2
+        for seat, rid in enumerate(f["seat_request_ids"]):
+            inside = [s["request_id"] for s in spans if s["seat"] == seat and s["start_s"] <= t < s["end_s"]]
+            assert inside == ([] if rid is None else [rid])
+
+
+def test_preempted_requests_get_one_span_per_stay():
+    from inside_llm.sim.schedrecords import seat_spans
+
+    e = engine("continuous", num_blocks=128, seats=16, workload="sharegpt", num_requests=40, rate=20.0)
+    assert e.num_preemptions > 0
+    spans = seat_spans(e, step_starts(e))
+    assert len(spans) == len(e.reqs) + sum(r.num_preemptions for r in e.reqs)

@@ -102,6 +102,30 @@ def frames(engine, indices: np.ndarray, starts: np.ndarray) -> list[dict]:
     return [frame(engine, engine.segments[s], int(i), float(starts[i])) for i, s in zip(indices, seg_of)]
 
 
+def seat_spans(engine, starts: np.ndarray) -> list[dict]:
+    """Who sat in which seat, when: one span per stay (a preempted request that returns gets another).
+
+    start_s: start of the first step the request is seated for; end_s: end of its last such step
+    (for a finished request, its finish time). Exact, from every step, not from the sampled frames.
+    """
+    ends = starts + np.frombuffer(engine.durations, dtype=np.float64)
+    open_: list = [None] * engine.seats  # per seat: [request_id, start_s, end_s] of the stay in progress
+    out = []
+    for seg in engine.segments:
+        last_end = float(ends[seg.first_step + seg.k - 1])
+        for seat, rid in enumerate(seg.seat_request_ids):
+            cur = open_[seat]
+            if cur is not None and cur[0] == rid:
+                cur[2] = last_end
+                continue
+            if cur is not None:
+                out.append({"seat": seat, "request_id": cur[0], "start_s": cur[1], "end_s": cur[2]})
+            open_[seat] = None if rid is None else [rid, float(starts[seg.first_step]), last_end]
+    out += [{"seat": s, "request_id": c[0], "start_s": c[1], "end_s": c[2]} for s, c in enumerate(open_) if c]
+    out.sort(key=lambda d: (d["start_s"], d["seat"]))
+    return [{**d, "start_s": round(d["start_s"], 6), "end_s": round(d["end_s"], 6)} for d in out]
+
+
 def request_records(engine) -> list[dict]:
     """Per request: arrival, first token, finish (s); TTFT, TPOT, latency (ms); preemptions.
     TPOT = (finish - first token) / (output tokens - 1); None for one-token answers."""

@@ -38,7 +38,7 @@ import numpy as np
 
 from inside_llm.sim.kvcache import BlockPool, KVCacheManager
 from inside_llm.sim.schedrecords import (POLICIES, frames, log_segment, metrics_math, request_records, run_metrics,
-                                         sample_steps, step_starts, validate_batching)
+                                         sample_steps, seat_spans, step_starts, validate_batching)
 from inside_llm.sim.stepcost import SimpleStepCost, StepTimeFn, describe_step_time, seconds
 from inside_llm.sim.workloads import Trace, make_trace
 
@@ -287,7 +287,7 @@ def simulate_batching(rate: float = 4.0, num_requests: int = 200, seats: int = 1
 
     step_time(num_prefill_tokens, num_decode_seqs, decode_context_tokens) -> seconds (or an object
     with .seconds); default SimpleStepCost(). KV: kv_capacity_tokens // block_size blocks.
-    Returns {"params", "trace", "step_time", "policies": [{name, <run metrics>, math, frames, requests}]}.
+    Returns {"params", "trace", "step_time", "policies": [{name, <run metrics>, math, frames, requests, seat_spans}]}.
     """
     policies = tuple(policies)
     validate_batching(rate, seats, kv_capacity_tokens, block_size, max_frames, max_num_batched_tokens,
@@ -303,7 +303,7 @@ def simulate_batching(rate: float = 4.0, num_requests: int = 200, seats: int = 1
         m = run_metrics(e)
         out.append({"name": e.policy, **m, "num_kv_blocks": e.kv.pool.num_blocks, "math": metrics_math(m, e),
                     "frames": frames(e, sample_steps(starts, horizon, max_frames), starts),
-                    "requests": request_records(e)})
+                    "requests": request_records(e), "seat_spans": seat_spans(e, starts)})
     params = dict(rate=rate, num_requests=num_requests, seats=seats, workload=workload, seed=seed,
                   kv_capacity_tokens=kv_capacity_tokens, block_size=block_size, max_frames=max_frames,
                   max_num_batched_tokens=max_num_batched_tokens, max_seq_len=max_seq_len)
