@@ -119,9 +119,12 @@ def _shared(client: TestClient) -> list[dict]:
     return found
 
 
-def _write_scene(out: Path, scene: Scene, responses: list[dict], shared: list[dict]) -> dict:
-    """data/<slug>.js, api/<slug>/*.json, tour/<slug>.html, embed/<slug>.html; returns the manifest entry."""
-    state = page_state(scene, scene.defaults(), {}, embed=True, links=OFFLINE)
+def _write_scene(out: Path, scene: Scene, tour: tuple[Scene, ...], responses: list[dict], shared: list[dict]) -> dict:
+    """data/<slug>.js, api/<slug>/*.json, tour/<slug>.html, embed/<slug>.html; returns the manifest entry.
+
+    `tour` is the exported scenes: the pages link (and the presenter moves) only among them.
+    """
+    state = page_state(scene, scene.defaults(), {}, embed=True, links=OFFLINE, scenes=tour)
     payload = {"state": state,
                "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses] + shared}
     blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
@@ -134,7 +137,7 @@ def _write_scene(out: Path, scene: Scene, responses: list[dict], shared: list[di
         _write(out / rel, json.dumps(r["data"], ensure_ascii=False))
         files.append({"url": f"{r['path']}?{r['query']}", "params": r["params"], "file": rel})
     for kind, template, embed in (("tour", "tour.html", False), ("embed", "embed.html", True)):
-        html = templates.get_template(template).render(page_context(scene, {}, embed=embed, links=OFFLINE))
+        html = templates.get_template(template).render(page_context(scene, {}, embed, OFFLINE, tour))
         _write(out / kind / f"{scene.slug}.html", html)
     return {"slug": scene.slug, "number": scene.number, "title": scene.title, "tour": f"tour/{scene.slug}.html",
             "embed": f"embed/{scene.slug}.html", "built": _built(scene.slug),
@@ -187,7 +190,7 @@ def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
         for i, scene in enumerate(scenes, 1):
             try:
                 responses = _responses(client, scene, _progress) if chapter_module(scene.slug) else []
-                entries.append(_write_scene(out, scene, responses, shared))
+                entries.append(_write_scene(out, scene, tuple(scenes), responses, shared))
             except Exception as e:  # one chapter mid-construction must not sink the whole deck
                 broken.append(scene.slug)
                 _progress(f"[{i}/{len(scenes)}] {scene.slug}: FAILED ({type(e).__name__}: {e}); left out", final=True)

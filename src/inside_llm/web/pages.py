@@ -126,9 +126,13 @@ def rendered_fact(scene: Scene) -> str | None:
         return None
 
 
-def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links = LIVE) -> dict:
-    """What tour.js needs (the `page-state` JSON block): scene, params, controls, neighbours, links."""
-    scenes = load_scenes()
+def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links = LIVE,
+               scenes: tuple[Scene, ...] | None = None) -> dict:
+    """What tour.js needs (the `page-state` JSON block): scene, params, controls, neighbours, links.
+
+    `scenes` is the tour being navigated (all chapters live; the exported ones in an offline bundle).
+    """
+    scenes = scenes or load_scenes()
     i = scenes.index(scene)
     return {
         "slug": scene.slug, "number": scene.number, "title": scene.title, "api": f"/api/{scene.slug}",
@@ -137,7 +141,7 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
         "controls": [c.__dict__ | {"options": list(c.options)} for c in scene.controls],
         "prev": scenes[i - 1].slug if i > 0 else None,
         "next": scenes[i + 1].slug if i + 1 < len(scenes) else None,
-        "count": len(scenes), "options": opts, "offline": links.offline, "urls": links.for_js(),
+        "count": len(load_scenes()), "options": opts, "offline": links.offline, "urls": links.for_js(),
     }
 
 
@@ -145,14 +149,18 @@ def state_json(state: dict) -> str:
     return json.dumps(state, ensure_ascii=False).replace("</", "<\\/")
 
 
-def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Links = LIVE) -> dict:
+def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Links = LIVE,
+                 scenes: tuple[Scene, ...] | None = None) -> dict:
     """Template context for a tour or embed page (shared by the server and the offline export)."""
+    scenes = scenes or load_scenes()
     params = page_params(scene, query)
     opts = embed_options(query)
-    theme = opts.get("theme", "auto")
-    return {"scene": scene, "scenes": load_scenes(), "params": params, "fact": rendered_fact(scene),
-            "state_json": state_json(page_state(scene, params, opts, embed, links)), "opts": opts,
-            "version": __version__, "theme": theme, "u": links,
+    state = page_state(scene, params, opts, embed, links, scenes)
+    by_slug = {s.slug: s for s in scenes}
+    return {"scene": scene, "scenes": scenes, "total": len(load_scenes()), "params": params,
+            "prev_scene": by_slug.get(state["prev"]), "next_scene": by_slug.get(state["next"]),
+            "fact": rendered_fact(scene), "state_json": state_json(state), "opts": opts,
+            "version": __version__, "theme": opts.get("theme", "auto"), "u": links,
             "scale": opts.get("scale"), "show_controls": not embed or opts.get("controls") == "1"}
 
 
