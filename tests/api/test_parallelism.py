@@ -1,0 +1,87 @@
+"""GET /api/parallelism: the contract's fields equal the simulation, 422s name the field and bound, caching."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from inside_llm.sim.parallelism import ParallelParams, parallelism
+
+CONTRACT = ("weights_gb", "kv_cache_gb", "fits", "allreduce_bytes_per_layer", "bubble_fraction", "ttft_ms",
+            "tokens_per_s_per_user")
+
+
+def _get(client, **q):
+    r = client.get("/api/parallelism", params=q)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize("q", [{}, {"tp": 1, "pp": 8}, {"tp": 4, "pp": 2, "micro_batches": 4},
+                               {"tp": 2, "pp": 1, "gpus": 8, "precision": "fp8", "model": "mixtral-8x7b"},
+                               {"gpus": 1, "tp": 1, "pp": 1}, {"gpu": "h200", "tp": 2, "pp": 2, "gpus": 4}])
+def test_numbers_equal_the_simulation(client, q):
+    d = _get(client, **q)
+    sim = parallelism(ParallelParams(**q))
+    for k in CONTRACT:
+        assert d[k] == pytest.approx(sim[k]), k
+    assert d["prefill"]["tensor"] == pytest.approx(sim["prefill"]["tensor"])
+    assert d["decode"]["timeline"]["cells"] == sim["decode"]["timeline"]["cells"]
+
+
+def test_defaults_split_seventy_b_over_eight_gpus_with_nvlink_facts(client):
+    d = _get(client)
+    assert (d["model"], d["gpus"], d["tp"], d["pp"], d["precision"]) == ("llama-3.1-70b", 8, 8, 1, "bf16")
+    assert d["fits"] and not d["single_gpu"]["fits"] and d["model_weights_gb"] > 80
+    assert d["node"]["nvswitch_chips"] == 4 and d["node"]["nvlink_bandwidth_gb_s"] == 900
+    assert "nccl-tests" in d["node"]["sources"]["allreduce_bus_bandwidth_gb_s"]
+    assert d["allreduce_bytes_per_layer"] > 0 and d["bubble_fraction"] == 0
+    assert {"allreduce_ms", "bubble_fraction", "ttft_ms"} <= set(d["math"])
+
+
+def test_seventy_b_fp16_on_one_gpu_does_not_fit(client):
+    d = _get(client, gpus=1, tp=1, pp=1)
+    assert d["fits"] is False and d["shortfall_gb"] > 0 and d["weights_gb"] > d["capacity_gb"]
+
+
+def test_pipeline_bubble_follows_the_formula(client):
+    for pp, m in [(2, 1), (2, 8), (8, 8), (8, 16)]:
+        d = _get(client, tp=8 // pp, pp=pp, micro_batches=m)
+        assert d["bubble_fraction"] == pytest.approx((pp - 1) / (m + pp - 1))
+
+
+@pytest.mark.parametrize("q", [{"tp": 4, "pp": 4}, {"tp": 8, "pp": 2}, {"gpus": 2, "tp": 4}])
+def test_tp_times_pp_must_divide_gpus(client, q):
+    r = client.get("/api/parallelism", params=q)
+    assert r.status_code == 422
+    msg = r.json()["detail"][0]["msg"]
+    assert "tp" in msg and "pp" in msg and "gpus" in msg and "divide" in msg
+
+
+@pytest.mark.parametrize("field,value,bound", [("gpus", 9, "8"), ("tp", 16, "8"), ("pp", 0, "1"),
+                                               ("micro_batches", 65, "64"), ("batch", 257, "256"),
+                                               ("prompt_tokens", 40000, "32768"), ("output_tokens", 0, "1")])
+def test_out_of_bounds_names_field_and_bound(client, field, value, bound):
+    r = client.get("/api/parallelism", params={field: value})
+    assert r.status_code == 422
+    err = r.json()["detail"][0]
+    assert err["loc"][-1] == field and bound in err["msg"]
+
+
+def test_micro_batches_above_batch_and_unknown_names_are_refused(client):
+    r = client.get("/api/parallelism", params={"batch": 4, "micro_batches": 8, "pp": 2, "tp": 4})
+    assert r.status_code == 422 and "micro_batches" in r.json()["detail"][0]["msg"]
+    assert client.get("/api/parallelism", params={"gpu": "l40s"}).status_code == 422
+    assert client.get("/api/parallelism", params={"bogus": 1}).status_code == 422
+
+
+def test_deterministic_cached_and_fast(client):
+    a = client.get("/api/parallelism", params={"tp": 2, "pp": 4})
+    b = client.get("/api/parallelism", params={"tp": 2, "pp": 4})
+    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    assert client.get("/api/parallelism", params={"tp": 2, "pp": 4},
+                      headers={"if-none-match": a.headers["etag"]}).status_code == 304
+    t0 = time.perf_counter()
+    client.get("/api/parallelism", params={"tp": 1, "pp": 2, "gpus": 2, "model": "qwen2.5-72b"})
+    assert time.perf_counter() - t0 < 0.5
