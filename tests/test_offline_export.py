@@ -51,7 +51,7 @@ def test_export_writes_pages_data_manifest_and_bundle(tmp_path, capsys):
     assert 'href="../static/css/theme.css"' in html and 'href="../tour/roofline.html"' in html
     assert '<script src="../data/tokens.js"></script>' in html and 'type="module"' not in html
     assert 'href="/' not in html and 'src="/' not in html, "every link is relative (file://)"
-    assert "embeddings.html" not in html, "navigation stays among the exported scenes"
+    assert "embeddings.html" not in html and "dials.html" not in html, "links stay among the exported scenes"
     assert '<a class="btn primary" id="next" rel="next" href="../tour/roofline.html">' in html
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     tokens = manifest["scenes"][0]
