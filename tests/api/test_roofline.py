@@ -1,0 +1,101 @@
+"""GET /api/roofline: roofs, ridge, prefill and decode points equal to the simulation; decode uses well under 1%."""
+
+from __future__ import annotations
+
+import pytest
+
+from inside_llm.sim import catalog
+from inside_llm.sim import roofline as rl
+
+
+def test_defaults_equal_the_simulation(client):
+    r = client.get("/api/roofline")
+    assert r.status_code == 200
+    d = r.json()
+    assert (d["model"]["id"], d["gpu"]["id"], d["roof"]["precision"], d["tp"], d["batch"], d["prompt_tokens"]) == (
+        "llama-3.1-70b", "h100-sxm", "bf16", 8, 1, 1024)
+    want = rl.roofline().to_dict()
+    for k in ("roof", "prefill", "decode", "decode_curve", "roof_curve"):
+        assert d[k] == want[k], k
+    assert d["math"]["ridge_flops_per_byte"]["value"] == d["roof"]["ridge_flops_per_byte"]
+    assert d["math"]["decode_share_of_peak"]["value"] == d["decode"]["share_of_peak"]
+
+
+def test_decoding_one_chat_uses_well_under_one_percent_of_the_math(client):
+    d = client.get("/api/roofline").json()
+    dec, roof = d["decode"], d["roof"]
+    assert dec["share_of_peak"] < 0.01
+    assert dec["share_of_peak"] == pytest.approx(dec["attained_flops_per_s"] / roof["peak_flops_per_s"])
+    assert dec["arithmetic_intensity"] < roof["ridge_flops_per_byte"] and d["binding_roof"] == "memory"
+    assert d["prefill"]["share_of_peak"] > 30 * dec["share_of_peak"]
+
+
+def test_share_of_math_rises_with_batch(client):
+    shares = [client.get("/api/roofline", params={"batch": b}).json()["decode"]["share_of_peak"]
+              for b in (1, 4, 16, 64, 256, 1024)]
+    assert shares == sorted(shares) and shares[-1] > 20 * shares[0]
+    curve = client.get("/api/roofline").json()["decode_curve"]
+    assert curve["batch"] == [2 ** i for i in range(11)]
+    assert curve["share_of_peak"] == sorted(curve["share_of_peak"])
+
+
+@pytest.mark.parametrize("query", [{"gpu": "b200", "precision": "fp8", "batch": 64, "prompt_tokens": 4096, "tp": 4},
+                                   {"gpu": "a100-80gb", "precision": "fp8"}, {"model": "mixtral-8x7b", "gpu": "mi300x"}])
+def test_other_configurations_equal_the_simulation(client, query):
+    d = client.get("/api/roofline", params=query).json()
+    want = rl.roofline(d["model"]["id"], d["gpu"]["id"], d["roof"]["precision"], batch=d["batch"],
+                       context_tokens=d["prompt_tokens"], tp=d["tp"])
+    assert d["decode"] == want.decode.__dict__ and d["prefill"] == want.prefill.__dict__
+    assert d["roof"] == want.roof.__dict__
+    assert set(rl.point_math(want, d["tp"])) <= set(d["math"])
+
+
+def test_switching_gpu_or_precision_moves_the_roofs(client):
+    h100 = client.get("/api/roofline").json()["roof"]
+    fp8 = client.get("/api/roofline", params={"precision": "fp8"}).json()["roof"]
+    a100 = client.get("/api/roofline", params={"gpu": "a100-80gb", "precision": "fp8"}).json()["roof"]
+    assert fp8["ridge_flops_per_byte"] == pytest.approx(2 * h100["ridge_flops_per_byte"], rel=1e-3)
+    assert a100["math"] == "bf16"  # no FP8 tensor cores: weight-only FP8, BF16 math
+    g = catalog.gpu("a100-80gb")
+    assert a100["peak_flops_per_s"] == g.bf16_dense_tflops * 1e12
+
+
+def test_past_the_ridge_the_compute_roof_binds(client):
+    d = client.get("/api/roofline", params={"batch": 1024}).json()
+    assert d["decode"]["arithmetic_intensity"] > d["roof"]["ridge_flops_per_byte"]
+    assert d["binding_roof"] == "compute" and "compute roof binds" in d["math"]["decode_roof"]["formula"]
+
+
+@pytest.mark.parametrize("query,field,needle", [
+    ({"gpu": "tpu"}, "gpu", "h100-sxm"), ({"model": "gpt-5"}, "model", "llama-3.1-70b"),
+    ({"precision": "fp4"}, "precision", "bf16"), ({"batch": 0}, "batch", "1"), ({"batch": 2048}, "batch", "1024"),
+    ({"prompt_tokens": 0}, "prompt_tokens", "1"), ({"model": "llama-2-70b", "prompt_tokens": 8192}, "prompt_tokens", "4,096"),
+    ({"tp": 5}, "tp", "1, 2, 4, 8"), ({"context": 10}, "context", "Extra")])
+def test_bad_input_gets_422_naming_the_field(client, query, field, needle):
+    r = client.get("/api/roofline", params=query)
+    assert r.status_code == 422
+    err = r.json()["detail"][0]
+    assert err["loc"][-1] == field and needle in err["msg"]
+
+
+def test_parameters_have_bounds_and_units_in_openapi(client):
+    op = client.get("/openapi.json").json()["paths"]["/api/roofline"]["get"]
+    params = {p["name"]: p for p in op["parameters"]}
+    assert set(params) == {"model", "gpu", "precision", "batch", "prompt_tokens", "tp"}
+    for name in ("batch", "prompt_tokens", "tp"):
+        assert params[name]["schema"]["maximum"] and "(" in params[name]["description"]
+
+
+def test_deterministic_and_cacheable(client):
+    a, b = client.get("/api/roofline?batch=32"), client.get("/api/roofline?batch=32")
+    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+
+
+def test_fact_is_the_models_own_number(client):
+    from inside_llm.api.roofline import facts
+
+    d = client.get("/api/roofline").json()
+    f = facts()
+    assert f["decode_math_pct"] == f"{d['decode']['share_of_peak'] * 100:.2g}%"
+    assert float(f["decode_math_pct"].rstrip("%")) < 1
+    assert f["ridge"] == f"{d['roof']['ridge_flops_per_byte']:.0f}"
