@@ -116,6 +116,8 @@ class GpuOut(BaseModel):
     hbm_capacity_gb: float
     hbm_bandwidth_tb_s: float
     bf16_dense_tflops: float
+    dials_params: dict[str, Any] = Field(description="Query fields for GET /api/dials with gpu=custom "
+                                         "(0 TFLOP/s: no tensor path for that format).")
 
 
 class DialsResponse(BaseModel):
@@ -199,7 +201,8 @@ def dials(p: DialsParams) -> DialsResponse:
     return DialsResponse(
         **d, params=serving.params_dict(sp), model=derived_model(cfg.model).model_dump(),
         gpu=GpuOut(id=g.id, name=g.name, hbm_capacity_gb=g.hbm_capacity_gb, hbm_bandwidth_tb_s=g.hbm_bandwidth_tb_s,
-                   bf16_dense_tflops=g.bf16_dense_tflops),
+                   bf16_dense_tflops=g.bf16_dense_tflops,
+                   dials_params={"gpu": "custom", **{k: float(getattr(g, k) or 0) for k in CUSTOM_GPU_FIELDS}}),
         tpot_curve=tpot_curve(cfg, sp))
 
 

@@ -1,0 +1,235 @@
+// scenes/dials.js: chapter 11: the whole server's TTFT, tokens/s, cost and spare memory, its memory, roof and a chat.
+
+import { h, clear } from '../lib/svg.js';
+import { num, pct, bytes, duration, usd } from '../lib/format.js';
+import { mathDetails } from '../lib/math.js';
+import { tween, lerp } from '../lib/tween.js';
+import { sceneStyles } from '../lib/style.js';
+import { createMemoryBar, createCurve } from './dials-memory.js';
+import { createChat } from './dials-chat.js';
+
+const minus = (s) => s.replace(/^-/, '−');
+const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
+const PRECISION = { bf16: 'BF16', fp16: 'FP16', fp8: 'FP8', int8: 'INT8', int4: 'INT4' };
+const plural = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
+
+const READOUTS = [
+  { key: 'ttft_ms', label: 'Time to first token', value: (d) => d.ttft_ms, fmt: ms, math: ['ttft_ms'],
+    sub: (d) => `prefill of ${plural(d.params.batch, 'prompt')} × ${num(d.params.prompt_tokens)} tokens` },
+  { key: 'tokens_per_s_per_user', label: 'Tokens/s per user', value: (d) => d.tokens_per_s_per_user,
+    fmt: (v) => [num(v, 3), 'tokens/s'], math: ['tokens_per_s_per_user', 'tpot_ms'],
+    sub: (d) => `a new token every ${duration(d.tpot_ms)}` },
+  { key: 'tokens_per_s_total', label: 'Tokens/s, all GPUs', value: (d) => d.tokens_per_s_total,
+    fmt: (v) => [num(v, 3), 'tokens/s'], math: ['tokens_per_s_total'],
+    sub: (d) => `${plural(d.params.batch, 'chat')} × ${plural(d.replicas, 'replica')}` },
+  { key: 'cost_per_million_tokens_usd', label: 'Cost per million tokens', value: (d) => d.cost_per_million_tokens_usd,
+    fmt: (v) => [usd(v), ''], math: ['cost_per_million_tokens_usd'],
+    sub: (d) => `output tokens, at ${plural(d.params.gpus, 'GPU')} × ${usd(d.params.price_per_gpu_hour)} an hour` },
+  { key: 'spare_gb', label: 'Spare memory per GPU', value: (d) => d.memory.spare_gb,
+    fmt: (v) => [minus(num(v, 3)), 'GB'], math: ['spare_gb', 'weights_gb', 'kv_cache_gb', 'max_batch'],
+    sub: (d) => (d.memory.fits ? `of ${num(d.memory.capacity_gb, 3)} GB` : 'does not fit') },
+];
+const ROOF_MATH = ['bandwidth_utilization', 'mfu'];
+
+let view = null;
+let ctx = null;
+
+export function mount(stage, context) {
+  ctx = context;
+  sceneStyles('dials');
+  clear(stage);
+  const wrap = h('div', { class: 'dials' }, stage);
+  const config = h('p', { class: 'dials-config' }, wrap);
+  const tiles = h('div', { class: 'dials-readouts readouts', 'aria-live': 'polite' }, wrap);
+  const mathPanel = h('div', { class: 'dials-math', hidden: true, id: 'dials-math' }, wrap);
+  view = { wrap, config, mathPanel, open: null, data: null, params: null, anim: null,
+    readouts: READOUTS.map((r) => readoutTile(tiles, r)) };
+  view.mem = createMemoryBar(wrap);
+  const grid = h('div', { class: 'dials-grid' }, wrap);
+  const left = h('div', { class: 'dials-col' }, grid);
+  view.roof = roofCard(left);
+  view.curve = createCurve(left);
+  view.chat = createChat(h('div', { class: 'dials-col' }, grid), ctx);
+  if (!ctx.embed) view.byo = byoPanel(wrap);
+}
+
+export function unmount() {
+  if (!view) return;
+  view.chat.destroy();
+  view.curve.cancel();
+  if (view.anim) view.anim.cancel();
+  view = null;
+}
+
+export function update(data, params) {
+  if (!view) return;
+  const prev = view.params, prevData = view.data;
+  view.data = data;
+  view.params = params;
+  view.config.textContent = configText(data);
+  tweenReadouts(data);
+  view.mem.update(data);
+  updateRoof(data);
+  view.curve.update(data);
+  view.chat.update(data);
+  if (view.open) showMath(view.open);
+  if (prev) startCustomFrom(prev, prevData, params);
+}
+
+// ---- readouts ----------------------------------------------------------------------------------
+
+function readoutTile(parent, r) {
+  const el = h('div', { class: 'readout', 'data-key': r.key }, parent);
+  h('span', { class: 'label', text: r.label }, el);
+  const value = h('span', { class: 'value' }, el);
+  const n = h('span', { class: 'n', 'aria-hidden': 'true' }, value);
+  const unit = h('span', { class: 'unit', 'aria-hidden': 'true' }, value);
+  const said = h('span', { class: 'visually-hidden' }, value);
+  const sub = h('span', { class: 'sub' }, el);
+  const btn = h('button', { type: 'button', class: 'math-btn', text: 'show the math', 'aria-expanded': 'false',
+    'aria-controls': 'dials-math', 'aria-label': `Show the math: ${r.label}` }, el);
+  btn.addEventListener('click', () => toggleMath(r.key, r.math));
+  return { r, el, n, unit, said, sub, btn, shown: null };
+}
+
+function writeReadout(o, v) {
+  const [text, unit] = o.r.fmt(v);
+  o.n.textContent = text;
+  o.unit.textContent = unit;
+}
+
+/** Numbers glide from what is on screen to the new answer (geometric when both are positive). */
+function tweenReadouts(d) {
+  if (view.anim) view.anim.cancel();
+  const to = view.readouts.map((o) => o.r.value(d));
+  const from = view.readouts.map((o, i) => (o.shown === null ? to[i] : o.shown));
+  view.readouts.forEach((o, i) => {
+    const [text, unit] = o.r.fmt(to[i]);
+    o.said.textContent = `${text} ${unit}`;
+    o.sub.textContent = o.r.sub(d);
+  });
+  view.readouts[4].el.classList.toggle('bad', !d.memory.fits);
+  view.anim = tween(350, (t) => view.readouts.forEach((o, i) => {
+    const a = from[i], b = to[i];
+    o.shown = a > 0 && b > 0 ? Math.exp(lerp(Math.log(a), Math.log(b), t)) : lerp(a, b, t);
+    writeReadout(o, t === 1 ? b : o.shown);
+  }));
+}
+
+function configText(d) {
+  const m = d.model, p = d.params;
+  const size = m.is_moe ? `${num(m.params_b, 3)} B parameters, ${num(m.active_params_b, 3)} B active`
+    : `${num(m.params_b, 3)} B parameters`;
+  return `${m.id === 'custom' ? 'Custom model' : m.name} (${size}) on ${num(p.gpus)} × ${d.gpu.name}: ` +
+    `tensor ${p.tp} × pipeline ${p.pp} per replica, ${plural(d.replicas, 'replica')}; ` +
+    `${PRECISION[p.precision]} weights, ${PRECISION[p.kv_precision]} KV cache; ` +
+    `${plural(p.batch, 'chat')} at once, ${num(p.prompt_tokens)} tokens in, ${num(p.output_tokens)} out.`;
+}
+
+// ---- show the math -----------------------------------------------------------------------------
+
+function toggleMath(key, keys) {
+  view.open = view.open && view.open.key === key ? null : { key, keys };
+  for (const o of [...view.readouts, view.roof]) o.btn.setAttribute('aria-expanded', String(!!view.open && o.r.key === view.open.key));
+  if (!view.open) { view.mathPanel.hidden = true; return; }
+  showMath(view.open);
+}
+
+const TITLES = { ttft_ms: 'Time to first token', tpot_ms: 'Time per output token', tokens_per_s_per_user:
+  'Tokens/s per user', tokens_per_s_total: 'Tokens/s, all GPUs', cost_per_million_tokens_usd: 'Cost per million output tokens',
+  spare_gb: 'Spare memory per GPU', weights_gb: 'Weights per GPU', kv_cache_gb: 'KV cache per GPU',
+  max_batch: 'Largest batch that fits', bandwidth_utilization: 'HBM bandwidth in use', mfu: 'Math in use (MFU)' };
+
+function showMath({ keys }) {
+  const p = clear(view.mathPanel);
+  p.hidden = false;
+  const close = h('button', { type: 'button', class: 'btn close', text: 'Close', 'aria-label': 'Close the math' }, p);
+  close.addEventListener('click', () => toggleMath(view.open.key));
+  for (const k of keys) {
+    const det = mathDetails(view.data.math[k], `${TITLES[k]}: how it is computed`);
+    det.open = true;
+    p.appendChild(det);
+  }
+}
+
+// ---- which roof binds ----------------------------------------------------------------------------
+
+function meter(parent, label, cls) {
+  const row = h('div', { class: `roof-meter ${cls}` }, parent);
+  h('span', { class: 'meter-label', text: label }, row);
+  const track = h('span', { class: 'track' }, row);
+  const fill = h('span', {}, track);
+  const val = h('b', {}, row);
+  return { fill, val, set(f) { fill.style.width = `${Math.min(100, f * 100)}%`; val.textContent = pct(f); } };
+}
+
+function roofCard(parent) {
+  const box = h('section', { class: 'dials-card dials-roof', 'aria-labelledby': 'dials-roof-title' }, parent);
+  const head = h('div', { class: 'card-head' }, box);
+  h('h3', { id: 'dials-roof-title', text: 'Which roof binds' }, head);
+  const btn = h('button', { type: 'button', class: 'math-btn', text: 'show the math', 'aria-expanded': 'false',
+    'aria-controls': 'dials-math', 'aria-label': 'Show the math: bandwidth and math in use' }, head);
+  const o = { r: { key: 'roof' }, btn };
+  btn.addEventListener('click', () => toggleMath('roof', ROOF_MATH));
+  const verdict = h('p', { class: 'roof-verdict' }, box);
+  o.pill = h('b', { class: 'pill' }, verdict);
+  o.text = h('span', {}, verdict);
+  o.bw = meter(box, 'HBM bandwidth in use, decoding', 'bw');
+  o.mfu = meter(box, 'Math in use (MFU), whole answer', 'mfu');
+  o.prefill = h('p', { class: 'card-note' }, box);
+  return o;
+}
+
+function updateRoof(d) {
+  const o = view.roof;
+  const step = (d.math.tpot_ms.inputs || []).find((i) => i.name === 'bytes_per_step');
+  const memory = d.bound === 'memory';
+  o.pill.className = `pill ${memory ? 'memory' : 'compute'}`;
+  o.pill.textContent = memory ? 'Memory-bound' : 'Compute-bound';
+  const gpus = d.params.tp * d.params.pp;
+  const where = gpus > 1 ? ` across ${plural(gpus, 'GPU')}` : '';
+  const per = step ? `reads ${bytes(step.value)} of weights and KV cache${where}` : 'reads every weight';
+  o.text.textContent = memory
+    ? ` Each decode step ${per} to write just ${plural(d.params.batch, 'token')} (one per chat), so the math units mostly wait. A bigger batch spreads the same reads over more tokens.`
+    : ` The batch is big enough that the tensor cores, not memory, set the pace of each decode step (it ${per}).`;
+  o.bw.set(d.bandwidth_utilization);
+  o.mfu.set(d.mfu);
+  o.prefill.textContent = `Prefill, the prompts' pass before the first token, is ${d.prefill_bound}-bound.`;
+}
+
+// ---- bring your own model ----------------------------------------------------------------------
+
+/** Switching the model (or GPU) select to custom starts from the one that was on screen. */
+function startCustomFrom(prev, d, params) {
+  const copy = (fields) => Object.entries(fields).forEach(([k, v]) => { if (ctx.params[k] !== v) ctx.setParam(k, v); });
+  if (prev.model !== 'custom' && params.model === 'custom' && !view.byoPending && d.model.id !== 'custom') {
+    copy(d.model.dials_params);
+  }
+  if (prev.gpu !== 'custom' && params.gpu === 'custom' && d.gpu.id !== 'custom') copy(d.gpu.dials_params);
+  view.byoPending = false;
+}
+
+function byoPanel(parent) {
+  const box = h('details', { class: 'dials-byo' }, parent);
+  h('summary', { text: 'Bring your own model: paste a Hugging Face config.json' }, box);
+  const form = h('form', {}, box);
+  const area = h('textarea', { rows: 6, spellcheck: 'false', 'aria-label': 'config.json',
+    placeholder: '{"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, ...}' }, form);
+  h('button', { type: 'submit', class: 'btn primary', text: 'Use this model' }, form);
+  const out = h('p', { class: 'card-note', role: 'status' }, box);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    let cfg;
+    try { cfg = JSON.parse(area.value); } catch (err) { out.textContent = `Not valid JSON: ${err.message}`; return; }
+    try {
+      const m = await ctx.fetchJSON('/api/catalog/models', { body: cfg });
+      out.textContent = `${m.name}: ${num(m.params_b, 3)} B parameters${m.is_moe ? ` (${num(m.active_params_b, 3)} B active)` : ''}, ` +
+        `${bytes(m.kv_bytes_per_token)} of KV cache per token at BF16. Now on the dials as the custom model.`;
+      view.byoPending = true;
+      for (const [k, v] of Object.entries(m.dials_params)) ctx.setParam(k, v);
+    } catch (err) {
+      out.textContent = `Could not use it: ${err.message}`;
+    }
+  });
+  return box;
+}
