@@ -89,10 +89,11 @@ function splitUnit(text) {
 function drawReadouts(d) {
   const s = d.stream;
   clear(view.readouts);
-  readout(view.readouts, 'Read per step, each GPU', ...splitUnit(bytes(s.bytes_per_step)),
+  const [value, unit] = splitUnit(bytes(s.bytes_per_step));
+  readout(view.readouts, 'Read per step', value, `${unit} per GPU`,
     `weights ${bytes(s.weight_bytes_per_step)} + KV cache ${bytes(s.kv_bytes_per_step)}`);
   readout(view.readouts, 'One decode step', ...splitUnit(duration(s.step_ms)), `${s.bound}-bound`);
-  readout(view.readouts, 'Average rate', fixed(s.effective_tb_s, 2), `TB/s of ${num(s.peak_tb_s)} peak`);
+  readout(view.readouts, 'Average rate', fixed(s.effective_tb_s, 2), `TB/s · peak ${num(s.peak_tb_s)}`);
   readout(view.readouts, 'Tokens per second', num(s.tokens_per_s), d.batch === 1 ? 'one chat' : `${num(d.batch)} chats`);
 }
 
@@ -118,7 +119,9 @@ function drawLegend(d) {
   item('sw-weights', `weights (each tile ≈ ${bytes(d.stream.tile_bytes)})`);
   if (d.stream.kv_tiles > 0) item('sw-kv', 'KV cache');
   item('sw-memory', d.layout.hbm_stacks ? `${d.layout.memory_type} stack: memory` : `${d.layout.memory_type}: memory`);
-  item('sw-compute', `tensor core (${d.layout.tensor_cores_per_sm} per ${d.layout.sm_label})`);
+  const core = d.layout.sm_label === 'CU' ? 'matrix core' : 'tensor core';
+  item('sw-compute', `${core} (${d.layout.tensor_cores_per_sm} per ${d.layout.sm_label})`);
+  item('sw-smem', `${d.layout.sm_label} on-chip memory (glows as weights land)`);
   if (d.package.hbm_inactive_sites) item('sw-idle', 'unused HBM site');
 }
 
@@ -271,7 +274,7 @@ function geometry(d, v) {
   const pkg = { x: v.pad, y: v.pad, w: v.W - 2 * v.pad, h: v.H - 2 * v.pad };
   const { chip, stacks } = placeMemory(d, v, pkg);
   const g = { v, pkg: board ? { x: chip.x - v.gap, y: pkg.y, w: chip.w + 2 * v.gap, h: pkg.h } : pkg,
-    chip, stacks, dies: [], l2: [], caches: [], xcds: [], groups: [], sms: [] };
+    chip, stacks, active: stacks.filter((s) => s.active), dies: [], l2: [], caches: [], xcds: [], groups: [], sms: [] };
   const L = d.layout, P = d.package;
   if (P.io_dies > 0) {
     placeChiplets(g, chip, d, v);
@@ -331,7 +334,7 @@ function drawChip(g, d, layer, labels) {
   g.l2.forEach((b) => {
     svg('rect', { x: b.x, y: b.y, width: b.w, height: b.h, rx: 3, class: 'gpu-l2' }, layer);
     if (b.w < 40) return;
-    const label = P.io_dies ? 'L2' : v.label ? `L2 cache · ${num(P.l2_mb_per_partition)} MB` : `L2 ${num(P.l2_mb_per_partition)} MB`;
+    const label = v.label ? `L2${P.io_dies ? '' : ' cache'} · ${num(P.l2_mb_per_partition)} MB` : `L2 ${num(P.l2_mb_per_partition)} MB`;
     text(labels, mid(b).x, mid(b).y, b.w > label.length * 6.2 ? label : 'L2', 'gpu-small halo');
   });
   for (const gr of g.groups) {
@@ -389,7 +392,7 @@ function drawPackage(d, v) {
 
 /** A tile's route: stack -> die edge -> along the L2 (and cache) lanes -> its SM. Deterministic in n. */
 function route(g, n) {
-  const stacks = g.stacks.filter((s) => s.active);
+  const stacks = g.active;
   const st = stacks[n % stacks.length];
   const smIndex = (n * 7919 + Math.floor(n / stacks.length) * 104729) % g.sms.length;
   const sm = g.sms[smIndex];

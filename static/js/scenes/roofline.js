@@ -106,6 +106,7 @@ function drawLegend(d) {
   item('sw-memory', `memory roof: ${num(d.roof.bandwidth_bytes_per_s / 1e12)} TB/s`);
   item('sw-compute', `compute roof: ${tflops(d.roof.peak_flops_per_s)} TFLOP/s ${d.roof.math.toUpperCase()} dense`);
   item('sw-curve', 'decode at batch 1 … 1,024');
+  item('sw-gap', 'gap to the ideal roof: kernel efficiency, launches, all-reduces');
   if (d.decode_curve.fits.some((f) => !f)) item('sw-nofit', 'batch does not fit in memory');
 }
 
@@ -222,7 +223,7 @@ function drawCurve(c, d) {
   cv.batch.forEach((b, i) => {
     svg('circle', { cx: pts[i][0], cy: pts[i][1], r: 3, class: cv.fits[i] ? 'rf-curve-dot' : 'rf-curve-dot nofit' }, s);
     if (LABELLED_BATCHES.includes(b)) {
-      c.batchLabels[b] = svg('text', { x: pts[i][0] - 6, y: pts[i][1] - 6, 'text-anchor': 'end', class: 'rf-small rf-batch',
+      c.batchLabels[b] = svg('text', { x: pts[i][0] + 6, y: pts[i][1] + 15, class: 'rf-small rf-batch',
         text: `batch ${num(b)}` }, s);
     }
   });
