@@ -108,8 +108,8 @@ function drawReadouts(d) {
   readout(r, 'KV cache per GPU', fixed(d.kv_cache_gb, 2), 'GB');
   readout(r, 'Fits', d.fits ? 'yes' : 'no', d.fits ? `${fixed(d.spare_gb, 0)} GB spare` : `${fixed(d.shortfall_gb, 0)} GB short`,
     d.fits ? 'ok' : 'bad');
-  readout(r, 'First token', duration(d.ttft_ms), '');
-  readout(r, 'Per chat', num(d.tokens_per_s_per_user), 'tokens/s');
+  readout(r, 'First token', d.fits ? duration(d.ttft_ms) : '–', d.fits ? '' : 'cannot run');
+  readout(r, 'Per chat', d.fits ? num(d.tokens_per_s_per_user) : '–', d.fits ? 'tokens/s' : 'cannot run');
   readout(r, 'Prefill bubble', pct(d.bubble_fraction, 0), d.pp > 1 ? `${d.micro_batches} micro-batches` : 'no pipeline');
 }
 
@@ -162,6 +162,7 @@ function drawBreakdown(d, phase) {
     ['comm_ms', 'NVLink traffic', 'memory'], ['overhead_ms', 'launch overhead', 'idle']];
   const legend = h('div', { class: 'legend' }, b);
   for (const [k, name, cls] of parts) {
+    if (!p[k]) continue;
     const share = p[k] / p.step_ms;
     const seg = h('span', { class: `seg ${cls}`, title: `${name}: ${duration(p[k])}` }, bar);
     seg.style.width = `${share * 100}%`;
