@@ -437,13 +437,13 @@ function pipelineTick(d, p, dr) {
     if (slot === tl.slots) { setBusy(dr, new Set(), false); hidePulses(dr, 0); tl.cursor.setAttribute('visibility', 'hidden'); return; }
     tl.cursor.setAttribute('x', tl.labelW + slot * tl.cw);
     tl.cursor.setAttribute('visibility', ms === null ? 'hidden' : 'visible');
-    const lit = new Set();
-    let i = 0, busyStages = 0;
+    const lit = new Set(), busy = new Set();
+    let i = 0;
     for (const [key, ids] of stageIds) {
       const st = Number(key.split(':')[1]);
       const mb = bySlot.get(`${st}:${slot}`);
       if (mb === undefined && ms !== null) continue;
-      busyStages += 1;
+      busy.add(st);
       ids.forEach((g) => lit.add(g));
       if (u < 0.72 && d.tp > 1) i = allReduce(dr, ids, (u * 3) % 1, tpR * 0.8, i, 'tp');
       if (u >= 0.72 && st < d.pp - 1) i = handOff(dr, d, ids, st, (u - 0.72) / 0.28, ppR, i);
@@ -451,7 +451,8 @@ function pipelineTick(d, p, dr) {
     setBusy(dr, lit, true, '');
     hidePulses(dr, i);
     const text = ms === null ? `Each stage holds its own layers; activations hop from stage to stage through the switches.`
-      : `Slot ${slot + 1} of ${tl.slots}: ${busyStages} of ${d.pp} stages busy, ${d.pp - busyStages} waiting (bubble)`;
+      : `Slot ${slot + 1} of ${tl.slots}: ${busy.size} of ${d.pp} stages busy` +
+        `${busy.size < d.pp ? `, ${d.pp - busy.size} waiting (bubble)` : ''}${d.replicas > 1 ? ` in each of ${d.replicas} replicas` : ''}`;
     if (text !== last) { last = text; caption(text); }
   };
 }
