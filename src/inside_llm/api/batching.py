@@ -1,0 +1,280 @@
+"""Chapter 7, batching: GET /api/batching -> static vs continuous batching on one trace and one clock.
+
+Each engine step lasts what the calibrated cost model says for the batch it runs (Llama 3.1 8B in
+BF16 on one H100 SXM). GET /api/batching/measured -> the demo model decoding batches of 1, 8 and
+32 on this server's CPU, measured once per process.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+from functools import lru_cache
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..sim import catalog, costmodel
+from ..sim.derivation import derive
+from ..sim.scheduler import simulate_batching
+
+router = APIRouter(tags=["7 · batching"])
+measured_router = APIRouter(tags=["7 · batching"])
+extra_routers = [measured_router]
+
+MAX_REQUESTS = 1000
+MAX_SEATS = 64
+MAX_RATE = 32.0
+MAX_FRAMES = 150
+WAITING_SHOWN = 24
+MAX_SEQ_LEN = 2048
+BLOCK_SIZE = 16
+MAX_NUM_BATCHED_TOKENS = 2048
+MODEL_ID, GPU_ID = "llama-3.1-8b", "h100-sxm"
+Workload = Literal["sharegpt", "alpaca", "fixed"]
+FRAME_KEYS = ("step", "time_s", "duration_s", "seat_request_ids", "seat_num_output_tokens", "num_waiting",
+              "num_occupied_seats", "num_prefill_tokens", "num_decode_tokens", "num_tokens_produced_total",
+              "num_finished", "num_kv_blocks_used", "num_preemptions_total")
+METRICS = ("throughput_tokens_per_s", "requests_per_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
+           "latency_ms_p50", "latency_ms_p99", "seat_utilization", "mean_batch_size", "engine_busy_fraction",
+           "num_preemptions", "num_steps", "num_output_tokens", "makespan_s")
+
+
+class BatchingParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
+    rate: float = Field(4.0, gt=0, le=MAX_RATE, description=f"Poisson arrival rate (requests/s; up to {MAX_RATE:g}).")
+    requests: int = Field(200, ge=1, le=MAX_REQUESTS, description=f"Requests in the trace (1-{MAX_REQUESTS:,}).")
+    seats: int = Field(16, ge=1, le=MAX_SEATS, description=f"Seats: requests decoded together at most (1-{MAX_SEATS}).")
+    workload: Workload = Field("sharegpt", description="Request lengths: sharegpt (161 in / 338 out tokens on "
+                                                       "average), alpaca (19 / 58) or fixed (161 / 338).")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of lengths and arrivals (0-2147483647).")
+
+
+class SeatSpan(BaseModel):
+    seat: int
+    request_id: int
+    start_s: float = Field(description="start of the first step it is seated for (s)")
+    first_token_s: float = Field(description="its first output token (s); before start_s after a preemption")
+    end_s: float = Field(description="end of its last step in the seat (s)")
+
+
+class BatchingFrame(BaseModel):
+    step: int
+    time_s: float
+    duration_s: float
+    seat_request_ids: list[int | None]
+    seat_num_output_tokens: list[int]
+    waiting_request_ids: list[int] = Field(description=f"the first {WAITING_SHOWN} waiting, in queue order")
+    num_waiting: int
+    num_occupied_seats: int
+    num_prefill_tokens: int
+    num_decode_tokens: int
+    num_tokens_produced_total: int
+    num_finished: int
+    num_kv_blocks_used: int
+    num_preemptions_total: int
+
+
+class BatchingPolicy(BaseModel):
+    name: Literal["static", "continuous"]
+    throughput_tokens_per_s: float
+    requests_per_s: float
+    ttft_ms_p50: float
+    ttft_ms_p99: float
+    tpot_ms_p50: float
+    tpot_ms_p99: float
+    latency_ms_p50: float
+    latency_ms_p99: float
+    seat_utilization: float
+    mean_batch_size: float
+    engine_busy_fraction: float
+    num_preemptions: int
+    num_steps: int
+    num_output_tokens: int
+    makespan_s: float
+    math: dict
+    seat_spans: list[SeatSpan]
+    frames: list[BatchingFrame]
+
+
+class BatchingResponse(BaseModel):
+    params: dict
+    engine: dict = Field(description="the model, GPU and limits every step's duration comes from")
+    trace: dict
+    horizon_s: float = Field(description="last finish over both policies: the shared clock runs 0..horizon_s")
+    policies: list[BatchingPolicy]
+
+
+@lru_cache(maxsize=1)
+def engine_config() -> costmodel.EngineConfig:
+    return costmodel.EngineConfig(catalog.model(MODEL_ID), catalog.gpu(GPU_ID))
+
+
+def step_seconds(p: int, d: int, c: int) -> costmodel.StepTime:
+    """The cost model's step time for num_prefill_tokens, num_decode_seqs, decode_context_tokens."""
+    return costmodel.step_time(engine_config(), p, d, c)
+
+
+@lru_cache(maxsize=MAX_SEATS)
+def engine(seats: int) -> dict:
+    """The engine the trace runs on, with its KV pool sized from what the GPU has left."""
+    cfg = engine_config()
+    mem = costmodel.memory_per_gpu(cfg, seats, MAX_SEQ_LEN)
+    room_gb = mem.capacity_gb - mem.weights_gb - mem.activations_gb - mem.reserve_gb
+    kv_per_token = cfg.shard.kv_bytes_per_token_stage
+    kv_tokens = int(room_gb * costmodel.GB // kv_per_token) // BLOCK_SIZE * BLOCK_SIZE
+    b1, full = step_seconds(0, 1, 500), step_seconds(0, seats, 500 * seats)
+    gpu, model = cfg.gpu, cfg.model
+    return {
+        "model": model.name, "model_id": MODEL_ID, "gpu": gpu.name, "gpu_id": GPU_ID, "tp": cfg.tp,
+        "precision": cfg.precision, "kv_precision": cfg.kv_precision, "kv_capacity_tokens": kv_tokens,
+        "block_size": BLOCK_SIZE, "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS, "max_seq_len": MAX_SEQ_LEN,
+        "decode_step_ms_batch_1": round(b1.seconds * 1e3, 3), "decode_step_ms_all_seats": round(full.seconds * 1e3, 3),
+        "prefill_step_ms_2048_tokens": round(step_seconds(2048, 0, 0).seconds * 1e3, 3),
+        "math": {
+            "kv_capacity_tokens": derive(
+                kv_tokens, "tokens", "(HBM - weights - activations - runtime reserve) / KV bytes per token",
+                {"hbm": (gpu.hbm_capacity_gb, "GB", "vendor datasheet (data/gpus.toml)"),
+                 "weights": (round(mem.weights_gb, 3), "GB"), "activations": (round(mem.activations_gb, 3), "GB"),
+                 "runtime_reserve": (round(mem.reserve_gb, 3), "GB"), "kv_bytes_per_token": (kv_per_token, "bytes")},
+                ["KV cache in BF16: 2 (K and V) x layers x KV heads x head dim x 2 bytes",
+                 "runtime reserve as vLLM's gpu_memory_utilization = 0.9"]).to_dict(),
+            "decode_step_ms_all_seats": derive(
+                round(full.seconds * 1e3, 3), "ms",
+                "max(GEMM FLOPs / (peak x eff), weight bytes / (HBM x eff)) + max(attention FLOPs / (peak x eff), "
+                "KV bytes / (HBM x eff)) + per-layer and per-step overhead",
+                {"num_decode_seqs": (seats, "sequences"), "context_per_seq": (500, "tokens"),
+                 "hbm_bandwidth": (gpu.hbm_bandwidth_tb_s, "TB/s", "vendor datasheet"),
+                 "bf16_dense": (gpu.bf16_dense_tflops, "TFLOP/s", "vendor datasheet"),
+                 "memory_s": (round(full.memory_s * 1e3, 3), "ms"), "compute_s": (round(full.compute_s * 1e3, 3), "ms"),
+                 "overhead_s": (round(full.overhead_s * 1e3, 3), "ms")},
+                ["efficiency factors calibrated against published measurements (docs/calibration.md)",
+                 "a step's prefill tokens are costed as one prompt (its attention is an upper bound)"]).to_dict(),
+        },
+    }
+
+
+def policy_out(pol: dict) -> dict:
+    first = {r["request_id"]: r["first_token_s"] for r in pol["requests"]}
+    spans = [{**s, "first_token_s": first[s["request_id"]]} for s in pol["seat_spans"]]
+    frames = [{**{k: f[k] for k in FRAME_KEYS}, "waiting_request_ids": f["waiting_request_ids"][:WAITING_SHOWN]}
+              for f in pol["frames"]]
+    return {"name": pol["name"], **{k: pol[k] for k in METRICS}, "math": pol["math"], "seat_spans": spans,
+            "frames": frames}
+
+
+@lru_cache(maxsize=64)
+def batching_json(p: BatchingParams) -> bytes:
+    """The response body for one parameter set (pure: same params, same bytes)."""
+    eng = engine(p.seats)
+    result = simulate_batching(rate=p.rate, num_requests=p.requests, seats=p.seats, workload=p.workload, seed=p.seed,
+                               step_time=step_seconds, kv_capacity_tokens=eng["kv_capacity_tokens"],
+                               block_size=BLOCK_SIZE, max_frames=MAX_FRAMES,
+                               max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS, max_seq_len=MAX_SEQ_LEN)
+    horizon = max(s["end_s"] for pol in result["policies"] for s in pol["seat_spans"])
+    resp = BatchingResponse(params=p.model_dump(), engine=eng, trace=result["trace"], horizon_s=round(horizon, 6),
+                            policies=[policy_out(pol) for pol in result["policies"]])
+    return resp.model_dump_json().encode()
+
+
+@router.get("/api/batching", response_model=BatchingResponse)
+def get_batching(p: Annotated[BatchingParams, Query()]) -> Response:
+    """Static vs continuous batching: throughput, TTFT and latency percentiles, seat use, seats over time."""
+    return Response(content=batching_json(p), media_type="application/json")
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict[str, str]:
+    import json
+
+    d = json.loads(batching_json(BatchingParams()))
+    pols = {pol["name"]: pol for pol in d["policies"]}
+    ratio = pols["continuous"]["throughput_tokens_per_s"] / pols["static"]["throughput_tokens_per_s"]
+    return {"num_requests": str(d["params"]["requests"]), "throughput_ratio": f"{ratio:.1f}",
+            "seats": str(d["params"]["seats"]), "model": d["engine"]["model"], "gpu": d["engine"]["gpu"]}
+
+
+# ---- measured, not only simulated: the demo model on this server's CPU ------------------------
+MEASURED_BATCHES = (1, 8, 32)
+MEASURED_CONTEXT_TOKENS = 64
+MEASURED_STEPS, MEASURED_REPEATS, MEASURED_ROUNDS = 8, 3, 2
+_measure_lock = threading.Lock()
+
+
+class MeasuredBatch(BaseModel):
+    batch_size: int
+    tokens_per_s: float
+    ms_per_step: float = Field(description="one decode step for the whole batch (ms): the best round's median")
+
+
+class MeasuredResponse(BaseModel):
+    available: bool
+    measured_on: str = "this server's CPU"
+    reason: str | None = None
+    cpu: dict
+    model: dict | None = None
+    context_tokens: int = MEASURED_CONTEXT_TOKENS
+    steps: int = MEASURED_STEPS
+    repeats: int = MEASURED_REPEATS
+    rounds: int = MEASURED_ROUNDS
+    batches: list[MeasuredBatch] = []
+    note: str = ("Wall-clock time of numpy decode steps of the tour's tiny demo transformer, measured once when this "
+                 "server process first answered this URL (per batch size: the fastest of `rounds` rounds, each the "
+                 "median of `repeats` runs of `steps` steps, so a busy neighbour on the CPU counts least). "
+                 "A batch shares every weight read, as on a GPU.")
+
+
+def cpu_info() -> dict:
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), name)
+    except OSError:
+        pass
+    return {"name": name, "logical_cores": os.cpu_count()}
+
+
+def _demo_model():
+    """The tour's demo model ('main'), or its small draft model when main is not installed."""
+    from ..sim.transformer import load_model
+
+    for name in ("main", "draft"):
+        try:
+            return load_model(name)
+        except (FileNotFoundError, OSError):
+            continue
+    return None
+
+
+@lru_cache(maxsize=1)
+def _measure() -> bytes:
+    from ..sim import demo_timing
+
+    model = _demo_model()
+    if model is None:
+        return MeasuredResponse(available=False, reason="the demo model's weights are not installed on this server",
+                                cpu=cpu_info()).model_dump_json().encode()
+    prompt = demo_timing.default_prompt_ids(model, MEASURED_CONTEXT_TOKENS)
+    model.forward(prompt)  # warm up BLAS and caches
+    best: dict[int, dict] = {}
+    for _ in range(MEASURED_ROUNDS):  # rounds interleave the batch sizes, so a noisy moment hits one round
+        for b in MEASURED_BATCHES:
+            r = demo_timing.time_batched_decode(model, b, prompt, steps=MEASURED_STEPS, repeats=MEASURED_REPEATS)
+            if b not in best or r["ms_per_step"] < best[b]["ms_per_step"]:
+                best[b] = r
+    batches = [MeasuredBatch(batch_size=b, tokens_per_s=round(r["tokens_per_s"], 1), ms_per_step=round(r["ms_per_step"], 3))
+               for b, r in best.items()]
+    c = model.config
+    info = {"name": model.name, "num_params": model.num_params, "layers": c.n_layers, "dim": c.dim,
+            "heads": c.n_heads, "kv_heads": c.n_kv_heads, "vocab_size": c.vocab_size}
+    return MeasuredResponse(available=True, cpu=cpu_info(), model=info, batches=batches).model_dump_json().encode()
+
+
+@measured_router.get("/api/batching/measured", response_model=MeasuredResponse)
+def get_measured() -> Response:
+    """Tokens/s of the demo model decoding batches of 1, 8 and 32 on this server's CPU (measured once)."""
+    with _measure_lock:  # one measurement per process, however many ask at once
+        body = _measure()
+    return Response(content=body, media_type="application/json")

@@ -1,0 +1,83 @@
+"""Chapter 7 in Chromium: one lane per seat for each policy, a shared clock, readouts, the measured CPU panel."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def ready(page):
+    page.wait_for_function("() => document.querySelectorAll('.bt-svg g[data-policy]').length === 2")
+
+
+@pytest.mark.parametrize("seats", [16, 5])
+def test_one_lane_per_seat_for_each_policy(page, base_url, seats):
+    page.goto(base_url + f"/tour/batching?seats={seats}&step=40")
+    ready(page)
+    for name in ("static", "continuous"):
+        assert page.locator(f'.bt-svg g[data-policy="{name}"] .bt-lane').count() == seats
+    assert page.locator(".bt-svg rect[fill^='var(--bqr-']").count() >= 2 * 50
+    assert page.console_errors == []
+
+
+def test_readouts_and_the_shared_clock(page, base_url):
+    page.goto(base_url + "/tour/batching?step=30")
+    ready(page)
+    table = page.locator(".bt-table").inner_text()
+    assert re.search(r"Throughput\s+[\d,]+ tokens/s\s+[\d,]+ tokens/s", table)
+    assert "×" in table and "p99" in table and "%" in table
+    clock = page.locator(".bt-clock").inner_text()
+    x = page.locator(".bt-cursor").get_attribute("x1")
+    page.locator(".bt-transport input[type=range]").evaluate(
+        "(el) => { el.value = 700; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+    assert page.locator(".bt-clock").inner_text() != clock
+    assert float(page.locator(".bt-cursor").get_attribute("x1")) > float(x)
+    statuses = page.locator(".bt-status").all_text_contents()
+    assert len(statuses) == 2 and all(re.search(r"\d", s) for s in statuses)
+    page.locator(".bt-math summary").first.click()
+    assert page.locator(".bt-math details.math").count() >= 8
+    assert page.console_errors == []
+
+
+def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url):
+    page.goto(base_url + "/tour/batching?step=1")
+    ready(page)
+    page.wait_for_function("() => document.querySelectorAll('.bt-bar').length === 3 || "
+                           "document.querySelector('.bt-measured').textContent.includes('Not measured')",
+                           timeout=60_000)
+    text = page.locator(".bt-measured").inner_text()
+    assert "this server's CPU" in text
+    if "Not measured" not in text:
+        values = page.locator(".bt-bar-value").all_inner_texts()
+        assert [re.match(r"[\d,.]+ tokens/s", v) is not None for v in values] == [True] * 3
+        assert page.locator(".bt-bar-label").all_inner_texts() == ["batch 1", "batch 8", "batch 32"]
+    assert page.console_errors == []
+
+
+def test_controls_refetch(page, base_url):
+    page.goto(base_url + "/tour/batching?step=10")
+    ready(page)
+    with page.expect_response(lambda r: "/api/batching?" in r.url and "seats=24" in r.url):
+        page.locator("#ctl-seats").evaluate(
+            "(el) => { el.value = 24; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+    page.wait_for_function("() => document.querySelectorAll('.bt-svg g[data-policy=static] .bt-lane').length === 24")
+    assert "seats=24" in page.url
+    assert page.console_errors == []
+
+
+def test_reduced_motion_shows_the_whole_run(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(base_url + "/tour/batching")
+    ready(page)
+    clock = page.locator(".bt-clock").inner_text()
+    m = re.match(r"([\d.,]+) s of ([\d.,]+) s", clock)
+    assert m and m.group(1) == m.group(2), clock
+    assert page.locator(".bt-play").get_attribute("aria-pressed") == "false"
+    assert errors == []
+    ctx.close()

@@ -1,0 +1,101 @@
+"""Chapter 6 in Chromium: two cache grids draw, waste meters show numbers, the scrubber moves the frame,
+a page click opens its request's block table, controls refetch, reduced motion keeps a still frame."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+WASTE = re.compile(r"^\d+(\.\d)?%$")
+
+
+def ready(page):
+    page.wait_for_function("() => document.querySelectorAll('.kv-grid').length === 2 && "
+                           "document.querySelector('.kv-clock').textContent.includes('frame')")
+
+
+def test_grids_draw_and_waste_meters_show_numbers(page, base_url):
+    page.goto(base_url + "/tour/kv-cache?step=8")
+    ready(page)
+    panels = page.locator(".kv-panel")
+    assert panels.count() == 2
+    assert panels.nth(0).get_attribute("data-policy") == "contiguous"
+    assert panels.nth(1).get_attribute("data-policy") == "paged"
+    for i in range(2):
+        assert WASTE.match(panels.nth(i).locator(".kv-waste .value").first.inner_text())
+        label = panels.nth(i).locator("canvas").get_attribute("aria-label")
+        assert "requests hold" in label
+    contiguous = float(panels.nth(0).locator(".kv-waste .value").first.inner_text().rstrip("%"))
+    paged = float(panels.nth(1).locator(".kv-waste .value").first.inner_text().rstrip("%"))
+    assert contiguous > 10 * paged
+    painted = page.evaluate("""() => [...document.querySelectorAll('.kv-grid')].map((c) => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 0; return n / (d.length / 4); })""")
+    assert all(p > 0.3 for p in painted), painted
+    assert page.locator(".kv-table tbody tr").count() == 4
+    assert page.console_errors == []
+
+
+def test_scrubber_changes_the_frame(page, base_url):
+    page.goto(base_url + "/tour/kv-cache?step=2")
+    ready(page)
+    assert "frame 3 of" in page.locator(".kv-clock").inner_text()
+    before = page.locator(".kv-right canvas").get_attribute("aria-label")
+    counts = page.locator(".kv-right .kv-counts").inner_text()
+    page.locator(".kv-transport input[type=range]").evaluate(
+        "(el) => { el.value = 12; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+    assert "frame 13 of" in page.locator(".kv-clock").inner_text()
+    assert page.locator(".kv-right .kv-counts").inner_text() != counts
+    assert page.locator(".kv-right canvas").get_attribute("aria-label") != before
+    assert page.locator(".kv-play").inner_text().endswith("Play")
+
+
+def test_clicking_a_page_opens_its_block_table(page, base_url):
+    page.goto(base_url + "/tour/kv-cache?step=6")
+    ready(page)
+    canvas = page.locator(".kv-right canvas")
+    box = canvas.bounding_box()
+    for fx, fy in [(0.5, 0.5), (0.25, 0.3), (0.75, 0.6), (0.1, 0.1), (0.6, 0.2)]:
+        canvas.click(position={"x": box["width"] * fx, "y": box["height"] * fy})
+        if page.locator(".kv-pick select").input_value():
+            break
+    rid = page.locator(".kv-pick select").input_value()
+    assert rid, "a click on a used page selects its request"
+    text = page.locator(".kv-bt-text").first.inner_text()
+    assert text.startswith(f"Request #{rid}") and "pages of 16" in text
+    pages = page.locator(".kv-bt-pages li:not([hidden])")
+    n = int(re.search(r"in (\d+) pages", text).group(1))
+    assert pages.count() == n and re.fullmatch(r"\d+", pages.first.locator("b").inner_text())
+    page.locator(".kv-pick select").select_option("")
+    assert "oldest in memory" in page.locator(".kv-bt-text").first.inner_text()
+    assert page.console_errors == []
+
+
+def test_controls_refetch_and_url_state(page, base_url):
+    page.goto(base_url + "/tour/kv-cache?compare=oracle&step=4")
+    ready(page)
+    assert page.locator(".kv-left").get_attribute("data-policy") == "oracle"
+    with page.expect_response(lambda r: "/api/kv-cache" in r.url and "block_size=64" in r.url):
+        page.select_option("#ctl-block_size", "64")
+    page.wait_for_function("() => document.querySelector('.kv-right h3').textContent.includes('64-token')")
+    assert "block_size=64" in page.url
+    assert page.console_errors == []
+
+
+def test_reduced_motion_shows_a_still_frame(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(base_url + "/tour/kv-cache")
+    ready(page)
+    first = page.locator(".kv-clock").inner_text()
+    page.wait_for_timeout(600)
+    assert page.locator(".kv-clock").inner_text() == first and "frame 1 of" not in first
+    assert page.locator(".kv-play").get_attribute("aria-pressed") == "false"
+    assert WASTE.match(page.locator(".kv-right .kv-waste .value").first.inner_text())
+    assert errors == []
+    ctx.close()
