@@ -157,10 +157,16 @@ export function createChat(parent, ctx) {
     }
     rate = d.memory.fits ? d.tokens_per_s_per_user : 0;
     rateEl.textContent = d.memory.fits ? `${num(d.tokens_per_s_per_user, 3)} tokens/s per user` : 'does not fit';
+    box.classList.toggle('blocked', blocked);
     if (blocked) {
       stop();
       phase = 'blocked';
       prefill.hidden = true;
+      you.textContent = input.value.trim() || DEFAULT_PROMPT;
+      clear(text);
+      h('span', { class: 'no-answer', text: 'No answer: this server cannot hold the model and its chats.' }, text);
+      shown = 0;
+      answer.dataset.count = '0';
       return render();
     }
     if (phase === 'idle' || phase === 'done' || wasBlocked) start();

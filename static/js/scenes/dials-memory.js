@@ -89,6 +89,12 @@ function niceCeil(x) {
   return [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].map((f) => f * p).find((v) => v >= x) || 10 * p;
 }
 
+/** Two significant digits: 96,602 -> 97,000. */
+function round2(x) {
+  const p = 10 ** Math.max(0, Math.floor(Math.log10(x)) - 1);
+  return Math.round(x / p) * p;
+}
+
 function shortTokens(x) {
   if (x >= 1048576) return `${num(x / 1048576, 3)}M`;
   return x >= 1024 ? `${num(x / 1024, 3)}k` : String(x);
@@ -102,7 +108,6 @@ export function createCurve(parent) {
   let W = 560;
   const s = root(box, W, H, 'Time per output token against context length');
   const band = svg('rect', { class: 'nofit', y: M.t, height: H - M.t - M.b }, s);
-  const bandText = svg('text', { class: 'nofit-label', y: M.t + 14, 'text-anchor': 'end' }, s);
   const grid = svg('g', { class: 'grid' }, s);
   const yTicks = Array.from({ length: Y_TICKS + 1 }, () => ({
     line: svg('line', { x1: M.l }, grid),
@@ -116,6 +121,7 @@ export function createCurve(parent) {
   const guide = svg('line', { class: 'marker-guide' }, s);
   const dot = svg('circle', { class: 'marker', r: 5 }, s);
   const dotText = svg('text', { class: 'marker-label' }, s);
+  const bandNote = h('p', { class: 'curve-nofit' }, box);
   const caption = h('p', { class: 'card-note' }, box);
   let shown = null, anim = null, xsKey = '', last = null;
 
@@ -148,6 +154,17 @@ export function createCurve(parent) {
     }
   }
 
+  /** Marker label beside the dot, on whichever side has room (estimated 6.6 px per 12px-bold character). */
+  function placeLabel(mx, my) {
+    const est = dotText.textContent.length * 6.6, lo = M.l + 2, hi = W - M.r;
+    let x = mx + 9, anchor = 'start';
+    if (x + est > hi) { x = mx - 9; anchor = 'end'; }
+    if (anchor === 'end' && x - est < lo) { x = Math.min(hi - est / 2, Math.max(lo + est / 2, mx)); anchor = 'middle'; }
+    dotText.setAttribute('x', x);
+    dotText.setAttribute('y', Math.max(M.t + 10, my - (anchor === 'middle' ? 12 : 9)));
+    dotText.setAttribute('text-anchor', anchor);
+  }
+
   function frame(c, ys, ymax, mean, tpot) {
     last = { c };
     const xs = c.context_tokens;
@@ -163,12 +180,10 @@ export function createCurve(parent) {
     });
     const first = c.fits.indexOf(false);
     band.setAttribute('display', first < 0 ? 'none' : 'inline');
-    bandText.setAttribute('display', first < 0 ? 'none' : 'inline');
     if (first >= 0) {
       const x0 = first === 0 ? M.l : (x(xs[first - 1]) + x(xs[first])) / 2;
       band.setAttribute('x', x0);
       band.setAttribute('width', W - M.r - x0);
-      bandText.setAttribute('x', W - M.r - 6);
     }
     const mx = x(Math.min(Math.max(mean, xs[0]), xs[xs.length - 1])), my = y(tpot);
     dot.setAttribute('cx', mx);
@@ -177,10 +192,7 @@ export function createCurve(parent) {
     guide.setAttribute('x2', mx);
     guide.setAttribute('y1', my);
     guide.setAttribute('y2', H - M.b);
-    const right = mx > (M.l + W - M.r) / 2;
-    dotText.setAttribute('x', mx + (right ? -9 : 9));
-    dotText.setAttribute('y', Math.max(M.t + 10, my - 9));
-    dotText.setAttribute('text-anchor', right ? 'end' : 'start');
+    placeLabel(mx, my);
   }
 
   function update(d) {
@@ -189,8 +201,12 @@ export function createCurve(parent) {
     drawX(c.context_tokens);
     const target = { ys: c.tpot_ms, ymax: niceCeil(Math.max(...c.tpot_ms) * 1.05), mean: c.mean_context_tokens,
       tpot: d.tpot_ms };
-    dotText.textContent = `this answer: ${duration(d.tpot_ms)} per token`;
-    bandText.textContent = `${num(d.params.batch)} chats this long do not fit in memory`;
+    dotText.textContent = `${W < 440 ? '' : 'this answer: '}${duration(d.tpot_ms)} per token`;
+    const n = d.params.batch, first = c.fits.indexOf(false);
+    const who = n === 1 ? 'one chat does' : `${num(n)} chats do`;
+    bandNote.hidden = first < 0;
+    bandNote.textContent = first === 0 ? `Shaded: ${who} not fit in memory at any length.`
+      : `Shaded: from about ${num(round2(c.context_tokens[first]))} tokens each, ${who} not fit in memory.`;
     caption.textContent = `Every decode step rereads each chat's whole KV cache, so the time per token climbs ` +
       `with context. Read at the answer's mean context, ${num(c.mean_context_tokens)} tokens.`;
     if (anim) anim.cancel();

@@ -108,7 +108,7 @@ function tweenReadouts(d) {
     o.said.textContent = `${text} ${unit}`;
     o.sub.textContent = o.r.sub(d);
   });
-  view.readouts[4].el.classList.toggle('bad', !d.memory.fits);
+  view.readouts.forEach((o, i) => o.el.classList.toggle(i === 4 ? 'bad' : 'moot', !d.memory.fits));
   view.anim = tween(350, (t) => view.readouts.forEach((o, i) => {
     const a = from[i], b = to[i];
     o.shown = a > 0 && b > 0 ? Math.exp(lerp(Math.log(a), Math.log(b), t)) : lerp(a, b, t);
@@ -189,9 +189,13 @@ function updateRoof(d) {
   const gpus = d.params.tp * d.params.pp;
   const where = gpus > 1 ? ` across ${plural(gpus, 'GPU')}` : '';
   const per = step ? `reads ${bytes(step.value)} of weights and KV cache${where}` : 'reads every weight';
-  o.text.textContent = memory
-    ? ` Each decode step ${per} to write just ${plural(d.params.batch, 'token')} (one per chat), so the math units mostly wait. A bigger batch spreads the same reads over more tokens.`
-    : ` The batch is big enough that the tensor cores, not memory, set the pace of each decode step (it ${per}).`;
+  const kvHeavy = d.memory.kv_cache_gb > d.memory.weights_gb;
+  const writes = `to write just ${plural(d.params.batch, 'token')} (one per chat)`;
+  o.text.textContent = !memory
+    ? ` The batch is big enough that the tensor cores, not memory, set the pace of each decode step (it ${per}).`
+    : kvHeavy
+      ? ` Each decode step ${per} ${writes}, and most of it is the chats' KV cache, which grows with every chat and every token. More chats no longer come for free: a smaller KV cache (FP8) or shorter chats do help.`
+      : ` Each decode step ${per} ${writes}, so the math units mostly wait. A bigger batch spreads the same weight reads over more tokens.`;
   o.bw.set(d.bandwidth_utilization);
   o.mfu.set(d.mfu);
   o.prefill.textContent = `Prefill, the prompts' pass before the first token, is ${d.prefill_bound}-bound.`;
