@@ -61,8 +61,9 @@ class GpuParams(BaseModel):
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id whose decode step is streamed.")
     precision: Precision = Field("bf16", description="Weight storage (bytes per weight): bf16|fp16|fp8|int8|int4.")
     batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}).")
-    context: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True, description="Tokens already in each chat, read from the "
-                         f"KV cache every step (tokens; 1-{MAX_CONTEXT:,}, at most the model's window).")
+    context: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True,
+                         description="Tokens already in each chat, read from the KV cache every step "
+                         f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).")
     tp: int = Field(8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). "
                     "Figures are per GPU.")
 
@@ -87,6 +88,7 @@ class StreamOut(BaseModel):
     memory_ms: float = Field(description="Time the bytes alone need at the calibrated bandwidth, ms.")
     effective_tb_s: float = Field(description="bytes_per_step / step time: the average rate over the step, TB/s.")
     peak_tb_s: float
+    bandwidth_share: float = Field(description="effective_tb_s / peak_tb_s: how busy HBM is over the whole step.")
     tokens_per_s: float = Field(description="Tokens per second of the whole batch (one per chat per step).")
     bound: Literal["memory", "compute"]
     slow_motion: float = Field(description="Time on screen / real time (a 1-2-5 factor).")
@@ -119,13 +121,14 @@ def gpu_view(p: GpuParams) -> GpuResponse:
     except ValueError as e:
         raise unprocessable(e, tuple(GpuParams.model_fields)) from None
     slow = gpu_layout.slow_motion(stream["step_ms"] / 1e3)
+    share = stream["effective_tb_s"] / stream["peak_tb_s"]
     kv_tiles = round(TILES_PER_STEP * stream["kv_bytes_per_step"] / stream["bytes_per_step"])
     return GpuResponse(
         gpu={"id": g.id, "name": g.name, "vendor": g.vendor, "architecture": g.architecture},
         model={"id": m.id, "name": m.name, "max_context": m.max_position_embeddings},
         precision=p.precision, batch=p.batch, context=p.context, tp=p.tp,
         layout=gpu_layout.layout(g), package=gpu_layout.package(g),
-        stream=StreamOut(**stream, slow_motion=slow["factor"], screen_step_s=slow["screen_step_s"],
+        stream=StreamOut(**stream, bandwidth_share=share, slow_motion=slow["factor"], screen_step_s=slow["screen_step_s"],
                          tiles_per_step=TILES_PER_STEP, tile_bytes=stream["bytes_per_step"] / TILES_PER_STEP,
                          kv_tiles=kv_tiles),
         memory=mem.to_dict(),

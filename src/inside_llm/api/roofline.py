@@ -29,8 +29,9 @@ class RooflineParams(BaseModel):
                                  "bf16|fp16|fp8|int8|int4.")
     batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}); "
                        "prefill runs that many prompts.")
-    prompt_tokens: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True, description="Prompt length per chat; decode reads this "
-                               f"much KV cache per chat (tokens; 1-{MAX_CONTEXT:,}, at most the model's window).")
+    prompt_tokens: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True,
+                               description="Prompt length per chat; decode reads this much KV cache per chat "
+                               f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).")
     tp: int = Field(8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). "
                     "Points are per GPU.")
 
