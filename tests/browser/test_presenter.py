@@ -93,3 +93,16 @@ def test_present_button_and_p_key_open_it(page, base_url):
     page.keyboard.press("p")
     page.wait_for_selector(".presenter-hud")
     assert page.console_errors == []
+
+
+def test_shift_arrow_skips_scenes_and_home_end_jump_steps(page, base_url):
+    use_stepping_scene(page)
+    page.goto(f"{base_url}/tour/tokens?present=1")
+    page.wait_for_function("() => window.__stepping && window.__stepping.shown.length > 0")
+    page.keyboard.press("End")
+    page.wait_for_url(re.compile(f"step={NUM_STEPS - 1}"))
+    page.keyboard.press("Home")
+    page.wait_for_url(re.compile(r"step=0"))
+    page.keyboard.press("Shift+ArrowRight")
+    page.wait_for_selector('#stage[data-slug="embeddings"]')
+    assert page.evaluate(FILLS)["presenting"]

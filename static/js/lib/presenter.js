@@ -49,7 +49,7 @@ export function createPresenter(host) {
     host.stage.focus({ preventScroll: true });
     update();
     host.onChange();
-    announce('Presenter mode. Arrow keys step through; Escape leaves.');
+    announce('Presenter mode. Arrow keys step through, Shift with an arrow skips to the next scene; Escape leaves.');
   }
 
   function exit() {
@@ -101,12 +101,26 @@ export function createPresenter(host) {
     return document.documentElement.requestFullscreen?.().catch(() => {});
   }
 
+  /** First or last step of this scene (Home / End). */
+  function edge(last) {
+    const c = host.ctl();
+    const { count } = c.steps();
+    if (!count) return;
+    c.showStep(last ? count - 1 : 0);
+    host.onChange();
+    update();
+  }
+
   /** Handle a keydown while presenting; returns true when the key was used. */
   function key(ev) {
     if (!active) return false;
     const k = ev.key;
-    if (NEXT_KEYS.includes(k)) next();
+    const c = host.ctl();
+    if (ev.shiftKey && k === 'ArrowRight') go(c.state.next, 0);      // skip the rest of this scene
+    else if (ev.shiftKey && k === 'ArrowLeft') go(c.state.prev, 0);
+    else if (NEXT_KEYS.includes(k)) next();
     else if (PREV_KEYS.includes(k)) prev();
+    else if (k === 'Home' || k === 'End') edge(k === 'End');
     else if (k === 'Escape') exit();
     else if (k === 'f' || k === 'F') toggleFullscreen();
     else return false;
