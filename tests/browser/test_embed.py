@@ -12,7 +12,7 @@ import pytest
 
 from inside_llm.api.registry import chapter_module
 from inside_llm.paths import static_dir
-from stepping_scene import NUM_STEPS, use_stepping_scene
+from stepping_scene import NUM_STEPS, live_chapters, use_stepping_scene
 
 pytestmark = pytest.mark.browser
 
@@ -177,4 +177,19 @@ def test_real_stepping_scenes_hold_still_at_a_step(page, base_url):
         first = page.locator("#stage").screenshot(animations="allow")
         page.wait_for_timeout(700)
         assert page.locator("#stage").screenshot(animations="allow") == first, f"{slug} still moves at step=1"
+    assert page.console_errors == []
+
+
+def test_every_live_chapter_embeds_in_a_slide_frame(page, base_url):
+    """Each chapter's embed at 16:9 and phone sizes: a stage, no page scrollbars, no console errors."""
+    for slug in live_chapters():
+        for w, h in ((960, 540), (390, 700)):
+            page.set_viewport_size({"width": w, "height": h})
+            page.goto(f"{base_url}/embed/{slug}")
+            page.wait_for_function("() => document.querySelector('#stage').children.length > 0 && "
+                                   "!document.querySelector('#stage').hasAttribute('aria-busy')")
+            m = settled_metrics(page.main_frame)
+            assert m["docW"] <= m["docCW"] and m["docH"] <= m["docCH"], f"{slug} {w}x{h}: page scrolls {m}"
+            assert m["stageW"] <= m["stageCW"] + 1, f"{slug} {w}x{h}: stage scrolls sideways {m}"
+            assert page.locator("#stage .building").count() == 0, f"{slug}: no live stage"
     assert page.console_errors == []

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from inside_llm.export import export_bundle
+from stepping_scene import live_chapters
 
 pytestmark = pytest.mark.browser
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -134,6 +135,21 @@ def test_embed_snippet_has_chosen_size_and_options(clip_page, base_url):
     assert page.locator("#tool-panel").is_hidden() and embed.get_attribute("aria-expanded") == "false"
 
 
+def test_every_live_chapter_downloads_as_svg_and_png(clip_page, base_url):
+    page = clip_page
+    for slug in live_chapters():
+        page.goto(f"{base_url}/tour/{slug}")
+        page.wait_for_function("() => document.querySelector('#stage').children.length > 0 && "
+                               "!document.querySelector('#stage').hasAttribute('aria-busy')")
+        _, svg = download(page, "svg")
+        root = ET.fromstring(svg)
+        assert root.tag.endswith("svg") and "Inside LLM Inference" in "".join(root.itertext()), slug
+        _, png = download(page, "png")
+        assert png[:8] == PNG_MAGIC and struct.unpack(">I", png[16:20])[0] >= 2 * 300, slug
+        assert page.locator("#stage-status").inner_text() == "", slug
+    assert page.console_errors == []
+
+
 @pytest.fixture(scope="module")
 def bundle_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("bundle")
@@ -198,3 +214,18 @@ def test_bundle_png_download_works_from_disk(offline_page, bundle_dir):
     with page.expect_download() as d:
         page.click('.stage-tools [data-tool="png"]')
     assert open(d.value.path(), "rb").read()[:8] == PNG_MAGIC
+
+
+def test_bundle_of_every_live_chapter_draws_from_disk(offline_page, tmp_path):
+    """Each chapter with a stage, exported together, draws offline with its own styles and no network."""
+    slugs = live_chapters()
+    assert export_bundle(tmp_path, slugs) == 0
+    page = offline_page
+    for slug in slugs:
+        for kind in ("tour", "embed"):
+            page.goto((tmp_path / kind / f"{slug}.html").as_uri())
+            page.wait_for_function("() => document.querySelector('#stage').children.length > 0 && "
+                                   "!document.querySelector('#stage').hasAttribute('aria-busy')")
+            assert page.locator("#stage .building").count() == 0, f"{kind}/{slug}: no live stage offline"
+            assert page.locator("#stage-status").inner_text() == "", f"{kind}/{slug}"
+    assert page.network == [] and page.console_errors == []
