@@ -11,7 +11,7 @@ const PARTS = [
   ['activations_gb', 'Activations', 'act'],
   ['reserve_gb', 'Runtime reserve', 'reserve'],
 ];
-const LABEL_MIN_PCT = 13; // a segment narrower than this keeps its figure in the legend only
+const CHAR_EM = 0.62; // average width of a bold label character, in em of the bar's label type
 const gb = (x) => `${num(x, 3)} GB`;
 
 /** The per-GPU memory bar. Segments are fixed elements whose widths change (CSS transitions). */
@@ -37,19 +37,38 @@ export function createMemoryBar(parent) {
   });
   const note = h('p', { class: 'mem-note' }, box);
 
+  /** How many label characters a segment of w% can show (its final width, not the transitioning one). */
+  function labelRoom() {
+    const px = bar.clientWidth, em = parseFloat(getComputedStyle(segs[0].text).fontSize) || 12;
+    return (w) => Math.floor(((w / 100) * px - em * 1.4) / (em * CHAR_EM));
+  }
+
+  /** Each segment shows its label and size, or just its name, or nothing, whichever fits. */
+  function relabel() {
+    const room = labelRoom();
+    for (const s of segs) {
+      if (s.pct === undefined) continue;
+      const fits = (t) => t.length <= room(s.pct);
+      s.text.textContent = fits(s.full) ? s.full : fits(s.label) ? s.label : '';
+    }
+  }
+  const resize = typeof ResizeObserver === 'function' ? new ResizeObserver(relabel) : null;
+  if (resize) resize.observe(bar);
+
   function update(d) {
     const m = d.memory;
     const used = m.weights_gb + m.kv_cache_gb + m.activations_gb + m.reserve_gb;
     const scale = Math.max(m.capacity_gb, used);
     let x = 0;
     for (const s of segs) {
-      const w = (100 * m[s.key]) / scale;
+      s.pct = (100 * m[s.key]) / scale;
       s.el.style.left = `${x}%`;
-      s.el.style.width = `${w}%`;
-      s.text.textContent = w >= LABEL_MIN_PCT ? `${s.label} ${gb(m[s.key])}` : '';
+      s.el.style.width = `${s.pct}%`;
+      s.full = `${s.label} ${gb(m[s.key])}`;
       s.el.title = `${s.label}: ${gb(m[s.key])}`;
-      x += w;
+      x += s.pct;
     }
+    relabel();
     const capPct = (100 * m.capacity_gb) / scale;
     over.style.left = `${capPct}%`;
     over.style.width = `${100 - capPct}%`;
@@ -64,7 +83,7 @@ export function createMemoryBar(parent) {
       `capacity ${gb(m.capacity_gb)}; ${m.fits ? `spare ${gb(m.spare_gb)}` : `short by ${gb(m.shortfall_gb)}`}`);
     note.textContent = noteText(d);
   }
-  return { update };
+  return { update, destroy: () => resize && resize.disconnect() };
 }
 
 function noteText(d) {
@@ -81,7 +100,7 @@ function noteText(d) {
 // ---- TPOT as the context grows -------------------------------------------------------------------
 
 const H = 210, M = { l: 46, r: 14, t: 16, b: 40 };
-const W_MIN = 300, W_MAX = 760; // the viewBox follows the card's width, so 11px text stays 11px
+const W_MIN = 300, W_MAX = 760; // viewBox width follows the card in 16ths of an em: 11-unit text stays 11/16 em
 const Y_TICKS = 4;
 
 function niceCeil(x) {
@@ -127,7 +146,9 @@ export function createCurve(parent) {
 
   /** Fit the viewBox to the card's CSS width; returns true when it changed. */
   function fitWidth() {
-    const w = Math.round(Math.min(W_MAX, Math.max(W_MIN, s.getBoundingClientRect().width || W)));
+    const em = parseFloat(getComputedStyle(s).fontSize) || 16;
+    const css = s.getBoundingClientRect().width;
+    const w = Math.round(Math.min(W_MAX, Math.max(W_MIN, css ? (css * 16) / em : W)));
     if (w === W && s.getAttribute('data-w')) return false;
     W = w;
     s.setAttribute('data-w', w);

@@ -44,12 +44,11 @@ export function mount(stage, context) {
   const mathPanel = h('div', { class: 'dials-math', hidden: true, id: 'dials-math' }, wrap);
   view = { wrap, config, mathPanel, open: null, data: null, params: null, anim: null,
     readouts: READOUTS.map((r) => readoutTile(tiles, r)) };
-  view.mem = createMemoryBar(wrap);
-  const grid = h('div', { class: 'dials-grid' }, wrap);
-  const left = h('div', { class: 'dials-col' }, grid);
-  view.roof = roofCard(left);
-  view.curve = createCurve(left);
-  view.chat = createChat(h('div', { class: 'dials-col' }, grid), ctx);
+  const body = h('div', { class: 'dials-body' }, wrap); // CSS grid areas: stacked, two or three columns
+  view.mem = createMemoryBar(body);
+  view.roof = roofCard(body);
+  view.curve = createCurve(body);
+  view.chat = createChat(body, ctx);
   if (!ctx.embed) view.byo = byoPanel(wrap);
 }
 
@@ -57,6 +56,7 @@ export function unmount() {
   if (!view) return;
   view.chat.destroy();
   view.curve.cancel();
+  view.mem.destroy();
   if (view.anim) view.anim.cancel();
   view = null;
 }
