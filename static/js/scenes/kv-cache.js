@@ -42,12 +42,15 @@ export function mount(stage, context) {
   const ro = new ResizeObserver(() => { if (view && view.data) drawGrids(); });
   ro.observe(view.grids);
   view.ro = ro;
+  view.themeWatch = new MutationObserver(() => { if (view && view.data) showFrame(view.index); });
+  view.themeWatch.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme', 'class'] });
 }
 
 export function unmount() {
   if (!view) return;
   pause();
   view.ro.disconnect();
+  view.themeWatch.disconnect();
   view = null;
 }
 
@@ -99,6 +102,7 @@ function play() {
   const start = view.index >= view.numFrames - 1 ? 0 : view.index;
   view.play.textContent = '❚❚ Pause';
   view.play.setAttribute('aria-pressed', 'true');
+  live(false);
   view.clock = loop((ms) => {
     const i = (start + Math.floor(ms / MS_PER_FRAME)) % (view.numFrames + HOLD_FRAMES);
     const j = Math.min(i, view.numFrames - 1);
@@ -112,6 +116,12 @@ function pause() {
   view.clock = null;
   view.play.textContent = '▶ Play';
   view.play.setAttribute('aria-pressed', 'false');
+  live(true);
+}
+
+/** Readouts are announced when the clock stands still, not at every frame of the animation. */
+function live(on) {
+  view.wrap.querySelectorAll('[data-live]').forEach((el) => el.setAttribute('aria-live', on ? 'polite' : 'off'));
 }
 
 function showFrame(i) {
@@ -120,8 +130,6 @@ function showFrame(i) {
   view.scrub.value = String(view.index);
   const step = view.index * view.data.frame_every;
   view.clockText.textContent = `step ${num(step)} · frame ${view.index + 1} of ${view.numFrames}`;
-  const oldest = view.drawn[1].frames[view.index];
-  view.following = oldest && oldest.residents.length ? view.drawn[1].allocations[oldest.residents[0][0]].request_id : null;
   view.panels.forEach((panel) => drawPanelFrame(panel));
   drawBlockTable();
 }
@@ -132,7 +140,7 @@ function makePanel(side) {
   const head = h('header', {}, el);
   const panel = {
     el, title: h('h3', {}, head), sub: h('p', { class: 'kv-sub' }, head),
-    readouts: h('div', { class: 'kv-waste', 'aria-live': 'polite' }, el),
+    readouts: h('div', { class: 'kv-waste', 'aria-live': 'polite', 'data-live': '' }, el),
     meter: h('div', { class: 'kv-meter', role: 'img' }, el),
     canvas: h('canvas', { class: 'kv-grid', role: 'img' }, el),
     counts: h('p', { class: 'kv-counts' }, el),
@@ -237,8 +245,7 @@ function drawGrid(panel, f) {
     else drawRegion(c, g, panel, al, n);
   }
   c.globalAlpha = 1;
-  const shown = sel !== null ? sel : view.following;
-  if (shown !== null && shown !== undefined) outlineSelected(c, g, panel, f, shown);
+  if (sel !== null) outlineSelected(c, g, panel, f, sel);
   panel.canvas.setAttribute('aria-label', `${panel.title.textContent}: ${f.num_resident_requests} requests hold ` +
     `${num(f.used_slots)} token slots; ${pct(f.waste_fraction, 1)} of allocated slots hold no token`);
 }
@@ -411,7 +418,7 @@ function buildBlockTable() {
   lab.append('Request ');
   view.picker = h('select', { 'aria-label': 'Request whose block table is shown' }, lab);
   view.picker.addEventListener('change', () => select(view.picker.value === '' ? null : Number(view.picker.value)));
-  view.btText = h('p', { class: 'kv-bt-text', 'aria-live': 'polite' }, view.bt);
+  view.btText = h('p', { class: 'kv-bt-text', 'aria-live': 'polite', 'data-live': '' }, view.bt);
   view.btPages = h('ol', { class: 'kv-bt-pages' }, view.bt);
   view.btRegion = h('p', { class: 'kv-bt-text kv-bt-region' }, view.bt);
   view.btBoxes = [];
