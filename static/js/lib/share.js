@@ -81,6 +81,8 @@ export function bindToolbar(bar, panel, api) {
   const open = (btn, title) => {
     clear(panel);
     panel.hidden = false;
+    panel.setAttribute('role', 'region');
+    panel.setAttribute('aria-label', title);
     opener = btn;
     if (btn.hasAttribute('aria-expanded')) btn.setAttribute('aria-expanded', 'true');
     const head = h('div', { class: 'tool-head' }, panel);
