@@ -32,9 +32,11 @@ def test_batch_slider_moves_the_readouts_and_the_url(page, base_url):
     wait_drawn(page)
     before = said(page, "tokens_per_s_total")
     per_user = said(page, "tokens_per_s_per_user")
+    digits = page.locator('.readout[data-key="tokens_per_s_total"] .n').element_handle()
+    bar = page.locator(".membar .seg.kv").element_handle()
     slider = page.locator("#ctl-batch")
     slider.focus()
-    for _ in range(4):  # log2 slider: 16 -> 256 chats
+    for _ in range(4):  # log2 slider: 16 -> 256 chats, one request per step, the latest wins
         page.keyboard.press("ArrowRight")
     page.wait_for_function("() => document.querySelector('.readout[data-key=\"tokens_per_s_total\"] .sub')"
                            ".textContent.startsWith('256 chats')")
@@ -43,6 +45,7 @@ def test_batch_slider_moves_the_readouts_and_the_url(page, base_url):
     after = float(re.sub(r"[^\d.]", "", said(page, "tokens_per_s_total").split()[0]))
     assert after > 3 * float(re.sub(r"[^\d.]", "", before.split()[0])), "256 chats out-produce 16"
     assert said(page, "tokens_per_s_per_user") != per_user
+    assert digits.evaluate("el => el.isConnected") and bar.evaluate("el => el.isConnected"), "updated in place"
     page.wait_for_timeout(450)  # the glide ends on the exact figure
     shown = page.locator('.readout[data-key="tokens_per_s_total"] .n').inner_text()
     assert said(page, "tokens_per_s_total").startswith(shown)
