@@ -41,7 +41,7 @@ export function createChat(parent, ctx) {
   const prefill = h('div', { class: 'prefill', hidden: true, 'aria-hidden': 'true' }, answer);
   const prefillBar = h('span', {}, prefill);
   const text = h('span', { class: 'answer-text' }, answer);
-  const foot = h('p', { class: 'chat-foot', role: 'status' }, box);
+  const foot = h('p', { class: 'chat-foot' }, box); // not live: it ticks every frame; done() announces once
   const form = h('form', { class: 'chat-ask' }, box);
   const input = h('input', { type: 'text', maxlength: 2000, 'aria-label': 'Prompt', value: DEFAULT_PROMPT }, form);
   h('button', { class: 'btn primary', type: 'submit', text: 'Send' }, form);
@@ -129,6 +129,7 @@ export function createChat(parent, ctx) {
     if (clock) clock.stop();
     clock = null;
     setTimeout(() => text.querySelectorAll('.new').forEach((el) => el.classList.remove('new')), 400);
+    if (ctx.announce) ctx.announce(`Answer complete: ${num(shown)} tokens at ${num(rate, 3)} tokens per second.`);
   }
 
   function render() {
