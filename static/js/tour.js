@@ -175,6 +175,7 @@ document.addEventListener('keydown', (ev) => {
   if (presenter.key(ev) || ctl.onKey(ev)) return;
   if (page.embed) return embedKey(ev);
   if (ev.key === 'p' || ev.key === 'P') return presenter.enter();
+  if (page.standalone) return; // the /dials page is not a step of the tour
   const to = ev.key === 'ArrowRight' ? page.next : ev.key === 'ArrowLeft' ? page.prev : null;
   if (to) {
     ev.preventDefault();

@@ -62,3 +62,18 @@ def test_latest_request_wins_while_typing(page, base_url):
     box.type("one two three four five six", delay=5)
     page.wait_for_function("() => [...document.querySelectorAll('.chip')].map(c => c.textContent).join('').includes('six')")
     assert page.locator(".chip").count() == 6
+
+
+def test_dials_full_page_is_not_a_tour_step(page, base_url):
+    page.goto(base_url + "/dials")
+    page.wait_for_selector("#stage")
+    page.locator("body").focus()
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_timeout(300)
+    assert page.url.endswith("/dials")
+
+
+def test_scene_stylesheet_is_linked_in_the_head(client):
+    html = client.get("/tour/dials").text
+    head = html.split("</head>")[0]
+    assert 'href="/static/css/scenes/dials.css"' in head

@@ -17,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 
 from .. import __version__
 from ..api.registry import chapter_facts, chapter_module
-from ..paths import templates_dir
+from ..paths import static_dir, templates_dir
 from ..scenes import Control, Scene, load_scenes, scene_by_slug
 
 router = APIRouter(include_in_schema=False)
@@ -127,7 +127,7 @@ def rendered_fact(scene: Scene) -> str | None:
 
 
 def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links = LIVE,
-               scenes: tuple[Scene, ...] | None = None) -> dict:
+               scenes: tuple[Scene, ...] | None = None, standalone: bool = False) -> dict:
     """What tour.js needs (the `page-state` JSON block): scene, params, controls, neighbours, links.
 
     `scenes` is the tour being navigated (all chapters live; the exported ones in an offline bundle).
@@ -142,6 +142,7 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
         "prev": scenes[i - 1].slug if i > 0 else None,
         "next": scenes[i + 1].slug if i + 1 < len(scenes) else None,
         "count": len(load_scenes()), "options": opts, "offline": links.offline, "urls": links.for_js(),
+        "standalone": standalone,
     }
 
 
@@ -150,22 +151,23 @@ def state_json(state: dict) -> str:
 
 
 def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Links = LIVE,
-                 scenes: tuple[Scene, ...] | None = None) -> dict:
+                 scenes: tuple[Scene, ...] | None = None, standalone: bool = False) -> dict:
     """Template context for a tour or embed page (shared by the server and the offline export)."""
     scenes = scenes or load_scenes()
     params = page_params(scene, query)
     opts = embed_options(query)
-    state = page_state(scene, params, opts, embed, links, scenes)
+    state = page_state(scene, params, opts, embed, links, scenes, standalone)
     by_slug = {s.slug: s for s in scenes}
     return {"scene": scene, "scenes": scenes, "total": len(load_scenes()), "params": params,
             "prev_scene": by_slug.get(state["prev"]), "next_scene": by_slug.get(state["next"]),
             "fact": rendered_fact(scene), "state_json": state_json(state), "opts": opts,
             "version": __version__, "theme": opts.get("theme", "auto"), "u": links,
-            "scale": opts.get("scale"), "show_controls": not embed or opts.get("controls") == "1"}
+            "scale": opts.get("scale"), "show_controls": not embed or opts.get("controls") == "1",
+            "scene_css": (static_dir() / "css" / "scenes" / f"{scene.slug}.css").is_file()}
 
 
-def _render(request: Request, scene: Scene, template: str, embed: bool) -> HTMLResponse:
-    ctx = page_context(scene, request.query_params, embed)
+def _render(request: Request, scene: Scene, template: str, embed: bool, standalone: bool = False) -> HTMLResponse:
+    ctx = page_context(scene, request.query_params, embed, standalone=standalone)
     return templates.TemplateResponse(request, template, ctx)
 
 
@@ -193,7 +195,7 @@ def embed(slug: str, request: Request) -> HTMLResponse:
 
 @router.get("/dials", response_class=HTMLResponse)
 def dials(request: Request) -> HTMLResponse:
-    return _render(request, _scene_or_404("dials"), "dials.html", embed=False)
+    return _render(request, _scene_or_404("dials"), "dials.html", embed=False, standalone=True)
 
 
 @router.get("/docs", response_class=HTMLResponse)
