@@ -73,7 +73,7 @@ class TrainConfig:
 
 CONFIGS = {  # sized so both train in about half an hour on 2 CPU cores
     "main": (ModelConfig(dim=256, n_layers=4, n_heads=8, n_kv_heads=2, head_dim=32, ffn_dim=768),
-             TrainConfig(steps=900, batch_size=12, lr=1.5e-3, warmup_steps=80, dropout=0.2)),
+             TrainConfig(steps=450, batch_size=12, lr=1.5e-3, warmup_steps=50, dropout=0.2)),
     "draft": (ModelConfig(dim=128, n_layers=2, n_heads=4, n_kv_heads=1, head_dim=32, ffn_dim=384),
               TrainConfig(steps=600, batch_size=12, lr=3e-3, warmup_steps=50, attn_dropout=0.1)),
 }

@@ -17,7 +17,7 @@ V vocabulary, F ffn_dim. Numpy and stdlib only; no module-level random state.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from inside_llm.sim.demo_vocab import DemoVocab
+from inside_llm.sim.transformer_ops import apply_rope, attend, log_softmax, rms_norm, rope_tables, sample, silu
 
 DEMO_DIR = Path(__file__).parents[1] / "demo"
 MODEL_NAMES = ("main", "draft")
@@ -123,61 +124,6 @@ class KVCache:
         self.num_tokens = num_tokens
 
 
-def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-    """x [..., dim] scaled to unit root-mean-square, times weight [dim]."""
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
-
-
-def silu(x: np.ndarray) -> np.ndarray:
-    return x * (0.5 * (1.0 + np.tanh(0.5 * x)))  # x * sigmoid(x), no overflow for large |x|
-
-
-def rope_tables(pos: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin [N, hd/2] float32 of the angles pos [N] * theta^(-2i/hd), radians (made in float64)."""
-    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # [hd/2]
-    angles = np.outer(pos, inv_freq)                                                    # [N, hd/2]
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-
-
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate the interleaved pairs (x[2i], x[2i+1]) of x [..., N, hd] by the angles of cos/sin [N, hd/2]."""
-    x0, x1 = x[..., 0::2], x[..., 1::2]  # [..., N, hd/2]
-    out = np.empty_like(x)
-    out[..., 0::2] = x0 * cos - x1 * sin
-    out[..., 1::2] = x0 * sin + x1 * cos
-    return out
-
-
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, qpos: np.ndarray, kpos: np.ndarray,
-           window: int) -> tuple[np.ndarray, np.ndarray]:
-    """Grouped-query attention: q [H, T, hd], k/v [Hkv, S, hd], positions qpos [T], kpos [S].
-
-    Returns (out [T, H*hd], weights [H, T, S]); key j is visible to query i iff
-    qpos[i] - window < kpos[j] <= qpos[i].
-    """
-    H, T, hd = q.shape
-    Hkv, S, _ = k.shape
-    qg = q.reshape(Hkv, H // Hkv, T, hd)                      # [Hkv, group, T, hd]
-    scores = qg @ k[:, None].swapaxes(-1, -2) * float(hd) ** -0.5  # [Hkv, group, T, S]
-    lag = qpos[:, None] - kpos[None, :]                       # [T, S] tokens between query and key
-    scores = np.where((lag >= 0) & (lag < window), scores, -np.inf)
-    w = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    w /= w.sum(axis=-1, keepdims=True)                        # [Hkv, group, T, S]
-    out = w @ v[:, None]                                      # [Hkv, group, T, hd]
-    return out.reshape(H, T, hd).transpose(1, 0, 2).reshape(T, H * hd), w.reshape(H, T, S)
-
-
-def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
-    """Next id from logits [V]: argmax when temperature == 0, else softmax(logits / T) over the top k."""
-    if temperature <= 0:
-        return int(np.argmax(logits))
-    z = logits.astype(np.float64) / temperature
-    if top_k is not None and top_k < len(z):
-        z[z < np.partition(z, -top_k)[-top_k]] = -np.inf
-    p = np.exp(z - z.max())
-    return int(rng.choice(len(p), p=p / p.sum()))
-
-
 class DemoModel:
     """The shipped demo transformer: float32 weights, its vocabulary, forward/generate with a KV cache."""
 
@@ -223,6 +169,26 @@ class DemoModel:
         predict if it stopped there.
         """
         return rms_norm(x, self.norm, self.config.norm_eps) @ self.unembed
+
+    def nll(self, ids: Sequence[int]) -> float:
+        """Mean negative log-likelihood of ids[1:] given the tokens before each (nats per token).
+
+        exp(nll) is the perplexity per token; ids longer than max_seq_len use the sliding window.
+        """
+        ids = self._check_ids(ids)
+        if len(ids) < 2:
+            raise ValueError("nll needs at least two tokens")
+        logp = log_softmax(self.forward(ids[:-1]).logits)  # [T-1, V]
+        return float(-np.mean(logp[np.arange(len(ids) - 1), ids[1:]]))
+
+    def map_weights(self, fn: Callable[[str, np.ndarray], np.ndarray], name: str = "") -> DemoModel:
+        """A copy whose layer matrices are fn(field, W), e.g. quantized and dequantized.
+
+        field is the Layer field ("wq", "w1", ...); norms and the embedding are kept as they are.
+        """
+        layers = [Layer(**{f: fn(f, getattr(w, f)).astype(np.float32) if getattr(w, f).ndim == 2
+                           else getattr(w, f) for f in Layer.__dataclass_fields__}) for w in self.layers]
+        return DemoModel(name or self.name, self.config, self.tok_emb, layers, self.norm, self.vocab)
 
     def _check_ids(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64)  # [T]
