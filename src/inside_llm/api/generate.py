@@ -1,0 +1,227 @@
+"""GET /api/generate: the demo transformer writes, one server-sent event per token (chapter 11's chat box).
+
+Also the demo model's web helpers shared by chapters 2 and 3: which shipped model is served, prompt
+checks that name the field and the bound, token rows, and rounding that keeps payloads small.
+Unlike the chapter endpoints this stream is not a pure function of its URL in time (its pacing and
+elapsed_ms are wall-clock), though its tokens are (seeded sampling); it is sent with no-store.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import time
+from collections.abc import AsyncIterator
+from functools import lru_cache
+from typing import Annotated
+
+import anyio
+import numpy as np
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..sim import tokenizer as tk
+from ..sim.demo_vocab import byte_token_ids
+from ..sim.transformer import DEMO_DIR, DemoConfig, DemoModel, load_model
+
+generate_router = APIRouter(tags=["demo model · generate"])
+
+MODEL_ORDER = ("main", "draft")  # serve main; its small draft stands in until main's weights are installed
+MAX_GENERATE_PROMPT_TOKENS = 256
+MAX_NEW_TOKENS = 512
+MAX_TOKENS_PER_S = 200.0
+MAX_PROMPT_CHARS = 4000
+MAX_STREAMS = 8  # concurrent generations per process; more get 503
+DEFAULT_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?\n"
+
+
+# ---- the served model and prompts ------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def demo_model_name() -> str:
+    """'main' when its weights are installed, else 'draft' (same API, smaller)."""
+    return next((n for n in MODEL_ORDER if (DEMO_DIR / f"{n}.npz").is_file()), MODEL_ORDER[0])
+
+
+def demo_model() -> DemoModel:
+    return load_model(demo_model_name())
+
+
+@lru_cache(maxsize=1)
+def demo_config() -> DemoConfig:
+    """The served model's config, read without loading its weights (for bounds at import time)."""
+    with np.load(DEMO_DIR / f"{demo_model_name()}.npz", allow_pickle=False) as z:
+        return DemoConfig(**json.loads(str(z["config_json"])))
+
+
+def check_prompt(text: str, max_tokens: int) -> str:
+    """ValueError (a 422 on the field) unless text is 1..max_tokens demo-model tokens."""
+    n = len(demo_model().encode(text))
+    if n == 0:
+        raise ValueError("the prompt must hold at least 1 token")
+    if n > max_tokens:
+        raise ValueError(f"the prompt is {n} tokens for the demo model; at most {max_tokens} tokens are allowed")
+    return text
+
+
+def model_info(m: DemoModel) -> dict:
+    c = m.config
+    return {"name": m.name, "dim": c.dim, "n_layers": c.n_layers, "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads,
+            "head_dim": c.head_dim, "ffn_dim": c.ffn_dim, "vocab_size": c.vocab_size, "max_seq_len": c.max_seq_len,
+            "num_params": m.num_params}
+
+
+def piece_text(piece: bytes) -> str | None:
+    try:
+        return piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def prompt_tokens(m: DemoModel, text: str) -> tuple[list[int], list[dict], list[dict]]:
+    """(model ids, chapter 1's cl100k pieces with in_vocab, one row per model token).
+
+    A piece outside the demo vocabulary is spelled as its single-byte tokens (fallback=True on each).
+    """
+    known = m.vocab.cl100k  # [V] sorted cl100k ids
+    enc = tk.get_encoding("cl100k_base")
+    ids, pieces, rows = [], [], []
+    for pi, c in enumerate(tk.encode(text, "cl100k_base")):
+        raw = enc.decode_single_token_bytes(c)
+        j = int(np.searchsorted(known, c))
+        in_vocab = j < len(known) and int(known[j]) == c
+        pieces.append({"id": c, "text": piece_text(raw), "bytes": raw.hex(" ").upper(), "in_vocab": in_vocab})
+        for mid in [j] if in_vocab else _byte_ids(m, raw):
+            p = m.piece(mid)
+            rows.append({"index": len(ids), "id": mid, "cl100k_id": int(known[mid]), "text": piece_text(p),
+                         "bytes": p.hex(" ").upper(), "piece": pi, "fallback": not in_vocab})
+            ids.append(mid)
+    return ids, pieces, rows
+
+
+@lru_cache(maxsize=1)
+def _byte_cl100k() -> tuple[int, ...]:
+    return tuple(byte_token_ids())
+
+
+def _byte_ids(m: DemoModel, raw: bytes) -> list[int]:
+    """Model ids of raw's single bytes (the vocabulary's fallback rule)."""
+    return [int(np.searchsorted(m.vocab.cl100k, _byte_cl100k()[b])) for b in raw]
+
+
+def sig(a, digits: int = 4):
+    """Nested lists of floats rounded to `digits` significant digits (small, stable JSON)."""
+    arr = np.asarray(a, dtype=np.float64)
+    return [float(f"{x:.{digits}g}") for x in arr.ravel().tolist()] if arr.ndim == 1 else [sig(r, digits) for r in arr]
+
+
+# ---- the stream --------------------------------------------------------------------------------
+
+CONTRACT = """Streams the demo transformer's continuation of `prompt` as server-sent events (text/event-stream).
+
+Events, in order (each `data:` is one JSON object):
+
+* `start` — `{model, num_prompt_tokens, max_tokens, tokens_per_s, temperature, top_k, seed}` once, before any work.
+* `token` — one per generated token: `{index, id, cl100k_id, text, elapsed_ms}`. `index` counts from 0;
+  `id` is the demo model's id and `cl100k_id` the cl100k_base id chapter 1 shows; `text` is the decoded
+  piece, with partial UTF-8 held back until its character completes (so it may be `""`), so that the
+  concatenated `text` of all token events equals the decoded answer exactly; `elapsed_ms` counts from
+  the start of the stream (after the prompt is checked).
+* `done` — last: `{num_prompt_tokens, num_tokens, finish_reason ("length"), elapsed_ms, ttft_ms,
+  tokens_per_s, decode_tokens_per_s}`; `ttft_ms` is the time to the first token (prefill included),
+  `tokens_per_s` = num_tokens / elapsed, `decode_tokens_per_s` = (num_tokens - 1) / (last - first token time).
+* `error` — `{detail}` if the model fails mid-stream (the stream then ends).
+
+Pacing: token i is sent no earlier than i / tokens_per_s seconds after the first (0 = as fast as the
+CPU allows). Sampling is seeded (temperature 0 = greedy), so the same URL gives the same tokens.
+Bad parameters get a 422 (JSON) before the stream opens; too many concurrent streams get a 503.
+The stream stops, and the model stops working, when the client disconnects (close the EventSource).
+"""
+
+
+class GenerateParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
+        f"Text to continue (characters; at most {MAX_PROMPT_CHARS:,}, and 1-{MAX_GENERATE_PROMPT_TOKENS} "
+        "demo-model tokens)."))
+    max_tokens: int = Field(64, ge=1, le=MAX_NEW_TOKENS, description=f"Tokens to generate (tokens; 1-{MAX_NEW_TOKENS}).")
+    tokens_per_s: float = Field(0.0, ge=0, le=MAX_TOKENS_PER_S, description=(
+        f"Pace of the stream (tokens/s; 0 = as fast as possible, at most {MAX_TOKENS_PER_S:g})."))
+    temperature: float = Field(0.8, ge=0, le=2, description="Sampling temperature (0 = greedy; 0-2).")
+    top_k: int = Field(40, ge=1, le=1000, description="Sample among the k likeliest tokens (tokens; 1-1000).")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed (same seed, same tokens).")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: str) -> str:
+        return check_prompt(v, MAX_GENERATE_PROMPT_TOKENS)
+
+
+_active = {"streams": 0}
+
+
+def active_streams() -> int:
+    """Generations running now in this process (tests check that a disconnect ends one)."""
+    return _active["streams"]
+
+
+def sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+
+
+@generate_router.get("/api/generate", response_class=StreamingResponse, description=CONTRACT,
+                     summary="Stream the demo model's tokens (server-sent events)",
+                     responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                                      "description": "Events start, token…, done (see above)."},
+                                503: {"description": "Too many concurrent streams; retry later."}})
+async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
+    if _active["streams"] >= MAX_STREAMS:
+        return JSONResponse({"detail": f"at most {MAX_STREAMS} concurrent streams; retry shortly"},
+                            status_code=503, headers={"retry-after": "2"})
+    m = demo_model()
+    ids = m.encode(p.prompt)
+    return StreamingResponse(_events(request, m, ids, p), media_type="text/event-stream",
+                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+
+async def _events(request: Request, m: DemoModel, ids: list[int], p: GenerateParams) -> AsyncIterator[bytes]:
+    _active["streams"] += 1
+    steps = m.generate(ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k, p.seed)
+    try:
+        t0 = time.perf_counter()
+        ms = lambda t: round(1e3 * (t - t0), 2)  # noqa: E731
+        yield sse("start", {"model": m.name, "num_prompt_tokens": len(ids), "max_tokens": p.max_tokens,
+                            "tokens_per_s": p.tokens_per_s, "temperature": p.temperature, "top_k": p.top_k,
+                            "seed": p.seed})
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        first = last = t0
+        n = 0
+        while n < p.max_tokens:
+            if await request.is_disconnected():
+                return
+            try:
+                token = await anyio.to_thread.run_sync(next, steps, None)
+            except Exception as e:  # a broken model must end the stream with a reason, not a 500 mid-body
+                yield sse("error", {"detail": f"the model failed ({type(e).__name__})"})
+                return
+            if token is None:
+                break
+            last = time.perf_counter()
+            if n == 0:
+                first = last
+            elif p.tokens_per_s > 0 and (wait := first + n / p.tokens_per_s - last) > 0:
+                await anyio.sleep(wait)
+                last = time.perf_counter()
+            text = utf8.decode(m.piece(token), final=n + 1 == p.max_tokens)
+            yield sse("token", {"index": n, "id": token, "cl100k_id": m.cl100k_ids([token])[0], "text": text,
+                                "elapsed_ms": ms(last)})
+            n += 1
+        elapsed = max(last - t0, 1e-9)
+        yield sse("done", {"num_prompt_tokens": len(ids), "num_tokens": n, "finish_reason": "length",
+                           "elapsed_ms": ms(last), "ttft_ms": ms(first) if n else None,
+                           "tokens_per_s": round(n / elapsed, 2),
+                           "decode_tokens_per_s": round((n - 1) / (last - first), 2) if n > 1 and last > first else None})
+    finally:
+        _active["streams"] -= 1
+        steps.close()

@@ -1,0 +1,173 @@
+"""Chapter 3, layer: GET /api/layer -> what one layer of the demo model computes for the prompt.
+
+Each token's Query, Key and Value (after rotary positions), every attention head's real weights
+(lower-triangular: a token only looks back; query heads grouped by the KV head they share), and the
+MLP: its input, the stretched SwiGLU activations silu(gate) * up (ffn_dim wide) and what it adds back
+(dim wide). A pure function of the URL; the KV cache timing is at GET /api/layer/measured.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import lru_cache
+from typing import Annotated
+
+import numpy as np
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..sim import catalog
+from ..sim.derivation import derive, math_dict
+from ..sim.transformer_ops import rms_norm
+from .embeddings import DEFAULT_PROMPT, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, SCALE_MODEL
+from .generate import check_prompt, demo_config, demo_model, model_info, prompt_tokens, sig
+
+router = APIRouter(tags=["3 · layer"])
+measured_router = APIRouter(tags=["3 · layer"])
+extra_routers = [measured_router]
+
+MAX_LAYER = demo_config().n_layers - 1
+
+
+class LayerParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
+        f"Text the demo model reads (characters; at most {MAX_PROMPT_CHARS:,}, and 1-{MAX_PROMPT_TOKENS} "
+        "demo-model tokens)."))
+    layer: int = Field(0, ge=0, le=MAX_LAYER, description=f"Which layer to open (0-based; 0-{MAX_LAYER}, the demo "
+                       "model's layers).")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: str) -> str:
+        return check_prompt(v, MAX_PROMPT_TOKENS)
+
+    @field_validator("layer")
+    @classmethod
+    def _layer(cls, v: int) -> int:
+        n = demo_model().config.n_layers
+        if v >= n:
+            raise ValueError(f"the demo model has {n} layers: layer must be 0-{n - 1}")
+        return v
+
+
+class Head(BaseModel):
+    head: int
+    kv_head: int = Field(description="The KV head whose keys and values this query head reads.")
+    weights: list[list[float]] = Field(description="Lower triangle of the [T, T] attention weights: row i holds "
+                                       "query token i's weights on keys 0..i (they sum to 1).")
+
+
+class LayerResponse(BaseModel):
+    prompt: str
+    layer: int
+    model: dict
+    num_tokens: int
+    tokens: list[dict] = Field(description="The model's tokens: index, id, cl100k_id, text, bytes, piece, fallback.")
+    groups: list[dict] = Field(description="Grouped-query attention: for each KV head, the query heads sharing it.")
+    qkv: dict = Field(description="q [T][H*hd], k and v [T][Hkv*hd] (head after head; after RoPE for q, k), their "
+                      "per-head L2 norms q_norm [T][H], k_norm/v_norm [T][Hkv], and colour scales.")
+    heads: list[Head]
+    mlp: dict = Field(description="input [T][dim] (after RMSNorm), hidden [T][ffn_dim] = silu(gate) * up, "
+                      "out [T][dim] (what the MLP adds), colour scales.")
+    residual: dict = Field(description="L2 norms [T]: stream in, attention's update, MLP's update, stream out.")
+    math: dict
+
+
+def _scale(x: np.ndarray) -> float:
+    """Colour scale: +-98th percentile of |x| (a few outliers saturate)."""
+    return float(f"{np.quantile(np.abs(x), 0.98):.3g}")
+
+
+def _norm(x: np.ndarray) -> list:
+    return sig(np.linalg.norm(x, axis=-1))
+
+
+def _math(m, T: int) -> dict:
+    c = m.config
+    g = c.n_heads // c.n_kv_heads
+    return math_dict(
+        attention=derive(c.head_dim, "numbers/head", "w[h, i, j] = softmax_j(q_h,i . k_g(h),j / sqrt(head_dim)) "
+                         "over j <= i (causal); g(h) = h // (n_heads / n_kv_heads)",
+                         {"head_dim": (c.head_dim, "numbers"), "tokens": (T, "tokens")},
+                         ["rotary position embeddings rotate q and k before the dot product"]),
+        kv_numbers_per_token=derive(2 * c.n_kv_heads * c.head_dim, "numbers/token/layer", "2 * n_kv_heads * head_dim",
+                                    {"n_kv_heads": (c.n_kv_heads, "heads"), "head_dim": (c.head_dim, "numbers")},
+                                    [f"without grouping it would be 2 * n_heads * head_dim = {2 * c.n_heads * c.head_dim}; "
+                                     f"{g} query heads share each KV head"]),
+        mlp_stretch=derive(round(c.ffn_dim / c.dim, 2), "x", "ffn_dim / dim; out = (silu(x W1) * (x W3)) W2",
+                           {"dim": (c.dim, "numbers"), "ffn_dim": (c.ffn_dim, "numbers")}))
+
+
+@lru_cache(maxsize=64)
+def layer_json(prompt: str, layer: int) -> bytes:
+    m = demo_model()
+    c = m.config
+    ids, _, rows = prompt_tokens(m, prompt)
+    tr = m.forward(ids, intermediates=True).layers[layer]
+    T = len(ids)
+    q, k, v = (a.transpose(1, 0, 2) for a in (tr.q, tr.k, tr.v))  # [T, heads, hd]
+    g = c.n_heads // c.n_kv_heads
+    heads = [{"head": h, "kv_head": h // g, "weights": [sig(tr.attn[h, i, :i + 1]) for i in range(T)]}
+             for h in range(c.n_heads)]
+    mlp_in = rms_norm(tr.resid_mid, m.layers[layer].mlp_norm, c.norm_eps)  # [T, dim]
+    return LayerResponse(
+        prompt=prompt, layer=layer, model=model_info(m), num_tokens=T, tokens=rows,
+        groups=[{"kv_head": j, "query_heads": list(range(j * g, (j + 1) * g))} for j in range(c.n_kv_heads)],
+        qkv={"q": sig(q.reshape(T, -1)), "k": sig(k.reshape(T, -1)), "v": sig(v.reshape(T, -1)),
+             "q_norm": _norm(q), "k_norm": _norm(k), "v_norm": _norm(v),
+             "q_scale": _scale(q), "k_scale": _scale(k), "v_scale": _scale(v)},
+        heads=heads,
+        mlp={"input": sig(mlp_in), "hidden": sig(tr.mlp_hidden, 3), "out": sig(tr.mlp_out),
+             "input_scale": _scale(mlp_in), "hidden_scale": _scale(tr.mlp_hidden), "out_scale": _scale(tr.mlp_out)},
+        residual={"in_norm": _norm(tr.resid_in), "attn_out_norm": _norm(tr.attn_out), "mlp_out_norm": _norm(tr.mlp_out),
+                  "out_norm": _norm(tr.resid_out)},
+        math=_math(m, T)).model_dump_json().encode()
+
+
+@router.get("/api/layer", response_model=LayerResponse)
+def get_layer(p: Annotated[LayerParams, Query()]) -> Response:
+    """Q, K, V, the attention heads' weights and the MLP's activations of one demo-model layer for the prompt."""
+    return Response(content=layer_json(p.prompt, p.layer), media_type="application/json")
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict[str, str]:
+    r = catalog.model(SCALE_MODEL)
+    return {"model_name": r.name, "num_heads": str(r.num_attention_heads), "num_kv_heads": str(r.num_key_value_heads),
+            "hidden_size": f"{r.hidden_size:,}", "ffn_dim": f"{r.intermediate_size:,}"}
+
+
+# ---- measured on this server's CPU: decoding with the KV cache vs recomputing the prefix --------
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _measure() -> bytes:
+    from ..sim import demo_timing
+    from .batching import cpu_info
+
+    m = demo_model()
+    try:
+        prompt = demo_timing.default_prompt_ids(m, 64)
+        r = demo_timing.time_kv_cache(m, prompt, num_new_tokens=32, repeats=1)
+    except Exception as e:  # say so rather than fail the page
+        return json.dumps({"available": False, "reason": f"the measurement failed ({type(e).__name__})",
+                           "cpu": cpu_info()}).encode()
+    keep = ("prompt_tokens", "new_tokens", "cached_ms_per_token", "recompute_ms_per_token", "cached_tokens_per_s",
+            "recompute_tokens_per_s", "speedup_x", "same_tokens")
+    out = {k: r[k] if isinstance(r[k], int | bool) else float(f"{r[k]:.4g}") for k in keep}
+    return json.dumps({"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
+                       **out, "note": "Wall-clock time in numpy, measured once when this server process first answered "
+                       "this URL: 32 greedy tokens after a 64-token prompt, keeping every layer's keys and values "
+                       "(cached; includes the one prefill) vs rerunning the whole prefix for each new token."},
+                      separators=(",", ":")).encode()
+
+
+@measured_router.get("/api/layer/measured")
+def get_measured() -> Response:
+    """Decode time per token with the KV cache vs recomputing the prefix, on this server's CPU (measured once)."""
+    with _lock:
+        body = _measure()
+    return Response(content=body, media_type="application/json")
