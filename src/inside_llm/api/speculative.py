@@ -1,0 +1,213 @@
+"""Chapter 9, speculative: GET /api/speculative -> Leviathan et al.'s speed-up for alpha, gamma, c, and a real run.
+
+The analytic half is sim.speculative.analytic. The demo half runs the demo transformers on this
+server: the draft proposes gamma tokens, the target checks them in one pass; the tokens, the frames
+and the greedy check are pure functions of the URL (cached, ETag-able). Wall-clock figures vary run
+to run, so they live at GET /api/speculative/measured (measured once per process per prompt, gamma
+and max_tokens).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..sim import speculative as sp
+from ..sim import speculative_demo as demo
+from .batching import cpu_info
+
+router = APIRouter(tags=["9 · speculative"])
+measured_router = APIRouter(tags=["9 · speculative"])
+extra_routers = [measured_router]
+
+MAX_ALPHA = 0.99
+MAX_GAMMA = 10
+MAX_PROMPT_CHARS = 4000
+DEFAULT_MAX_TOKENS = 32
+
+
+def _prompt_tokens(v: str) -> str:
+    demo.encode_prompt(v)  # ValueError names `prompt` and the token bound
+    return v
+
+
+class DemoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
+    gamma: int = Field(4, ge=1, le=MAX_GAMMA, description=f"Draft tokens proposed per check (tokens; 1-{MAX_GAMMA}).")
+    prompt: str = Field(demo.DEFAULT_PROMPT, min_length=1, max_length=MAX_PROMPT_CHARS,
+                        description=f"Text the demo continues (at most {MAX_PROMPT_CHARS:,} characters and "
+                        f"{demo.MAX_PROMPT_TOKENS} tokens).")
+    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=demo.MAX_NEW_TOKENS,
+                            description=f"New tokens the demo writes (tokens; 1-{demo.MAX_NEW_TOKENS}).")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: str) -> str:
+        return _prompt_tokens(v)
+
+
+class SpeculativeParams(DemoParams):
+    alpha: float = Field(0.8, ge=0.0, le=MAX_ALPHA, description=f"Acceptance rate: chance the target keeps a "
+                         f"draft token (probability; 0-{MAX_ALPHA}).")
+    cost_ratio: float = Field(0.1, gt=0.0, le=1.0, description="Draft pass time / target pass time (ratio; "
+                              "over 0, at most 1). 0.1: a draft a tenth the target's size.")
+
+
+class Tok(BaseModel):
+    id: int = Field(description="demo model token id")
+    text: str
+
+
+class DemoFrame(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    pass_: int = Field(alias="pass", description="target pass number (1 = the prompt's prefill)")
+    kind: Literal["prefill", "replacement", "bonus", "plain"]
+    start: int = Field(description="output tokens written before this pass")
+    proposed: list[Tok]
+    num_accepted: int
+    accepted: list[Tok] = Field(description="the kept prefix of proposed")
+    rejected: Tok | None = Field(description="the first draft the target disagreed with")
+    replacement: Tok | None = Field(description="the target's own token in place of the rejected draft")
+    bonus: Tok | None = Field(description="when every draft is kept, the target's next token, free")
+    target_token: Tok = Field(description="the target's own token ending the pass (replacement, bonus, or "
+                              "prefill/plain: its next token)")
+    emitted: list[Tok] = Field(description="tokens this pass adds to the output: accepted + replacement or bonus")
+
+
+class DemoOut(BaseModel):
+    target_model: dict[str, Any]
+    draft_model: dict[str, Any]
+    same_model: bool = Field(description="true while the main demo model is not installed: draft checks itself")
+    prompt_tokens: list[Tok]
+    output_text: str
+    output_tokens: list[Tok]
+    greedy_output_ids: list[int] = Field(description="the target's own greedy output, one pass per token")
+    matches_greedy: bool
+    num_tokens: int
+    num_target_passes: int
+    num_draft_passes: int
+    num_proposed: int
+    num_accepted: int
+    num_rejected: int
+    acceptance_rate: float = Field(description="accepted / proposed draft tokens")
+    alpha_estimate: float = Field(description="accepted / (accepted + first rejections): Leviathan's alpha")
+    tokens_per_target_pass: float
+    weights_cost_ratio: float = Field(description="draft / target parameters: c on a memory-bound GPU")
+    predicted_speedup_memory_bound: float = Field(description="Theorem 3.8 at the measured alpha and weights_cost_ratio")
+    frames: list[DemoFrame]
+    measured_url: str = Field(description="wall-clock figures on this CPU (measured_speedup, measured cost ratio, "
+                              "predicted_speedup at them): they vary run to run, so they are not in this response")
+    math: dict
+
+
+class SpeculativeResponse(BaseModel):
+    alpha: float
+    gamma: int
+    cost_ratio: float
+    expected_tokens_per_pass: float
+    speedup: float
+    optimal_gamma: int
+    optimal_speedup: float
+    curve: list[dict[str, float]]
+    math: dict
+    demo: DemoOut
+
+
+def measured_url(p: DemoParams) -> str:
+    return "/api/speculative/measured?" + urlencode({"gamma": p.gamma, "prompt": p.prompt, "max_tokens": p.max_tokens})
+
+
+@lru_cache(maxsize=64)
+def _demo(target_name: str, prompt: str, gamma: int, max_tokens: int) -> dict:
+    """One run per (installed target, prompt, gamma, max_tokens): about a second at the defaults."""
+    return demo.run_demo(prompt, gamma, max_tokens)
+
+
+def demo_view(p: DemoParams) -> dict:
+    target, _ = demo.demo_pair()
+    return {**_demo(target.name, p.prompt, p.gamma, p.max_tokens), "measured_url": measured_url(p)}
+
+
+@lru_cache(maxsize=64)
+def speculative_json(p: SpeculativeParams) -> bytes:
+    """The response body for one parameter set (pure: same params, same bytes)."""
+    a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
+    resp = SpeculativeResponse(**{k: a[k] for k in SpeculativeResponse.model_fields if k != "demo"},
+                               demo=demo_view(p))
+    return resp.model_dump_json(by_alias=True).encode()
+
+
+@router.get("/api/speculative", response_model=SpeculativeResponse)
+def get_speculative(p: Annotated[SpeculativeParams, Query()]) -> Response:
+    """Tokens per target pass and speed-up for alpha, gamma, c (with the curve over gamma), and a real
+    draft-and-verify run of the demo models whose output equals the target's greedy output."""
+    return Response(content=speculative_json(p), media_type="application/json")
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict[str, str]:
+    """The default settings' analytic numbers: a draft a tenth the cost, accepted 80% of the time."""
+    p = SpeculativeParams()
+    a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
+    return {"alpha": f"{p.alpha:.0%}", "gamma": str(p.gamma), "cost_ratio": f"{p.cost_ratio:.0%}",
+            "tokens_per_pass": f"{a['expected_tokens_per_pass']:.1f}", "speedup": f"{a['speedup']:.1f}"}
+
+
+# ---- wall clock on this CPU: measured once per process per (prompt, gamma, max_tokens) ----------
+_measure_lock = threading.Lock()
+
+
+class MeasuredResponse(BaseModel):
+    available: bool
+    measured_on: str = "this server's CPU"
+    reason: str | None = None
+    cpu: dict
+    gamma: int
+    max_tokens: int
+    target_model: str | None = None
+    draft_model: str | None = None
+    rounds: int = 0
+    matches_greedy: bool | None = None
+    acceptance_rate: float | None = None
+    alpha_estimate: float | None = None
+    greedy_wall_s: float | None = None
+    speculative_wall_s: float | None = None
+    decode_step_s: float | None = Field(None, description="one target decode step (median)")
+    measured_cost_ratio: float | None = Field(None, description="one draft pass / one target decode step (median)")
+    verify_cost_steps: float | None = Field(None, description="one (gamma+1)-token target pass / one decode step")
+    measured_speedup: float | None = None
+    predicted_speedup: float | None = Field(None, description="Theorem 3.8 at the measured alpha and cost ratio")
+    predicted_speedup_with_verify_cost: float | None = None
+    math: dict = {}
+    note: str = ("Wall-clock time on this server's CPU, measured once when this server process first answered this "
+                 "URL: the target alone (one pass per token) against draft-then-verify, each the fastest of a few "
+                 "rounds. On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "
+                 "tokens cost extra arithmetic), so the measured speed-up can fall below the prediction; on a "
+                 "memory-bound GPU it costs about one.")
+
+
+@lru_cache(maxsize=16)
+def _measure(target_name: str, p: DemoParams) -> bytes:
+    base = {"cpu": cpu_info(), "gamma": p.gamma, "max_tokens": p.max_tokens}
+    try:
+        target, draft = demo.demo_pair()
+        m = demo.measure_demo(p.prompt, p.gamma, p.max_tokens)
+    except Exception as e:  # missing or broken weights must not take the page down: say so instead
+        return MeasuredResponse(available=False, reason=f"the measurement failed ({type(e).__name__})",
+                                **base).model_dump_json().encode()
+    return MeasuredResponse(available=True, target_model=target.name, draft_model=draft.name, **base,
+                            **m).model_dump_json().encode()
+
+
+@measured_router.get("/api/speculative/measured", response_model=MeasuredResponse)
+def get_measured(p: Annotated[DemoParams, Query()]) -> Response:
+    """Greedy vs speculative wall time of the demo models on this server's CPU, beside the prediction."""
+    target, _ = demo.demo_pair()
+    with _measure_lock:  # one measurement at a time: two at once would slow each other
+        body = _measure(target.name, p)
+    return Response(content=body, media_type="application/json")

@@ -1,0 +1,222 @@
+"""Speculative decoding for real: the demo transformers drafting and verifying on this CPU (chapter 9).
+
+Target = the demo model "main", draft = the small demo model "draft"; both read the same vocabulary
+(model ids index the same cl100k pieces), so a draft token id means the same piece to the target.
+Until main's weights are installed the draft model drafts for itself (acceptance 1.0): the code path
+is the same and the output still equals the target's greedy output.
+
+Two halves with different promises:
+  run_demo(...)      the tokens, frames, acceptance and the greedy check: a pure function of its
+                     arguments (fixed weights, greedy decoding), so a response built from it is cacheable.
+  measure_demo(...)  wall-clock times on this CPU: greedy alone vs speculative, best of a few rounds.
+                     They vary run to run and belong in a separate, uncached-by-URL response.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+
+from inside_llm.sim import speculative as sp
+from inside_llm.sim.derivation import derive
+from inside_llm.sim.transformer import DemoModel, KVCache, load_model
+
+DEFAULT_PROMPT = "ROMEO:\nI will not stay to hear thee speak of love;\n"
+MAX_PROMPT_TOKENS = 256     # the demo models' trained context
+MAX_NEW_TOKENS = 64
+MEASURE_ROUNDS = 3
+
+
+class DemoCache:
+    """speculative.py's cache protocol (len, truncate) over the demo model's KVCache."""
+
+    def __init__(self, model: DemoModel, capacity: int = 128):
+        self.kv = KVCache(model.config, capacity)
+
+    def __len__(self) -> int:
+        return self.kv.num_tokens
+
+    def truncate(self, n: int) -> None:
+        self.kv.truncate(n)
+
+
+def forward_fn(model: DemoModel):
+    """speculative.py's Forward: (new ids, cache) -> logits [T, V], appending the ids to the cache."""
+    def forward(ids: list[int], cache: DemoCache) -> np.ndarray:
+        return model.forward(ids, cache.kv).logits
+    return forward
+
+
+def demo_pair() -> tuple[DemoModel, DemoModel]:
+    """(target, draft): main and draft when main is installed, else draft checking itself."""
+    draft = load_model("draft")
+    try:
+        target = load_model("main")
+    except (FileNotFoundError, OSError):
+        target = draft
+    if not np.array_equal(target.vocab.cl100k, draft.vocab.cl100k):
+        raise ValueError("the draft and target demo models must share one vocabulary")
+    return target, draft
+
+
+def encode_prompt(text: str) -> list[int]:
+    """Model ids of the prompt; ValueError naming `prompt` when empty or over the context."""
+    ids = demo_pair()[1].encode(text)
+    if not ids:
+        raise ValueError("prompt must hold at least one token")
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise ValueError(f"prompt must be at most {MAX_PROMPT_TOKENS} tokens; got {len(ids)}")
+    return ids
+
+
+def _check(gamma: int, max_new_tokens: int) -> None:
+    if not 1 <= gamma <= sp.MAX_GAMMA:
+        raise ValueError(f"gamma must be in 1..{sp.MAX_GAMMA}")
+    if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        raise ValueError(f"max_tokens must be in 1..{MAX_NEW_TOKENS}")
+
+
+def _tok(model: DemoModel, i: int | None) -> dict | None:
+    """A token as {id, text}; a partial UTF-8 piece shows U+FFFD."""
+    return None if i is None else {"id": int(i), "text": model.piece(int(i)).decode("utf-8", "replace")}
+
+
+def _frame(model: DemoModel, f: dict, start: int) -> dict:
+    """One target pass, timings dropped; `start` = output tokens before it. target_token is the
+    target's own token that ends every pass: the replacement, the bonus, or (prefill, and a last
+    pass with no room left to draft: kind "plain") the token it would write anyway."""
+    t = lambda i: _tok(model, i)  # noqa: E731
+    return {"pass": f["step"] + 1, "kind": f["kind"], "start": start,
+            "proposed": [t(i) for i in f["proposed"]], "num_accepted": f["num_accepted"],
+            "accepted": [t(i) for i in f["accepted"]], "rejected": t(f["rejected"]),
+            "replacement": t(f["replacement"]), "bonus": t(f["bonus"]),
+            "target_token": t(f["emitted"][-1]), "emitted": [t(i) for i in f["emitted"]]}
+
+
+def weights_cost_ratio(target: DemoModel, draft: DemoModel) -> float:
+    """c if a pass's time were its weight reads (memory-bound, as decode is on a GPU): params ratio."""
+    return draft.num_params / target.num_params
+
+
+def run_demo(prompt: str, gamma: int, max_new_tokens: int) -> dict[str, Any]:
+    """Greedy speculative decoding of `prompt` and the target's own greedy output, compared.
+
+    Deterministic: no clock values. frames[0] is the prefill pass; each later frame is one
+    draft-then-verify step. acceptance_rate = accepted / proposed over all frames.
+    """
+    _check(gamma, max_new_tokens)
+    target, draft = demo_pair()
+    ids = encode_prompt(prompt)
+    fwd_t, fwd_d = forward_fn(target), forward_fn(draft)
+    spec = sp.speculative_generate(fwd_t, fwd_d, ids, max_new_tokens, gamma, DemoCache(target), DemoCache(draft))
+    greedy = sp.greedy_generate(fwd_t, ids, max_new_tokens, DemoCache(target))["output_ids"]
+    frames, start = [], 0
+    for f in spec.frames:
+        frames.append(_frame(target, f, start))
+        start += len(f["emitted"])
+    c = weights_cost_ratio(target, draft)
+    alpha, n_out = spec.alpha_estimate, len(spec.output_ids)
+    return {
+        "target_model": _model_info(target), "draft_model": _model_info(draft), "same_model": target is draft,
+        "prompt_tokens": [_tok(target, i) for i in ids], "output_text": target.decode(spec.output_ids),
+        "output_tokens": [_tok(target, i) for i in spec.output_ids],
+        "greedy_output_ids": greedy, "matches_greedy": spec.output_ids == greedy,
+        "num_tokens": n_out, "num_target_passes": spec.num_target_passes,
+        "num_draft_passes": spec.num_draft_passes, "num_proposed": spec.num_proposed,
+        "num_accepted": spec.num_accepted, "num_rejected": spec.num_rejected,
+        "acceptance_rate": spec.acceptance_rate, "alpha_estimate": alpha,
+        "tokens_per_target_pass": n_out / spec.num_target_passes,
+        "weights_cost_ratio": c, "predicted_speedup_memory_bound": sp.speedup(alpha, gamma, c),
+        "frames": frames, "math": _demo_math(spec, gamma, c, target, draft),
+    }
+
+
+def _model_info(m: DemoModel) -> dict[str, Any]:
+    c = m.config
+    return {"name": m.name, "num_params": m.num_params, "layers": c.n_layers, "dim": c.dim}
+
+
+def _demo_math(spec: sp.SpecResult, gamma: int, c: float, target: DemoModel, draft: DemoModel) -> dict:
+    alpha = spec.alpha_estimate
+    judged = spec.num_accepted + spec.num_rejected
+    return {
+        "acceptance_rate": derive(
+            spec.acceptance_rate, "", "accepted draft tokens / proposed draft tokens",
+            {"accepted": (spec.num_accepted, "tokens"), "proposed": (spec.num_proposed, "tokens")},
+            ["drafts after a step's first mismatch are never judged and count as not accepted"]).to_dict(),
+        "alpha_estimate": derive(
+            alpha, "", "accepted / (accepted + first rejections)",
+            {"accepted": (spec.num_accepted, "tokens"), "judged": (judged, "tokens")},
+            ["only drafts the target ruled on count: the kept ones and each step's first mistake"],
+            [f"{sp.LEVIATHAN}, Definition 3.1 (acceptance rate beta; alpha = E(beta))"]).to_dict(),
+        "weights_cost_ratio": derive(
+            c, "", "draft parameters / target parameters",
+            {"draft": (draft.num_params, "parameters"), "target": (target.num_params, "parameters")},
+            ["a decode pass is memory-bound, so its time is the weight bytes it reads (as on a GPU)",
+             "both models store weights in the same precision; the tied output head is read every pass"]).to_dict(),
+        "predicted_speedup_memory_bound": derive(
+            sp.speedup(alpha, gamma, c), "x", "(1 - alpha^(gamma+1)) / (1 - alpha) / (gamma * c + 1)",
+            {"alpha": (alpha, "measured on this run"), "gamma": (gamma, "draft tokens/step"),
+             "c": (c, "draft/target weight bytes")},
+            ["a gamma+1-token verification costs one decode step (true while decode is memory-bound)"],
+            [f"{sp.LEVIATHAN}, Equation 1 and Theorem 3.8"]).to_dict(),
+    }
+
+
+# ---- wall clock: varies run to run ---------------------------------------------------------------
+
+def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEASURE_ROUNDS) -> dict[str, Any]:
+    """Greedy-alone vs speculative wall time on this CPU, and the prediction for the measured alpha and c.
+
+    Each round runs both on fresh caches (sp.compare_with_greedy). measured_speedup = fastest greedy
+    run / fastest speculative run (a busy neighbour counts least); the cost ratio and the verify cost
+    are medians over rounds. verify_cost_steps = one (gamma+1)-token target pass / one decode step:
+    about 1 on a memory-bound GPU, more on a CPU, where extra tokens cost extra arithmetic.
+    """
+    _check(gamma, max_new_tokens)
+    target, draft = demo_pair()
+    ids = encode_prompt(prompt)
+    fwd_t, fwd_d = forward_fn(target), forward_fn(draft)
+    target.forward(ids)  # warm up BLAS and allocators
+    runs = [sp.compare_with_greedy(fwd_t, fwd_d, lambda: DemoCache(target), lambda: DemoCache(draft),
+                                   ids, max_new_tokens, gamma) for _ in range(max(1, rounds))]
+    greedy_s = min(r["greedy"]["wall_time_s"] for r in runs)
+    spec_s = min(r["speculative"]["wall_time_s"] for r in runs)
+    decode_s = statistics.median(statistics.median(r["greedy"]["pass_s"][1:] or r["greedy"]["pass_s"]) for r in runs)
+    c = statistics.median(r["measured_cost_ratio"] for r in runs)
+    verify = [f["target_s"] for r in runs for f in r["speculative"]["frames"] if len(f["proposed"]) == gamma]
+    v = statistics.median(verify) / decode_s if verify and decode_s > 0 else 1.0
+    alpha, first = runs[0]["alpha_estimate"], runs[0]
+    e = sp.expected_tokens_per_pass(alpha, gamma)
+    return {
+        "matches_greedy": all(r["matches_greedy"] for r in runs), "acceptance_rate": first["acceptance_rate"],
+        "alpha_estimate": alpha, "rounds": len(runs), "greedy_wall_s": greedy_s, "speculative_wall_s": spec_s,
+        "decode_step_s": decode_s, "measured_cost_ratio": c, "verify_cost_steps": v,
+        "measured_speedup": greedy_s / spec_s if spec_s > 0 else 0.0,
+        "predicted_speedup": sp.speedup(alpha, gamma, c),
+        "predicted_speedup_with_verify_cost": e / (gamma * c + v),
+        "math": _measure_math(alpha, gamma, c, v, e, greedy_s, spec_s),
+    }
+
+
+def _measure_math(alpha, gamma, c, v, e, greedy_s, spec_s) -> dict:
+    ins = {"alpha": (alpha, "measured on this run"), "gamma": (gamma, "draft tokens/step"),
+           "c": (c, "measured draft pass / decode step")}
+    return {
+        "measured_speedup": derive(
+            greedy_s / spec_s if spec_s > 0 else 0.0, "x", "greedy wall time / speculative wall time",
+            {"greedy": (greedy_s, "s"), "speculative": (spec_s, "s")},
+            ["fastest of the rounds for each; same prompt, same number of new tokens, fresh caches",
+             "measured on this server's CPU, shared with other work"]).to_dict(),
+        "predicted_speedup": derive(
+            sp.speedup(alpha, gamma, c), "x", "E / (gamma * c + 1), E = (1 - alpha^(gamma+1)) / (1 - alpha)",
+            {**ins, "E": (e, "tokens/target pass")},
+            ["a gamma+1-token verification costs one decode step"],
+            [f"{sp.LEVIATHAN}, Theorem 3.8"]).to_dict(),
+        "predicted_speedup_with_verify_cost": derive(
+            e / (gamma * c + v), "x", "E / (gamma * c + v)",
+            {**ins, "E": (e, "tokens/target pass"), "v": (v, "decode steps per verification (measured)")},
+            ["Theorem 3.8 with the verification's measured cost instead of one decode step"]).to_dict(),
+    }

@@ -1,0 +1,129 @@
+"""GET /api/speculative (+ /measured): Leviathan's numbers, the real demo run, bounds, caching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inside_llm.api.speculative import MAX_ALPHA, MAX_GAMMA, facts
+from inside_llm.sim import speculative as sp
+from inside_llm.sim import speculative_demo as demo
+from inside_llm.sim.transformer import KVCache
+
+
+def target_greedy(prompt: str, n: int) -> list[int]:
+    """The target model's own greedy output, one cached pass per token, recomputed here."""
+    target, _ = demo.demo_pair()
+    cache, out = KVCache(target.config), []
+    logits = target.forward(target.encode(prompt), cache).logits[-1]
+    for _ in range(n):
+        out.append(int(np.argmax(logits)))
+        logits = target.forward(out[-1:], cache).logits[-1]
+    return out
+
+
+@pytest.mark.parametrize("alpha,gamma,c", [(0.8, 4, 0.1), (0.5, 2, 0.3), (0.0, 1, 1.0), (0.99, 10, 0.01)])
+def test_analytic_numbers_are_leviathans(client, alpha, gamma, c):
+    d = client.get("/api/speculative", params={"alpha": alpha, "gamma": gamma, "cost_ratio": c, "max_tokens": 8}).json()
+    a = sp.analytic(alpha, gamma, c)
+    for k in ("expected_tokens_per_pass", "speedup", "optimal_gamma", "optimal_speedup"):
+        assert d[k] == pytest.approx(a[k]), k
+    assert [p["gamma"] for p in d["curve"]] == [p["gamma"] for p in a["curve"]] == list(range(1, 11))
+    for got, want in zip(d["curve"], a["curve"]):
+        assert got == pytest.approx(want)
+    assert {"expected_tokens_per_pass", "speedup", "optimal_gamma"} <= set(d["math"])
+    assert d["math"]["speedup"]["formula"] and d["math"]["speedup"]["sources"]
+
+
+def test_defaults_give_two_to_three_times(client):
+    d = client.get("/api/speculative").json()
+    assert (d["alpha"], d["gamma"], d["cost_ratio"]) == (0.8, 4, 0.1)
+    assert 2 <= d["speedup"] <= 3
+    f = facts()
+    assert f["speedup"] == f"{d['speedup']:.1f}" and f["tokens_per_pass"] == f"{d['expected_tokens_per_pass']:.1f}"
+
+
+@pytest.mark.parametrize("params", [{}, {"gamma": 2, "max_tokens": 20},
+                                    {"gamma": 6, "prompt": "DUKE:\nGo, and be gone.\n", "max_tokens": 24}])
+def test_demo_output_is_the_targets_greedy_output(client, params):
+    d = client.get("/api/speculative", params=params).json()["demo"]
+    n = params.get("max_tokens", 32)
+    want = target_greedy(params.get("prompt", demo.DEFAULT_PROMPT), n)
+    assert d["matches_greedy"] is True and d["greedy_output_ids"] == want
+    assert [t["id"] for t in d["output_tokens"]] == want and d["num_tokens"] == n
+    assert d["output_text"] == "".join(t["text"] for t in d["output_tokens"])
+
+
+def test_acceptance_rate_and_frames_agree(client):
+    d = client.get("/api/speculative", params={"gamma": 5}).json()["demo"]
+    frames = d["frames"]
+    proposed = sum(len(f["proposed"]) for f in frames)
+    accepted = sum(f["num_accepted"] for f in frames)
+    assert d["acceptance_rate"] == pytest.approx(accepted / proposed)
+    assert d["num_target_passes"] == len(frames) and frames[0]["kind"] == "prefill"
+    rejections = 0
+    for f in frames:
+        k, ids = f["num_accepted"], [t["id"] for t in f["proposed"]]
+        assert [t["id"] for t in f["accepted"]] == ids[:k]
+        if f["rejected"] is not None:
+            rejections += 1
+            assert f["rejected"]["id"] == ids[k] and f["replacement"] and f["replacement"]["id"] != ids[k]
+        else:
+            assert f["replacement"] is None
+        assert f["emitted"] == f["accepted"] + [f["target_token"]]
+    assert rejections == d["num_rejected"]
+    emitted = [t for f in frames for t in f["emitted"]]
+    assert emitted == d["output_tokens"]
+    assert d["alpha_estimate"] == pytest.approx(accepted / (accepted + rejections))
+    assert d["predicted_speedup_memory_bound"] == pytest.approx(
+        sp.speedup(d["alpha_estimate"], 5, d["weights_cost_ratio"]))
+    assert {"acceptance_rate", "alpha_estimate", "weights_cost_ratio", "predicted_speedup_memory_bound"} <= set(d["math"])
+
+
+def test_same_url_same_bytes_and_etag(client):
+    a = client.get("/api/speculative")
+    b = client.get("/api/speculative", params={"alpha": 0.8, "gamma": 4, "cost_ratio": 0.1, "max_tokens": 32,
+                                               "prompt": demo.DEFAULT_PROMPT})
+    assert a.status_code == 200 and a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    assert client.get("/api/speculative", headers={"if-none-match": a.headers["etag"]}).status_code == 304
+    for key in ("measured_speedup", "wall_time_s", "target_s", "draft_s"):
+        assert f'"{key}"' not in a.text, f"{key} is a clock value; it belongs at /api/speculative/measured"
+    assert len(a.content) < 100_000
+
+
+def test_alpha_and_cost_ratio_leave_the_demo_alone(client):
+    a = client.get("/api/speculative").json()["demo"]
+    b = client.get("/api/speculative", params={"alpha": 0.3, "cost_ratio": 0.5}).json()["demo"]
+    assert a == b
+
+
+@pytest.mark.parametrize("name,value,bound", [
+    ("alpha", MAX_ALPHA + 0.01, f"{MAX_ALPHA}"), ("alpha", -0.1, "0"), ("gamma", 0, "1"),
+    ("gamma", MAX_GAMMA + 1, f"{MAX_GAMMA}"), ("cost_ratio", 0, "0"), ("cost_ratio", 1.5, "1"),
+    ("max_tokens", 0, "1"), ("max_tokens", demo.MAX_NEW_TOKENS + 1, f"{demo.MAX_NEW_TOKENS}"),
+    ("prompt", "", "1"), ("prompt", " the" * 300, f"{demo.MAX_PROMPT_TOKENS}")])
+def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
+    r = client.get("/api/speculative", params={name: value})
+    assert r.status_code == 422
+    err = r.json()["detail"][0]
+    assert err["loc"][-1] == name and bound in err["msg"]
+
+
+def test_unknown_names_get_422(client):
+    assert client.get("/api/speculative", params={"temperature": 1}).status_code == 422
+    assert client.get("/api/speculative/measured", params={"alpha": 0.5}).status_code == 422
+
+
+def test_measured_on_this_cpu_beside_the_prediction(client):
+    main = client.get("/api/speculative", params={"gamma": 3, "max_tokens": 12}).json()["demo"]
+    r = client.get(main["measured_url"])
+    assert r.status_code == 200
+    m = r.json()
+    assert m["measured_on"] == "this server's CPU" and m["cpu"]["logical_cores"] >= 1
+    assert m["available"], m["reason"]
+    assert (m["gamma"], m["max_tokens"]) == (3, 12)
+    assert m["matches_greedy"] is True and m["acceptance_rate"] == pytest.approx(main["acceptance_rate"])
+    assert m["measured_speedup"] == pytest.approx(m["greedy_wall_s"] / m["speculative_wall_s"])
+    assert m["predicted_speedup"] == pytest.approx(sp.speedup(m["alpha_estimate"], 3, m["measured_cost_ratio"]))
+    assert m["verify_cost_steps"] > 0 and "more than one decode step" in m["note"]
+    assert client.get(main["measured_url"]).content == r.content, "measured once per process, then cached"

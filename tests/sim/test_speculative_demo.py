@@ -1,0 +1,119 @@
+"""The real speculative demo on the demo transformers: same output as the target's greedy decoding, honest frames.
+
+Expectations are computed from the installed models (main drafts with draft; until main exists, draft
+checks itself), never typed in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inside_llm.sim import speculative as sp
+from inside_llm.sim import speculative_demo as demo
+from inside_llm.sim.transformer import KVCache
+
+PROMPTS = [demo.DEFAULT_PROMPT, "KING HENRY:\nWhat say you, lords?\n"]
+
+
+def target_greedy(prompt: str, n: int) -> list[int]:
+    """The target alone, one cached forward pass per token (independent of speculative.py)."""
+    target, _ = demo.demo_pair()
+    cache, out = KVCache(target.config), []
+    logits = target.forward(target.encode(prompt), cache).logits[-1]
+    for _ in range(n):
+        out.append(int(np.argmax(logits)))
+        logits = target.forward(out[-1:], cache).logits[-1]
+    return out
+
+
+def test_pair_is_main_and_draft_when_main_is_installed():
+    target, draft = demo.demo_pair()
+    assert draft.name == "draft"
+    from inside_llm.sim.transformer import DEMO_DIR
+    assert target.name == ("main" if (DEMO_DIR / "main.npz").exists() else "draft")
+    assert np.array_equal(target.vocab.cl100k, draft.vocab.cl100k)
+
+
+def test_cache_adapter_follows_the_protocol():
+    target, _ = demo.demo_pair()
+    c = demo.DemoCache(target)
+    fwd = demo.forward_fn(target)
+    logits = fwd([1, 2, 3], c)
+    assert logits.shape == (3, target.config.vocab_size) and len(c) == 3
+    c.truncate(1)
+    assert len(c) == 1
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("gamma", [1, 4, 7])
+def test_output_equals_the_targets_own_greedy_output(prompt, gamma):
+    r = demo.run_demo(prompt, gamma, 24)
+    want = target_greedy(prompt, 24)
+    assert [t["id"] for t in r["output_tokens"]] == want
+    assert r["greedy_output_ids"] == want and r["matches_greedy"] is True
+    assert r["output_text"] == demo.demo_pair()[0].decode(want)
+
+
+@pytest.mark.parametrize("gamma", [2, 5])
+def test_frames_tell_the_whole_story(gamma):
+    r = demo.run_demo(demo.DEFAULT_PROMPT, gamma, 30)
+    frames, out = r["frames"], [t["id"] for t in r["output_tokens"]]
+    assert frames[0]["kind"] == "prefill" and frames[0]["proposed"] == [] and len(frames[0]["emitted"]) == 1
+    written, proposed, accepted = [], 0, 0
+    for i, f in enumerate(frames):
+        assert f["pass"] == i + 1 and f["start"] == len(written)
+        ids = [t["id"] for t in f["proposed"]]
+        k = f["num_accepted"]
+        assert [t["id"] for t in f["accepted"]] == ids[:k], "kept tokens are a prefix of the guesses"
+        fix = f["target_token"]
+        assert f["replacement"] is None or f["bonus"] is None
+        assert (f["replacement"] or f["bonus"] or fix) == fix
+        if k < len(ids):  # one replacement per rejection, never equal to the rejected guess
+            assert f["kind"] == "replacement" and f["rejected"]["id"] == ids[k] != f["replacement"]["id"]
+        elif f["kind"] != "prefill":
+            assert f["rejected"] is None and f["kind"] in ("bonus", "plain")
+        assert [t["id"] for t in f["emitted"]] == ids[:k] + [fix["id"]]
+        assert all(t["text"] == demo.demo_pair()[0].piece(t["id"]).decode("utf-8", "replace") for t in f["emitted"])
+        written += [t["id"] for t in f["emitted"]]
+        proposed, accepted = proposed + len(ids), accepted + k
+    assert written == out and len(out) == r["num_tokens"] == 30
+    assert r["num_target_passes"] == len(frames)
+    assert r["num_proposed"] == proposed and r["num_accepted"] == accepted
+    assert r["acceptance_rate"] == pytest.approx(accepted / proposed)
+    assert r["tokens_per_target_pass"] == pytest.approx(30 / len(frames))
+
+
+def test_same_arguments_same_result_and_memory_bound_prediction():
+    a, b = demo.run_demo(demo.DEFAULT_PROMPT, 4, 16), demo.run_demo(demo.DEFAULT_PROMPT, 4, 16)
+    assert a == b
+    target, draft = demo.demo_pair()
+    c = draft.num_params / target.num_params
+    assert a["weights_cost_ratio"] == pytest.approx(c)
+    assert a["predicted_speedup_memory_bound"] == pytest.approx(sp.speedup(a["alpha_estimate"], 4, c))
+    assert a["same_model"] == (target is draft)
+    if target is draft:
+        assert a["acceptance_rate"] == 1.0
+
+
+def test_bad_arguments_name_the_field():
+    with pytest.raises(ValueError, match="gamma"):
+        demo.run_demo("x", 0, 8)
+    with pytest.raises(ValueError, match="max_tokens"):
+        demo.run_demo("x", 2, demo.MAX_NEW_TOKENS + 1)
+    with pytest.raises(ValueError, match="prompt"):
+        demo.encode_prompt("")
+    with pytest.raises(ValueError, match=f"prompt must be at most {demo.MAX_PROMPT_TOKENS}"):
+        demo.encode_prompt(" the" * (demo.MAX_PROMPT_TOKENS + 1))
+
+
+def test_measurement_reports_times_and_the_prediction_for_what_it_measured():
+    m = demo.measure_demo(demo.DEFAULT_PROMPT, 3, 12, rounds=1)
+    assert m["matches_greedy"] is True and m["rounds"] == 1
+    assert m["greedy_wall_s"] > 0 and m["speculative_wall_s"] > 0 and m["decode_step_s"] > 0
+    assert m["measured_speedup"] == pytest.approx(m["greedy_wall_s"] / m["speculative_wall_s"])
+    assert m["predicted_speedup"] == pytest.approx(sp.speedup(m["alpha_estimate"], 3, m["measured_cost_ratio"]))
+    e = sp.expected_tokens_per_pass(m["alpha_estimate"], 3)
+    assert m["predicted_speedup_with_verify_cost"] == pytest.approx(
+        e / (3 * m["measured_cost_ratio"] + m["verify_cost_steps"]))
+    assert set(m["math"]) == {"measured_speedup", "predicted_speedup", "predicted_speedup_with_verify_cost"}
