@@ -1,0 +1,188 @@
+// scenes/speculative-panels.js: chapter 9's side panels: pass ledger, speed-up vs γ curve, measured vs predicted on this CPU.
+
+import { svg, h, clear, root } from '../lib/svg.js';
+import { num, fixed } from '../lib/format.js';
+import { mathDetails } from '../lib/math.js';
+
+const CHARTS = {
+  wide: { W: 480, H: 236, l: 42, r: 14, t: 22, b: 40 },
+  narrow: { W: 340, H: 220, l: 36, r: 10, t: 22, b: 38 },
+};
+const NARROW_BELOW = 440; // px of panel width under which the chart uses the phone layout
+
+/** True when the formula panel's width now calls for the other chart layout (the caller redraws). */
+export function chartLayoutChanged(panels) {
+  const box = panels.querySelector(':scope > .sp-analytic');
+  return !!box && box.dataset.variant !== variant(box);
+}
+
+const variant = (box) => (box.clientWidth && box.clientWidth < NARROW_BELOW ? 'narrow' : 'wide');
+
+function section(parent, cls, label) {
+  return parent.querySelector(`:scope > .${cls}`) || h('section', { class: cls, 'aria-label': label }, parent);
+}
+
+// ---- ledger: target passes for the same tokens, plain vs speculative ----------------------------
+/** Two rows of cells on one token axis: plain decoding spends a pass per token, speculative one per group. */
+export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.length) {
+  clear(box);
+  const n = d.num_tokens;
+  const row = (label, count, draw) => {
+    h('span', { class: 'sp-ledger-label', text: label }, box);
+    const s = svg('svg', { viewBox: `0 0 ${n * 10} 10`, preserveAspectRatio: 'none', class: 'sp-ledger-bar',
+      role: 'img', 'aria-label': `${label}: ${count}` }, box);
+    draw(s);
+    h('span', { class: 'sp-ledger-count', text: count }, box);
+  };
+  row('Plain decoding', `${num(written)} passes`, (s) => {
+    for (let j = 0; j < n; j++) svg('rect', { x: j * 10 + 1, y: 0, width: 8, height: 10, class: j < written ? 'own' : 'todo' }, s);
+  });
+  row('Speculative', `${num(passes)} passes`, (s) => {
+    d.frames.forEach((f) => {
+      const len = f.emitted.length, x0 = f.start * 10 + 1.5, w = (len * 10 - 3) / len;
+      f.emitted.forEach((_, j) => {
+        const cls = f.start + j >= written ? 'todo' : j < f.num_accepted ? 'kept' : 'own';
+        svg('rect', { x: x0 + j * w + 0.4, y: 0, width: w - 0.8, height: 10, class: cls }, s);
+      });
+    });
+  });
+}
+
+// ---- the formula: speed-up vs γ for the chosen α and c -------------------------------------------
+export function drawAnalytic(panels, d, opts) {
+  const box = clear(section(panels, 'sp-analytic', 'The formula'));
+  h('h3', { text: `The formula: α = ${fixed(d.alpha, 2)}, c = ${fixed(d.cost_ratio, 2)}` }, box);
+  const ro = h('div', { class: 'readouts', 'aria-live': 'polite' }, box);
+  const r = (label, value, unit, cls = '') => {
+    const el = h('div', { class: `readout ${cls}` }, ro);
+    h('span', { class: 'label', text: label }, el);
+    const v = h('span', { class: 'value', text: value }, el);
+    h('span', { class: 'unit', text: unit }, v);
+  };
+  r('Tokens per check', fixed(d.expected_tokens_per_pass, 2), 'on average');
+  r('Speed-up', `${fixed(d.speedup, 2)}×`, `at γ = ${d.gamma}`, 'sp-speedup');
+  r('Best draft length', num(d.optimal_gamma), `tokens · ${fixed(d.optimal_speedup, 2)}×`);
+  chart(box, d, opts);
+  h('p', { class: 'sp-note', text: 'Tokens per check E = (1 − α^(γ+1)) / (1 − α); speed-up = E / (γ·c + 1): γ draft ' +
+    'passes at c each, then one big-model pass (Leviathan, Kalman & Matias 2023).' }, box);
+  if (opts.embed) return;
+  box.appendChild(mathDetails(d.math.expected_tokens_per_pass, 'Tokens per check: how?'));
+  box.appendChild(mathDetails(d.math.speedup, 'Speed-up: how?'));
+  box.appendChild(mathDetails(d.math.optimal_gamma, 'Best γ: how?'));
+}
+
+function chart(box, d, opts) {
+  box.dataset.variant = variant(box);
+  const { W, H, l, r, t, b } = CHARTS[box.dataset.variant];
+  const s = root(box, W, H, `Speed-up against draft length γ from 1 to 10 for α = ${d.alpha} and c = ${d.cost_ratio}: ` +
+    `${fixed(d.speedup, 2)}× at the chosen γ = ${d.gamma}; the best γ is ${d.optimal_gamma}.`);
+  s.classList.add('sp-chart');
+  const top = Math.max(1.5, ...d.curve.map((p) => p.speedup)) * 1.15;
+  const tick = top > 6 ? 2 : top > 3 ? 1 : 0.5;
+  const yMax = Math.ceil(top / tick) * tick;
+  const x = (g) => l + ((g - 1) / 9) * (W - l - r);
+  const y = (v) => H - b - (v / yMax) * (H - b - t);
+  for (let v = 0; v <= yMax + 1e-9; v += tick) {
+    svg('line', { x1: l, x2: W - r, y1: y(v), y2: y(v), class: 'sp-grid' }, s);
+    svg('text', { x: l - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'sp-tick', text: `${num(v)}×` }, s);
+  }
+  for (let g = 1; g <= 10; g++) svg('text', { x: x(g), y: H - b + 16, 'text-anchor': 'middle', class: 'sp-tick', text: g }, s);
+  svg('text', { x: (l + W - r) / 2, y: H - 6, 'text-anchor': 'middle', class: 'sp-axis', text: 'draft tokens per check, γ' }, s);
+  svg('line', { x1: l, x2: W - r, y1: y(1), y2: y(1), class: 'sp-one' }, s);
+  svg('text', { x: W - r, y: y(1) - 5, 'text-anchor': 'end', class: 'sp-small', text: '1× = no gain' }, s);
+  svg('path', { d: `M${d.curve.map((p) => `${x(p.gamma)},${y(p.speedup)}`).join('L')}`, class: 'sp-curve' }, s);
+  for (const p of d.curve) {
+    const dot = svg('circle', { cx: x(p.gamma), cy: y(p.speedup), r: p.gamma === d.gamma ? 7.5 : 4.5, tabindex: 0,
+      role: 'button', 'data-gamma': p.gamma, 'aria-label': `γ = ${p.gamma}: ${fixed(p.speedup, 2)}×; choose it`,
+      class: `sp-dot${p.gamma === d.gamma ? ' chosen' : ''}${p.gamma === d.optimal_gamma ? ' best' : ''}` }, s);
+    const pick = () => opts.setParam('gamma', p.gamma);
+    dot.addEventListener('click', pick);
+    dot.addEventListener('keydown', (ev) => { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); pick(); } });
+  }
+  best(s, d, x, y, W - r);
+  const c = d.curve[d.gamma - 1];
+  const lx = Math.min(Math.max(x(c.gamma), l + 40), W - r - 40);
+  svg('text', { x: lx, y: y(c.speedup) - 14, 'text-anchor': 'middle', class: 'sp-label chosen',
+    text: `γ = ${c.gamma}: ${fixed(c.speedup, 2)}×` }, s);
+}
+
+function best(s, d, x, y, right) {
+  if (d.optimal_gamma > 10) {
+    svg('text', { x: right, y: y(d.curve[9].speedup) + 22, 'text-anchor': 'end', class: 'sp-label best',
+      text: `best γ = ${d.optimal_gamma} →` }, s);
+    return;
+  }
+  const p = d.curve[d.optimal_gamma - 1];
+  svg('path', { d: `M${x(p.gamma)},${y(p.speedup) + 11} l-5,8 h10 z`, class: 'sp-best-mark' }, s);
+  if (p.gamma !== d.gamma) {
+    svg('text', { x: x(p.gamma), y: y(p.speedup) + 32, 'text-anchor': 'middle', class: 'sp-label best', text: 'best' }, s);
+  }
+}
+
+// ---- measured on this server's CPU, beside the predictions --------------------------------------
+export async function drawMeasured(panels, d, opts) {
+  const box = section(panels, 'sp-measured', 'Measured on this server');
+  const url = d.demo.measured_url;
+  if (box.dataset.url === url) return;
+  box.dataset.url = url;
+  clear(box);
+  const dm = d.demo;
+  h('h3', { text: 'The real thing, measured on this server’s CPU' }, box);
+  const mp = (m) => `${m.name} (${num(m.num_params / 1e6, 2)} M parameters, ${m.layers} layers)`;
+  h('p', { class: 'sp-note', text: dm.same_model
+    ? `Only the ${dm.draft_model.name} demo model is installed here, so it checks its own guesses (every guess is kept).`
+    : `The demo model ${mp(dm.target_model)} checks guesses from ${mp(dm.draft_model)}: γ = ${dm.frames.length > 1 ?
+      Math.max(...dm.frames.map((f) => f.proposed.length)) : '–'}, ${dm.num_tokens} tokens, greedy.` }, box);
+  const bars = h('div', { class: 'sp-bars', 'aria-live': 'polite' }, box);
+  const pending = h('p', { class: 'sp-note', text: 'Measuring on this server’s CPU…' }, box);
+  let m = null;
+  try {
+    m = await opts.fetchJSON(url);
+  } catch (err) {
+    pending.textContent = `The wall-clock measurement needs the live server (${err.message}).`;
+  }
+  if (!opts.alive() || box.dataset.url !== url) return;
+  if (m && !m.available) pending.textContent = `Not measured: ${m.reason}.`;
+  else if (m) pending.remove();
+  const ok = m && m.available;
+  const rows = [];
+  if (ok) {
+    rows.push(['measured', 'Measured: greedy time ÷ speculative time', m.measured_speedup]);
+    rows.push(['predicted', `Predicted at the measured α = ${fixed(m.alpha_estimate, 2)}, c = ${fixed(m.measured_cost_ratio, 2)}`,
+      m.predicted_speedup]);
+    rows.push(['cpu', `… with this CPU’s cost of one check: ${fixed(m.verify_cost_steps, 1)} decode steps`,
+      m.predicted_speedup_with_verify_cost]);
+  }
+  rows.push(['gpu', `If a pass cost its weight reads (memory-bound, as on a GPU): c = ${fixed(dm.weights_cost_ratio, 2)}`,
+    dm.predicted_speedup_memory_bound]);
+  barRows(bars, rows);
+  if (ok) {
+    h('p', { class: 'sp-caveat', text: `On a CPU, checking γ + 1 tokens in one pass costs more than one decode step ` +
+      `(here ${fixed(m.verify_cost_steps, 1)}×): every extra token is extra arithmetic, so the measured speed-up can fall ` +
+      `below the prediction. On a GPU a decode step is memory-bound, the check reads the weights once like one step, and ` +
+      `the formula holds. ${m.cpu.name}, ${m.cpu.logical_cores} cores, fastest of ${m.rounds} rounds.` }, box);
+  }
+  const alpha = Math.min(0.99, Math.round(dm.alpha_estimate * 100) / 100);
+  const use = h('button', { class: 'btn', type: 'button', text: `Use the demo’s α = ${fixed(alpha, 2)} in the formula` }, box);
+  use.addEventListener('click', () => opts.setParam('alpha', alpha));
+  if (opts.embed) return;
+  box.appendChild(mathDetails(dm.math.alpha_estimate, 'The demo’s α: how?'));
+  box.appendChild(mathDetails(dm.math.predicted_speedup_memory_bound, 'Memory-bound prediction: how?'));
+  if (ok) {
+    box.appendChild(mathDetails(m.math.measured_speedup, 'Measured speed-up: how?'));
+    box.appendChild(mathDetails(m.math.predicted_speedup, 'Predicted speed-up: how?'));
+    box.appendChild(mathDetails(m.math.predicted_speedup_with_verify_cost, 'With the check’s cost: how?'));
+  }
+}
+
+function barRows(parent, rows) {
+  const max = Math.max(2, ...rows.map((r) => r[2])) * 1.05;
+  for (const [cls, label, v] of rows) {
+    const row = h('div', { class: `sp-bar ${cls}` }, parent);
+    h('span', { class: 'sp-bar-label', text: label }, row);
+    const track = h('span', { class: 'sp-bar-track' }, row);
+    h('i', {}, track).style.width = `${(100 * v) / max}%`;
+    h('b', { class: 'sp-bar-one', title: '1×: no gain' }, track).style.left = `${100 / max}%`;
+    h('span', { class: 'sp-bar-value', text: `${fixed(v, 2)}×` }, row);
+  }
+}

@@ -1,0 +1,254 @@
+// scenes/speculative.js: chapter 9: the draft's ghost guesses, one big-model pass that keeps or fixes them, pass by pass.
+
+import { h, clear } from '../lib/svg.js';
+import { num, pct, fixed } from '../lib/format.js';
+import { loop } from '../lib/tween.js';
+import { sceneStyles } from '../lib/style.js';
+import { drawAnalytic, drawMeasured, drawLedger, chartLayoutChanged } from './speculative-panels.js';
+
+const MS = { ghost: 140, gap: 220, sweep: 700, verdict: 950, settle: 320 }; // one pass, phase by phase
+const END_HOLD_MS = 2600; // rest on the whole answer before looping
+let view = null;
+let ctx = null;
+
+export function mount(stage, context) {
+  ctx = context;
+  sceneStyles('speculative');
+  clear(stage);
+  const wrap = h('div', { class: 'sp-scene' }, stage);
+  const bar = h('div', { class: 'sp-transport', role: 'group', 'aria-label': 'Passes' }, wrap);
+  view = {
+    wrap, data: null, key: '', clock: null, step: 0, pose: '',
+    first: button(bar, '|◀', 'Back to the prompt', () => showStep(0)),
+    prev: button(bar, '◀', 'Previous pass', () => showStep(Math.max(0, view.step - 1))),
+    play: button(bar, '▶ Play', null, () => (view.clock ? pause() : play())),
+    next: button(bar, '▶', 'Next pass', () => showStep(Math.min(numSteps(view.data) - 1, view.step + 1))),
+    passLabel: h('span', { class: 'sp-pass-label' }, bar),
+    readouts: h('div', { class: 'readouts sp-readouts', 'aria-live': 'polite' }, wrap),
+    bench: h('section', { class: 'sp-bench', 'aria-label': 'This pass' }, wrap),
+    text: h('p', { class: 'sp-text', 'aria-label': 'Prompt and answer so far' }, wrap),
+    check: h('p', { class: 'sp-check' }, wrap),
+    ledger: h('div', { class: 'sp-ledger' }, wrap),
+    legend: h('div', { class: 'legend sp-legend' }, wrap),
+    panels: h('div', { class: 'sp-panels' }, wrap),
+  };
+  view.play.setAttribute('aria-pressed', 'false');
+  view.benchHead = h('p', { class: 'sp-bench-head' }, view.bench);
+  view.chips = h('div', { class: 'sp-chips' }, view.bench);
+  view.passBar = h('div', { class: 'sp-passbar', 'aria-hidden': 'true' }, view.bench);
+  view.passFill = h('i', {}, view.passBar);
+  view.verdict = h('p', { class: 'sp-verdict' }, view.bench);
+  legend();
+  view.ro = new ResizeObserver(() => {
+    if (view && view.data && chartLayoutChanged(view.panels)) drawAnalytic(view.panels, view.data, panelOpts());
+  });
+  view.ro.observe(view.panels);
+}
+
+const panelOpts = () => ({ embed: ctx.embed, fetchJSON: ctx.fetchJSON, setParam: ctx.setParam, alive: () => !!view });
+
+export function unmount() {
+  if (!view) return;
+  pause();
+  view.ro.disconnect();
+  view = null;
+}
+
+export function update(data, params) {
+  if (!view) return;
+  view.data = data;
+  drawAnalytic(view.panels, data, panelOpts());
+  drawMeasured(view.panels, data, panelOpts());
+  const key = data.demo.measured_url;
+  if (key === view.key) return; // alpha or c moved: the run is the same, keep its animation going
+  view.key = key;
+  drawText(data.demo);
+  drawLedger(view.ledger, data.demo);
+  const d = data.demo;
+  view.check.className = `sp-check ${d.matches_greedy ? 'ok' : 'bad'}`;
+  view.check.textContent = d.matches_greedy
+    ? `✓ Identical to the ${d.target_model.name} model’s own greedy answer, token for token (${d.num_tokens} of ` +
+      `${d.num_tokens}), recomputed one pass per token.`
+    : '✗ The answer differs from the target’s own greedy answer: a bug, not a property of the method.';
+  pause();
+  if (ctx.reducedMotion || ctx.options.autoplay === '0') poseStep(numSteps(data) - 1);
+  else { poseStep(0); play(); }
+}
+
+/** Scene contract: step 0 is the prompt alone; step i is big-model pass i with its verdict. */
+export function numSteps(data) {
+  return data.demo.frames.length + 1;
+}
+
+export function showStep(i) {
+  if (!view || !view.data) return;
+  pause();
+  poseStep(Math.max(0, Math.min(i, numSteps(view.data) - 1)));
+}
+
+function button(parent, text, label, onClick) {
+  const b = h('button', { class: 'btn', type: 'button', text, 'aria-label': label || undefined }, parent);
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+// ---- clock: pass i runs ghosts, gap, sweep, verdict, settle -----------------------------------
+const passMs = (f) => f.proposed.length * MS.ghost + MS.gap + MS.sweep + MS.verdict + MS.settle;
+
+function play() {
+  if (!view || view.clock || !view.data) return;
+  const frames = view.data.demo.frames;
+  const starts = [];
+  let total = 0;
+  for (const f of frames) { starts.push(total); total += passMs(f); }
+  const t0 = view.step > 0 && view.step < frames.length ? starts[view.step] : 0;
+  if (view.step >= frames.length) poseStep(0);
+  view.play.textContent = '❚❚ Pause';
+  view.play.setAttribute('aria-pressed', 'true');
+  view.readouts.setAttribute('aria-live', 'off'); // not a stream of announcements while it plays
+  view.clock = loop((ms) => {
+    const u = (t0 + ms) % (total + END_HOLD_MS);
+    if (u >= total) return poseStep(frames.length);
+    let i = starts.length - 1;
+    while (starts[i] > u) i--;
+    pose(i, u - starts[i]);
+  });
+}
+
+function pause() {
+  if (!view) return;
+  if (view.clock) view.clock.stop();
+  view.clock = null;
+  view.play.textContent = '▶ Play';
+  view.play.setAttribute('aria-pressed', 'false');
+  view.readouts.setAttribute('aria-live', 'polite');
+}
+
+/** Step s, still: s = 0 the prompt alone, else pass s - 1 at its verdict (no motion). */
+function poseStep(s) {
+  if (s === 0) return pose(-1, 0);
+  const f = view.data.demo.frames[s - 1];
+  return pose(s - 1, passMs(f) - MS.settle - 1);
+}
+
+/** Draw pass i at t ms into its animation (i = -1: nothing has run yet). */
+function pose(i, t) {
+  const d = view.data.demo;
+  const f = i >= 0 ? d.frames[i] : null;
+  const g = f ? f.proposed.length : 0;
+  const tSweep = t - g * MS.ghost - MS.gap;
+  const p = f ? Math.max(0, Math.min(1, tSweep / MS.sweep)) : 0; // sweep progress of the big model's pass
+  const judged = f && tSweep >= MS.sweep;
+  const settled = f && tSweep >= MS.sweep + MS.verdict;
+  const key = `${i}|${Math.min(g, Math.floor(t / MS.ghost) + 1)}|${Math.floor(p * (g + 1))}|${judged}|${settled}`;
+  view.step = i + 1;
+  view.passFill.style.width = `${p * 100}%`;
+  if (key === view.pose) return;
+  view.pose = key;
+  drawBench(f, t, p, judged);
+  const written = f ? f.start + (judged ? f.emitted.length : 0) : 0;
+  showText(written, f && judged && !settled ? f : null);
+  drawLedger(view.ledger, d, written, judged ? i + 1 : Math.max(0, i));
+  drawReadouts(d, judged ? i + 1 : Math.max(0, i), written);
+  view.passLabel.textContent = f ? `Pass ${num(i + 1)} of ${num(d.frames.length)}` : `Prompt · ${num(d.frames.length)} passes ahead`;
+}
+
+// ---- the bench: this pass's guesses and the big model's verdict --------------------------------
+function drawBench(f, t, p, judged) {
+  clear(view.chips);
+  view.bench.classList.toggle('idle', !f);
+  if (!f) {
+    view.benchHead.textContent = 'Ready: the prompt is in, nothing is written yet.';
+    view.verdict.textContent = 'Next, the big model reads the whole prompt in one pass (prefill) and writes the first token.';
+    return;
+  }
+  const g = f.proposed.length;
+  view.benchHead.textContent = f.kind === 'prefill' ? `Pass ${f.pass} · prefill: the big model reads the prompt`
+    : g ? `Pass ${f.pass} · the draft guesses ${g} token${g > 1 ? 's' : ''}, then the big model checks them in one pass`
+      : `Pass ${f.pass} · one token left: a plain pass, nothing to guess`;
+  const shown = Math.min(g, Math.floor(t / MS.ghost) + 1);
+  f.proposed.forEach((tok, j) => {
+    if (j >= shown) return;
+    const scanned = p * (g + 1) > j + 0.5;
+    const state = !scanned ? 'ghost' : j < f.num_accepted ? 'kept' : j === f.num_accepted ? 'rejected' : 'dropped';
+    chip(view.chips, tok, state);
+  });
+  if (judged) chip(view.chips, f.target_token, f.kind === 'bonus' ? 'own bonus' : 'own');
+  view.verdict.textContent = judged ? verdict(f) : g && p === 0 ? 'The draft model writes its guesses, one quick pass each…'
+    : 'The big model scores every position in a single pass…';
+}
+
+function verdict(f) {
+  const g = f.proposed.length, k = f.num_accepted, tok = (x) => `“${show(x.text)}”`;
+  const n = f.emitted.length;
+  if (f.kind === 'prefill') return `Its first token: ${tok(f.target_token)}.`;
+  if (f.kind === 'plain') return `It writes ${tok(f.target_token)}: 1 token from 1 pass.`;
+  if (f.kind === 'bonus') return `All ${g} guesses kept, plus a free token of its own, ${tok(f.bonus)}: ${n} tokens from 1 pass.`;
+  const kept = k ? `Kept ${k} of ${g}; ` : `Kept none of ${g}; `;
+  return `${kept}guess ${k + 1}, ${tok(f.rejected)}, is not what it would write: it writes ${tok(f.replacement)} instead` +
+    `${g - k > 1 ? ` and drops the ${g - k - 1} after it` : ''}. ${n} token${n > 1 ? 's' : ''} from 1 pass.`;
+}
+
+const show = (s) => s.replace(/\n/g, '↵').replace(/\t/g, '⇥');
+
+function chip(parent, tok, state) {
+  return h('span', { class: `sp-chip ${state}`, text: show(tok.text), title: `token ${tok.id}: ${state}` }, parent);
+}
+
+// ---- the running text: prompt, then the answer coloured by who wrote each token -----------------
+function drawText(d) {
+  clear(view.text);
+  for (const t of d.prompt_tokens) token(view.text, t, 'prompt');
+  view.out = [];
+  for (const f of d.frames) {
+    f.emitted.forEach((t, j) => view.out.push(token(view.text, t, j < f.num_accepted ? 'kept' : 'own')));
+  }
+}
+
+function token(parent, t, cls) {
+  const parts = t.text.split('\n');
+  const s = h('span', { class: `sp-tok ${cls}` }, parent);
+  parts.forEach((part, j) => {
+    if (j) { s.append('↵'); h('br', {}, s); }
+    s.append(part);
+  });
+  return s;
+}
+
+function showText(written, fresh) {
+  const from = fresh ? fresh.start : written;
+  view.out.forEach((s, j) => {
+    s.hidden = j >= written;
+    s.classList.toggle('fresh', j >= from && j < written);
+  });
+}
+
+// ---- readouts and legend -----------------------------------------------------------------------
+function drawReadouts(d, passes, written) {
+  clear(view.readouts);
+  const r = (label, value, unit) => {
+    const el = h('div', { class: 'readout' }, view.readouts);
+    h('span', { class: 'label', text: label }, el);
+    const v = h('span', { class: 'value', text: value }, el);
+    if (unit) h('span', { class: 'unit', text: unit }, v);
+  };
+  const drafts = d.frames.slice(0, passes).reduce((a, x) => a + x.proposed.length, 0);
+  const kept = d.frames.slice(0, passes).reduce((a, x) => a + x.num_accepted, 0);
+  r('Big-model passes', num(passes), `for ${num(written)} tokens`);
+  r('Tokens per pass', passes ? fixed(written / passes, 2) : '–', `plain decoding: 1`);
+  r('Draft guesses kept', drafts ? pct(kept / drafts, 0) : '–', `${num(kept)} of ${num(drafts)}`);
+  r('Draft passes', num(drafts), 'small model');
+}
+
+function legend() {
+  const item = (cls, text) => {
+    const s = h('span', {}, view.legend);
+    h('i', { class: cls }, s);
+    s.append(text);
+  };
+  item('sw-ghost', 'draft guess, not yet checked');
+  item('sw-kept', 'guess the big model agrees with: kept');
+  item('sw-rejected', 'first mistake: rejected');
+  item('sw-dropped', 'guesses after the mistake: thrown away');
+  item('sw-own', 'the big model’s own token (the fix, or a free bonus)');
+}

@@ -1,0 +1,120 @@
+"""Chapter 9 in Chromium: ghost guesses, the big model's verdict pass by pass, the γ curve, the CPU panel."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def api(page, base_url, query=""):
+    return page.request.get(base_url + "/api/speculative" + query).json()
+
+
+def ready(page):
+    page.wait_for_function("() => document.querySelectorAll('.sp-text .sp-tok').length > 0 && "
+                           "document.querySelector('.sp-chart .sp-dot.chosen')")
+
+
+def test_a_step_shows_the_guesses_and_the_verdict(page, base_url):
+    d = api(page, base_url)["demo"]
+    frames = d["frames"]
+    # A pass with a mistake if the draft ever made one (it does not while it checks itself), else a full accept.
+    i = next((j for j, f in enumerate(frames) if f["rejected"]), None)
+    if i is None:
+        i = next(j for j, f in enumerate(frames) if f["kind"] == "bonus")
+    f = frames[i]
+    page.goto(base_url + f"/tour/speculative?step={i + 1}")
+    ready(page)
+    chips = page.locator(".sp-chips .sp-chip")
+    g, k = len(f["proposed"]), f["num_accepted"]
+    assert page.locator(".sp-chip.kept").count() == k
+    assert page.locator(".sp-chip.rejected").count() == (1 if f["rejected"] else 0)
+    assert page.locator(".sp-chip.dropped").count() == (g - k - 1 if f["rejected"] else 0)
+    assert page.locator(".sp-chip.own").count() == 1 and chips.count() == g + 1
+    assert page.locator(".sp-chip.ghost").count() == 0, "a frozen step shows the verdict, not the guessing"
+    own = page.locator(".sp-chip.own").inner_text()
+    assert own == f["target_token"]["text"].replace("\n", "↵")
+    assert page.locator(".sp-pass-label").inner_text() == f"Pass {i + 1} of {len(frames)}"
+    visible = page.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count()
+    assert visible == f["start"] + len(f["emitted"])
+    verdict = page.locator(".sp-verdict").inner_text()
+    assert ("instead" in verdict) if f["rejected"] else ("All" in verdict and "kept" in verdict)
+    assert page.console_errors == []
+
+
+def test_a_frozen_step_stays_still_and_step_zero_is_the_prompt(page, base_url):
+    page.goto(base_url + "/tour/speculative?step=2")
+    ready(page)
+    label, bench = page.locator(".sp-pass-label").inner_text(), page.locator(".sp-bench").inner_text()
+    page.wait_for_timeout(1500)
+    assert page.locator(".sp-pass-label").inner_text() == label and page.locator(".sp-bench").inner_text() == bench
+    assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
+    page.goto(base_url + "/tour/speculative?step=0")
+    ready(page)
+    assert page.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count() == 0
+    assert page.locator(".sp-chips .sp-chip").count() == 0
+    assert page.console_errors == []
+
+
+def test_autoplay_drafts_ghosts_then_moves_on(page, base_url):
+    page.goto(base_url + "/tour/speculative")
+    ready(page)
+    assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "true"
+    page.wait_for_selector(".sp-chip.ghost", timeout=15_000)
+    page.wait_for_function("() => /Pass [3-9]/.test(document.querySelector('.sp-pass-label').textContent)",
+                           timeout=20_000)
+    page.locator(".sp-transport [aria-pressed]").click()
+    assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
+    assert page.console_errors == []
+
+
+def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
+    page.goto(base_url + "/tour/speculative?step=last")
+    ready(page)
+    assert page.locator(".sp-dot.chosen").get_attribute("data-gamma") == "4"
+    assert page.locator(".sp-dot").count() == 10
+    with page.expect_response(lambda r: "/api/speculative?" in r.url and "gamma=7" in r.url):
+        page.locator("#ctl-gamma").evaluate("(el) => { el.value = 7; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+    page.wait_for_function("() => document.querySelector('.sp-dot.chosen').dataset.gamma === '7'")
+    assert "gamma=7" in page.url
+    d = api(page, base_url, "?gamma=7")
+    assert re.search(r"γ = 7: [\d.]+×", page.locator(".sp-chart").inner_html())
+    best = page.locator(".sp-dot.best")
+    assert best.count() == (1 if d["optimal_gamma"] <= 10 else 0)
+    page.locator('.sp-dot[data-gamma="2"]').click()
+    page.wait_for_function("() => document.querySelector('.sp-dot.chosen').dataset.gamma === '2'")
+    assert page.console_errors == []
+
+
+def test_measured_panel_sits_beside_the_prediction(page, base_url):
+    page.goto(base_url + "/tour/speculative?step=last")
+    ready(page)
+    page.wait_for_function("() => document.querySelectorAll('.sp-bar').length >= 4 || "
+                           "document.querySelector('.sp-measured').textContent.includes('Not measured')",
+                           timeout=60_000)
+    text = page.locator(".sp-measured").inner_text()
+    assert "this server’s CPU" in text and "more than one decode step" in text
+    values = page.locator(".sp-bar-value").all_inner_texts()
+    assert all(re.fullmatch(r"[\d.]+×", v) for v in values)
+    assert page.locator(".sp-bar.measured").count() == 1 and page.locator(".sp-bar.predicted").count() == 1
+    assert "Identical" in page.locator(".sp-check").inner_text()
+    assert page.console_errors == []
+
+
+def test_reduced_motion_shows_the_whole_answer_still(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(base_url + "/tour/speculative")
+    ready(page)
+    d = api(page, base_url)["demo"]
+    n = len(d["frames"])
+    assert page.locator(".sp-pass-label").inner_text() == f"Pass {n} of {n}"
+    assert page.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count() == d["num_tokens"]
+    assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
+    assert errors == []
+    ctx.close()
