@@ -34,10 +34,10 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
     draw(s);
     h('span', { class: 'sp-ledger-count', text: count }, box);
   };
-  row('Plain decoding', `${num(written)} passes`, (s) => {
+  row('Plain decoding', plural(written, 'pass', 'passes'), (s) => {
     for (let j = 0; j < n; j++) svg('rect', { x: j * 10 + 1, y: 0, width: 8, height: 10, class: j < written ? 'own' : 'todo' }, s);
   });
-  row('Speculative', `${num(passes)} passes`, (s) => {
+  row('Speculative', plural(passes, 'pass', 'passes'), (s) => {
     d.frames.forEach((f) => {
       const len = f.emitted.length, x0 = f.start * 10 + 1.5, w = (len * 10 - 3) / len;
       f.emitted.forEach((_, j) => {
@@ -47,6 +47,8 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
     });
   });
 }
+
+const plural = (n, one, many) => `${num(n)} ${n === 1 ? one : many}`;
 
 // ---- the formula: speed-up vs γ for the chosen α and c -------------------------------------------
 export function drawAnalytic(panels, d, opts) {

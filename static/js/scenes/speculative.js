@@ -155,8 +155,26 @@ function pose(i, t) {
 
 // ---- the bench: this pass's guesses and the big model's verdict --------------------------------
 function drawBench(f, t, p, judged) {
+  if (view.benchFrame !== f) buildBench(f);
+  if (!f) return;
+  const g = f.proposed.length;
+  const shown = Math.min(g, Math.floor(t / MS.ghost) + 1);
+  view.chipEls.forEach((el, j) => {
+    el.hidden = j >= shown;
+    const scanned = p * (g + 1) > j + 0.5;
+    el.className = `sp-chip ${!scanned ? 'ghost' : j < f.num_accepted ? 'kept' : j === f.num_accepted ? 'rejected' : 'dropped'}`;
+  });
+  view.ownEl.hidden = !judged;
+  view.verdict.textContent = judged ? verdict(f) : g && p === 0 ? 'The draft model writes its guesses, one quick pass each…'
+    : 'The big model scores every position in a single pass…';
+}
+
+/** The chips of pass f, built once per pass (so a ghost pops in once), then restyled as the pass runs. */
+function buildBench(f) {
+  view.benchFrame = f;
   clear(view.chips);
   view.bench.classList.toggle('idle', !f);
+  view.chipEls = [];
   if (!f) {
     view.benchHead.textContent = 'Ready: the prompt is in, nothing is written yet.';
     view.verdict.textContent = 'Next, the big model reads the whole prompt in one pass (prefill) and writes the first token.';
@@ -164,18 +182,10 @@ function drawBench(f, t, p, judged) {
   }
   const g = f.proposed.length;
   view.benchHead.textContent = f.kind === 'prefill' ? `Pass ${f.pass} · prefill: the big model reads the prompt`
-    : g ? `Pass ${f.pass} · the draft guesses ${g} token${g > 1 ? 's' : ''}, then the big model checks them in one pass`
-      : `Pass ${f.pass} · one token left: a plain pass, nothing to guess`;
-  const shown = Math.min(g, Math.floor(t / MS.ghost) + 1);
-  f.proposed.forEach((tok, j) => {
-    if (j >= shown) return;
-    const scanned = p * (g + 1) > j + 0.5;
-    const state = !scanned ? 'ghost' : j < f.num_accepted ? 'kept' : j === f.num_accepted ? 'rejected' : 'dropped';
-    chip(view.chips, tok, state);
-  });
-  if (judged) chip(view.chips, f.target_token, f.kind === 'bonus' ? 'own bonus' : 'own');
-  view.verdict.textContent = judged ? verdict(f) : g && p === 0 ? 'The draft model writes its guesses, one quick pass each…'
-    : 'The big model scores every position in a single pass…';
+    : g ? `Pass ${f.pass} · the draft guesses ${g === 1 ? '1 token' : `${g} tokens`}, then the big model checks ` +
+      `${g === 1 ? 'it' : 'them'} in one pass` : `Pass ${f.pass} · one token left: a plain pass, nothing to guess`;
+  view.chipEls = f.proposed.map((tok) => chip(view.chips, tok, 'ghost'));
+  view.ownEl = chip(view.chips, f.target_token, f.kind === 'bonus' ? 'own bonus' : 'own');
 }
 
 function verdict(f) {
@@ -183,10 +193,14 @@ function verdict(f) {
   const n = f.emitted.length;
   if (f.kind === 'prefill') return `Its first token: ${tok(f.target_token)}.`;
   if (f.kind === 'plain') return `It writes ${tok(f.target_token)}: 1 token from 1 pass.`;
-  if (f.kind === 'bonus') return `All ${g} guesses kept, plus a free token of its own, ${tok(f.bonus)}: ${n} tokens from 1 pass.`;
+  if (f.kind === 'bonus') {
+    return `${g === 1 ? 'The guess is' : `All ${g} guesses are`} kept, plus a free token of its own, ${tok(f.bonus)}: ` +
+      `${n} tokens from 1 pass.`;
+  }
   const kept = k ? `Kept ${k} of ${g}; ` : `Kept none of ${g}; `;
   return `${kept}guess ${k + 1}, ${tok(f.rejected)}, is not what it would write: it writes ${tok(f.replacement)} instead` +
-    `${g - k > 1 ? ` and drops the ${g - k - 1} after it` : ''}. ${n} token${n > 1 ? 's' : ''} from 1 pass.`;
+    `${g - k === 2 ? ' and drops the guess after it' : g - k > 2 ? ` and drops the ${g - k - 1} after it` : ''}. ` +
+    `${n} token${n > 1 ? 's' : ''} from 1 pass.`;
 }
 
 const show = (s) => s.replace(/\n/g, '↵').replace(/\t/g, '⇥');
@@ -234,7 +248,7 @@ function drawReadouts(d, passes, written) {
   };
   const drafts = d.frames.slice(0, passes).reduce((a, x) => a + x.proposed.length, 0);
   const kept = d.frames.slice(0, passes).reduce((a, x) => a + x.num_accepted, 0);
-  r('Big-model passes', num(passes), `for ${num(written)} tokens`);
+  r('Big-model passes', num(passes), `for ${num(written)} token${written === 1 ? '' : 's'}`);
   r('Tokens per pass', passes ? fixed(written / passes, 2) : '–', `plain decoding: 1`);
   r('Draft guesses kept', drafts ? pct(kept / drafts, 0) : '–', `${num(kept)} of ${num(drafts)}`);
   r('Draft passes', num(drafts), 'small model');
