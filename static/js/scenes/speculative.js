@@ -8,6 +8,7 @@ import { drawAnalytic, drawMeasured, drawLedger, chartLayoutChanged } from './sp
 
 const MS = { ghost: 140, gap: 220, sweep: 700, verdict: 950, settle: 320 }; // one pass, phase by phase
 const END_HOLD_MS = 2600; // rest on the whole answer before looping
+const STILL_STEP_MS = 2400; // reduced motion: time on each still step while playing
 let view = null;
 let ctx = null;
 
@@ -62,6 +63,8 @@ export function update(data, params) {
   const key = data.demo.measured_url;
   if (key === view.key) return; // alpha or c moved: the run is the same, keep its animation going
   view.key = key;
+  view.pose = '';
+  view.benchFrame = undefined;
   drawText(data.demo);
   drawLedger(view.ledger, data.demo);
   const d = data.demo;
@@ -106,6 +109,11 @@ function play() {
   view.play.textContent = '❚❚ Pause';
   view.play.setAttribute('aria-pressed', 'true');
   view.readouts.setAttribute('aria-live', 'off'); // not a stream of announcements while it plays
+  if (ctx.reducedMotion) { // no motion: one still step after another, each shown as its verdict
+    const s0 = view.step;
+    view.clock = loop((ms) => poseStep((s0 + Math.floor(ms / STILL_STEP_MS)) % (frames.length + 1)));
+    return;
+  }
   view.clock = loop((ms) => {
     const u = (t0 + ms) % (total + END_HOLD_MS);
     if (u >= total) return poseStep(frames.length);
