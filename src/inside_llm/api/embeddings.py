@@ -51,6 +51,7 @@ class PromptParams(BaseModel):
 class Guess(BaseModel):
     id: int = Field(description="Demo-model id of the guessed next token.")
     text: str | None = Field(description="The piece as text; null for a partial UTF-8 byte.")
+    bytes: str | None = Field(None, description="The piece's bytes in hex when text is null.")
     p: float = Field(description="Probability (0-1) after softmax over the whole vocabulary.")
 
 
@@ -83,8 +84,13 @@ def _lens(m, x: np.ndarray) -> list[list[dict]]:
     """Top-TOP_K next-token guesses [T][k] for residual rows x [T, dim]."""
     p = np.exp(log_softmax(m.head(x)))  # [T, V]
     top = np.argsort(-p, axis=-1, kind="stable")[:, :TOP_K]
-    return [[{"id": int(i), "text": piece_text(m.piece(int(i))), "p": float(f"{p[t, i]:.4g}")} for i in row]
-            for t, row in enumerate(top)]
+    return [[_guess(m, int(i), p[t, i]) for i in row] for t, row in enumerate(top)]
+
+
+def _guess(m, i: int, p: float) -> dict:
+    text = piece_text(m.piece(i))
+    return {"id": i, "text": text, "bytes": None if text is not None else m.piece(i).hex(" ").upper(),
+            "p": float(f"{p:.4g}")}
 
 
 def layer_change(resid_in: np.ndarray, resid_out: np.ndarray) -> np.ndarray:

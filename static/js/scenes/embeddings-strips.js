@@ -1,0 +1,112 @@
+// scenes/embeddings-strips.js: vectors as colour strips (one pixel per number), shared by chapters 2 and 3.
+
+import { h, clear, cssVar } from '../lib/svg.js';
+import { num } from '../lib/format.js';
+
+export const NEG = '#e8743b'; // negative values: a warm hue; positive values use --c-tokens (activations)
+export const NARROW_BELOW = 620; // stage width (px) under which the phone drawing is used
+
+export function variantFor(stage) {
+  return stage.clientWidth && stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide';
+}
+
+function rgb(hex) {
+  const m = /^#?([0-9a-f]{6})$/i.exec(hex.trim());
+  if (m) return [0, 2, 4].map((i) => parseInt(m[1].slice(i, i + 2), 16));
+  const c = /rgba?\(([^)]+)\)/.exec(hex);
+  return c ? c[1].split(',').slice(0, 3).map(Number) : [128, 128, 128];
+}
+
+/** The diverging scale's colours from the theme: zero = the panel, + = --c-tokens, - = NEG. */
+export function colours() {
+  return { pos: rgb(cssVar('--c-tokens') || '#3b7bf0'), neg: rgb(NEG), zero: rgb(cssVar('--panel') || '#ffffff') };
+}
+
+/** Fill rgba at byte offset o of a pixel buffer for value x on a ±scale diverging scale. */
+function paint(px, o, x, scale, pal) {
+  const t = Math.min(1, Math.abs(x) / (scale || 1)) ** 0.8;
+  const c = x >= 0 ? pal.pos : pal.neg;
+  for (let k = 0; k < 3; k++) px[o + k] = pal.zero[k] + (c[k] - pal.zero[k]) * t;
+  px[o + 3] = 255;
+}
+
+/** A data URL: vectors side by side, each wrapped into an R x C block (row-major), gap transparent columns apart. */
+export function vectorImage(vectors, R, C, gap, scale, pal) {
+  const W = vectors.length * (C + gap) - gap;
+  return image(W, R, (px) => vectors.forEach((vec, j) => {
+    for (let n = 0; n < vec.length; n++) paint(px, ((Math.floor(n / C) * W) + j * (C + gap) + (n % C)) * 4, vec[n], scale, pal);
+  }));
+}
+
+/** A data URL: one row of pixels per vector (rows[T][n]); `gapEvery` inserts a transparent column every k numbers. */
+export function rowsImage(rows, scale, pal, gapEvery = 0) {
+  const n = rows[0].length, extra = gapEvery ? Math.floor((n - 1) / gapEvery) : 0, W = n + extra;
+  return image(W, rows.length, (px) => rows.forEach((vec, r) => {
+    for (let k = 0; k < n; k++) paint(px, (r * W + k + (gapEvery ? Math.floor(k / gapEvery) : 0)) * 4, vec[k], scale, pal);
+  }));
+}
+
+function image(W, H, fill) {
+  const canvas = document.createElement('canvas');
+  canvas.width = W;
+  canvas.height = H;
+  const g = canvas.getContext('2d');
+  const img = g.createImageData(W, H);
+  fill(img.data);
+  g.putImageData(img, 0, 0);
+  return canvas.toDataURL('image/png');
+}
+
+/** A guess {text, bytes} as it reads in a small label: its bytes in hex when it is part of a character. */
+export const guessLabel = (g) => (g.text === null ? `<${g.bytes}>` : tokenLabel(g.text));
+
+/** A token piece as it reads in a small label: spaces as ·, newlines as ↵. */
+export function tokenLabel(text) {
+  if (text === null || text === undefined) return '�';
+  return text.replace(/ /g, '·').replace(/\n/g, '↵').replace(/\t/g, '→') || '∅';
+}
+
+export function readout(parent, label, value, unit, cls = '') {
+  const r = h('div', { class: `readout ${cls}` }, parent);
+  h('span', { class: 'label', text: label }, r);
+  const v = h('span', { class: 'value', text: value }, r);
+  if (unit) h('span', { class: 'unit', text: unit }, v);
+  return r;
+}
+
+/** The colour key: a gradient from -scale through 0 to +scale, with a short caption. */
+export function legendScale(parent, caption) {
+  const k = h('span', { class: 'strip-key' }, parent);
+  h('span', { class: 'strip-key-end', text: '−' }, k);
+  h('i', { class: 'strip-key-bar', 'aria-hidden': 'true' }, k);
+  h('span', { class: 'strip-key-end', text: '+' }, k);
+  k.append(` orange negative · blank ≈ 0 · blue positive (${caption})`);
+  return k;
+}
+
+/** Fetch a /measured endpoint once and draw labelled bars (ms per token), or say why not. */
+export async function measuredBars(ctx, box, url, title, fmt, alive) {
+  clear(box);
+  h('h3', { text: title }, box);
+  const note = h('p', { class: 'strip-measured-note', text: 'Measuring the demo model on this server’s CPU…' }, box);
+  let m;
+  try {
+    m = await ctx.fetchJSON(url);
+  } catch (err) {
+    note.textContent = `The CPU measurement needs the live server (${err.message}).`;
+    return;
+  }
+  if (!alive()) return;
+  if (!m.available) { note.textContent = `Not measured: ${m.reason}.`; return; }
+  const f = fmt(m);
+  note.textContent = f.text;
+  const max = Math.max(...f.bars.map((b) => b.value));
+  const list = h('div', { class: 'strip-bars', 'aria-live': 'polite' }, box);
+  for (const b of f.bars) {
+    const row = h('div', { class: `strip-bar ${b.cls}` }, list);
+    h('span', { class: 'strip-bar-label', text: b.label }, row);
+    h('i', {}, h('span', { class: 'strip-bar-track' }, row)).style.width = `${(100 * b.value) / max}%`;
+    h('span', { class: 'strip-bar-value', text: `${num(b.value, 3)} ms/token` }, row);
+  }
+  if (f.after) h('p', { class: 'strip-measured-note', text: f.after }, box);
+}

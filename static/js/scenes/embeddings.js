@@ -1,0 +1,302 @@
+// scenes/embeddings.js: chapter 2: the prompt's real embedding rows rise floor by floor through the demo model.
+
+import { svg, h, clear, root } from '../lib/svg.js';
+import { num, pct } from '../lib/format.js';
+import { mathDetails } from '../lib/math.js';
+import { sceneStyles } from '../lib/style.js';
+import { colours, vectorImage, tokenLabel, guessLabel, readout, measuredBars, legendScale, variantFor } from './embeddings-strips.js';
+
+const VARIANTS = {
+  wide: { name: 'wide', W: 1000, label: 92, lens: 190, maxCols: 24, maxCell: 7 },
+  narrow: { name: 'narrow', W: 360, label: 30, lens: 0, maxCols: 9, maxCell: 5 },
+};
+const RISE_MS = 300; // between floors while the vectors rise
+let view = null;
+let ctx = null;
+
+export function mount(stage, context) {
+  ctx = context;
+  sceneStyles('embeddings');
+  clear(stage);
+  const wrap = h('div', { class: 'emb-scene' }, stage);
+  view = {
+    stage, wrap, timer: 0, shown: 0, animated: false, sel: null, data: null, variant: null, measured: null,
+    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    note: h('p', { class: 'emb-note' }, wrap),
+    figure: h('div', { class: 'emb-figure' }, wrap),
+    legend: h('div', { class: 'legend emb-legend' }, wrap),
+    lens: h('div', { class: 'emb-lens', 'aria-live': 'polite' }, wrap),
+    lower: h('div', { class: 'emb-lower' }, wrap),
+    math: h('div', { class: 'emb-math' }, wrap),
+  };
+  view.scale = h('section', { class: 'emb-real', 'aria-label': 'The real thing, to scale' }, view.lower);
+  view.meas = h('section', { class: 'strip-measured', 'aria-label': 'Measured on this server' }, view.lower);
+  view.ro = new ResizeObserver(() => { if (view?.data && variantFor(stage) !== view.variant) draw(); });
+  view.ro.observe(stage);
+}
+
+export function unmount() {
+  if (!view) return;
+  clearTimeout(view.timer);
+  view.ro.disconnect();
+  view = null;
+}
+
+export function update(data) {
+  if (!view) return;
+  view.data = data;
+  if (view.sel === null || view.sel >= data.num_tokens) view.sel = data.num_tokens - 1;
+  drawReadouts(data);
+  drawNote(data);
+  drawLegend();
+  draw();
+  drawReal(data);
+  drawMath(data);
+  loadMeasured();
+  const animate = !view.animated && ctx.options.autoplay === '1' && !ctx.reducedMotion;
+  view.animated = true;
+  if (animate) rise(0); else reveal(numSteps(data) - 1);
+}
+
+/** Step 0: the tokens alone; step k: floors 0..k-1 (the embedding first); the last step shows every floor. */
+export function numSteps(data) { return data.floors.length + 1; }
+
+export function showStep(i) {
+  if (!view) return;
+  clearTimeout(view.timer);
+  reveal(i);
+}
+
+export function onKey(ev) {
+  if (!view?.data || !['ArrowLeft', 'ArrowRight'].includes(ev.key) || !ev.target.closest?.('.emb-token')) return false;
+  select(Math.max(0, Math.min(view.data.num_tokens - 1, view.sel + (ev.key === 'ArrowRight' ? 1 : -1))), true);
+  return true;
+}
+
+function rise(k) {
+  reveal(k);
+  if (k < view.data.floors.length) view.timer = setTimeout(() => view && rise(k + 1), k === 0 ? 150 : RISE_MS);
+}
+
+function reveal(k) {
+  view.shown = k;
+  if (!view.tower) return;
+  view.tower.floors.forEach((g, f) => g.classList.toggle('shown', f < k));
+}
+
+// ---- readouts and note -----------------------------------------------------------------------
+
+function drawReadouts(d) {
+  clear(view.readouts);
+  const m = d.model;
+  readout(view.readouts, 'Tokens', num(d.num_tokens), d.num_fallback_pieces ? `tokens · ${d.num_fallback_pieces} piece${d.num_fallback_pieces > 1 ? 's' : ''} in bytes` : 'tokens');
+  const real = d.real_model.name.replace(/^Llama [\d.]+ /, '');
+  readout(view.readouts, 'Numbers per token', num(m.dim), `demo (${real}: ${num(d.real_model.hidden_size)})`);
+  readout(view.readouts, 'Layers', num(m.n_layers), `demo (${real}: ${num(d.real_model.num_layers)})`);
+  readout(view.readouts, 'Next token', guessLabel(d.next_token), `${pct(d.next_token.p, 0)} likely`, 'emb-next');
+}
+
+function drawNote(d) {
+  const m = d.model;
+  clear(view.note);
+  view.note.append(`Our demo model (“${m.name}”, ${num(m.num_params / 1e6, 2)} M parameters, trained on Shakespeare) ` +
+    `swaps each token for its ${num(m.dim)}-number embedding row; each square below is one number. `);
+  legendScale(view.note, 'each floor scaled to its own ±range');
+}
+
+function drawLegend() {
+  clear(view.legend);
+  const item = (cls, text) => { const sp = h('span', {}, view.legend); h('i', { class: cls }, sp); sp.append(text); };
+  item('sw-change', 'how much the layer changed the vector: ‖out − in‖ / ‖in‖ (full bar = 100%, ×n past it)');
+  item('sw-guess', 'text above a block: the likeliest next token if the model stopped on that floor');
+  item('sw-fallback', 'dashed chip: a piece outside the demo vocabulary, spelled byte by byte');
+}
+
+// ---- the tower -------------------------------------------------------------------------------
+
+/** Column pitch and tile shape: each vector wraps into R rows of C numbers (C: the divisor of dim nearest
+ * above its square root, the same for every prompt), cells as large as the column allows. */
+function layout(d, v) {
+  const T = d.num_tokens, nT = Math.min(T, v.maxCols), first = T - nT, dim = d.model.dim;
+  const area = v.W - v.label - (v.lens ? v.lens + 16 : 0);
+  const colW = area / nT, tileMax = colW * 0.84;
+  const C = Array.from({ length: dim }, (_, k) => k + 1).find((c) => dim % c === 0 && c * c >= dim);
+  const R = dim / C, cell = Math.min(v.maxCell, tileMax / C);
+  const gap = Math.max(1, Math.round((colW - C * cell) / cell));
+  const tileW = C * cell, tileH = R * cell, pitch = (C + gap) * cell;
+  const guess = pitch >= 34;
+  const guessH = guess ? 15 : 4;
+  const floorH = guessH + tileH + 3 + 3 + 12 + 6;
+  return { T, nT, first, R, C, cell, gap, tileW, tileH, pitch, guess, guessH, floorH,
+    x0: v.label + (area - nT * pitch + gap * cell) / 2 };
+}
+
+function draw() {
+  const d = view.data, v = VARIANTS[(view.variant = variantFor(view.stage))];
+  view.wrap.classList.toggle('wide', v.name === 'wide');
+  const L = layout(d, v), nF = d.floors.length, chipH = 30;
+  const H = 18 + nF * L.floorH + chipH + 8;
+  const fig = clear(view.figure);
+  const s = root(fig, v.W, H, `${d.num_tokens} tokens as ${d.model.dim}-number vectors rising through ${d.model.n_layers} ` +
+    `layers of the demo model; the model's next-token guess after the last layer: ${guessLabel(d.next_token)}.`);
+  s.classList.add('emb-svg', `emb-${v.name}`);
+  const pal = colours();
+  const xOf = (i) => L.x0 + (i - L.first) * L.pitch;
+  const yOf = (f) => 18 + (nF - 1 - f) * L.floorH; // top of floor f's band
+  const selRect = svg('rect', { class: 'emb-sel', y: 14, width: L.tileW + 8, height: H - 18, rx: 6 }, s);
+  const floors = d.floors.map((fl, f) => drawFloor(s, d, fl, f, L, v, pal, xOf, yOf(f)));
+  const chips = drawChips(s, d, L, xOf, H - chipH - 4, chipH);
+  if (v.lens) {
+    svg('line', { x1: v.W - v.lens - 8, x2: v.W - v.lens - 8, y1: 14, y2: yOf(0) + L.floorH - 6, class: 'emb-divider' }, s);
+    view.lensHead = svg('text', { x: v.W - v.lens, y: 10, class: 'emb-small emb-lens-head' }, s);
+  }
+  view.tower = { s, L, v, floors, chips, selRect, xOf, yOf };
+  if (L.first > 0) {
+    svg('text', { x: v.W / 2, y: 11, 'text-anchor': 'middle', class: 'emb-small',
+      text: `showing the last ${L.nT} of ${d.num_tokens} tokens` }, s);
+  }
+  reveal(view.shown);
+  select(view.sel, false);
+}
+
+function drawFloor(s, d, fl, f, L, v, pal, xOf, y) {
+  const g = svg('g', { class: 'emb-floor' }, s);
+  const ty = y + L.guessH, mid = ty + L.tileH / 2;
+  if (v.name === 'wide') {
+    svg('text', { x: 0, y: mid - 2, class: 'emb-floor-label', text: f === 0 ? 'Embedding' : `Layer ${f}` }, g);
+    svg('text', { x: 0, y: mid + 12, class: 'emb-small', text: `colour ±${num(fl.scale, 2)}` }, g);
+  } else {
+    svg('text', { x: 0, y: mid + 4, class: 'emb-floor-label', text: f === 0 ? 'emb' : `L${f}` }, g);
+  }
+  const idx = Array.from({ length: L.nT }, (_, j) => L.first + j);
+  svg('image', { x: xOf(L.first), y: ty, width: (L.nT * (L.C + L.gap) - L.gap) * L.cell, height: L.tileH, preserveAspectRatio: 'none',
+    href: vectorImage(idx.map((i) => fl.vectors[i]), L.R, L.C, L.gap, fl.scale, pal), class: 'strip-img' }, g);
+  for (const i of idx) {
+    const x = xOf(i);
+    if (L.guess) {
+      const gs = fl.lens[i][0];
+      const t = svg('text', { x: x + L.tileW / 2, y: ty - 4, 'text-anchor': 'middle', class: 'emb-guess', text: clip(guessLabel(gs), L.pitch / 7) }, g);
+      t.style.opacity = String(0.45 + 0.55 * Math.min(1, gs.p * 2));
+    }
+    if (fl.change) changeBar(g, x, ty + L.tileH + 3, L.tileW, fl.change[i]);
+    svg('rect', { x, y: ty, width: L.tileW, height: L.tileH, class: 'emb-hit', 'data-i': i }, g);
+  }
+  g.addEventListener('pointerover', (e) => { const i = e.target.dataset?.i; if (i !== undefined) select(Number(i), false); });
+  if (v.lens) g.lensRows = lensRows(g, v, ty);
+  return g;
+}
+
+/** How much the layer changed this vector, ||out - in|| / ||in||: bar full at 100%, "×n" past it. */
+function changeBar(g, x, y, w, c) {
+  svg('rect', { x, y, width: w, height: 3, rx: 1.5, class: 'emb-bar-track' }, g);
+  svg('rect', { x, y, width: w * Math.min(1, c), height: 3, rx: 1.5, class: 'emb-bar' }, g);
+  if (c > 1 && w >= 28) svg('text', { x: x + w, y: y + 11, 'text-anchor': 'end', class: 'emb-small emb-bar-x', text: `×${num(c, 2)}` }, g);
+}
+
+function drawChips(s, d, L, xOf, y, hgt) {
+  const out = [];
+  for (let i = L.first; i < d.num_tokens; i++) {
+    const t = d.tokens[i], x = xOf(i);
+    const g = svg('g', { class: `emb-token${t.fallback ? ' fallback' : ''}`, tabindex: 0, role: 'button', 'data-i': i,
+      'aria-label': `token ${i + 1}: ${t.text === null ? `byte ${t.bytes}` : JSON.stringify(t.text)}, id ${t.id}${t.fallback ? ' (byte fallback)' : ''}` }, s);
+    svg('rect', { x: x - 2, y, width: L.tileW + 4, height: hgt - 4, rx: 5, class: 'emb-chip' }, g);
+    svg('text', { x: x + L.tileW / 2, y: y + hgt / 2 + 2, 'text-anchor': 'middle', class: 'emb-chip-text',
+      text: clip(t.text === null ? t.bytes : tokenLabel(t.text), (L.tileW + 4) / 6.6) }, g);
+    g.addEventListener('focus', () => select(i, true));
+    g.addEventListener('pointerover', () => select(i, false));
+    g.addEventListener('click', () => select(i, true));
+    out[i] = g;
+  }
+  return out;
+}
+
+const changeText = (c) => (c < 1 ? pct(c, 0) : `×${num(c, 2)}`);
+
+function clip(text, n) {
+  const k = Math.max(1, Math.floor(n));
+  return text.length > k ? `${text.slice(0, Math.max(1, k - 1))}…` : text;
+}
+
+// ---- the selected token: its column and what each floor would predict ------------------------
+
+/** Three text rows with probability bars beside a floor: the selected token's top-3 guesses there. */
+function lensRows(g, v, y) {
+  const x = v.W - v.lens;
+  return [0, 1, 2].map((k) => {
+    const yy = y + k * 14 + 9;
+    const bar = svg('rect', { x, y: yy - 9, height: 12, rx: 2, width: 1, class: 'emb-lens-bar' }, g);
+    const text = svg('text', { x: x + 4, y: yy, class: 'emb-lens-text' }, g);
+    return { bar, text };
+  });
+}
+
+function select(i, announce) {
+  if (!view?.tower) return;
+  view.sel = i;
+  const { selRect, xOf, L, floors, chips, v } = view.tower;
+  selRect.setAttribute('x', (xOf(Math.max(i, L.first)) - 4).toFixed(1));
+  chips.forEach((c, j) => c && c.classList.toggle('selected', j === i));
+  const d = view.data, t = d.tokens[i];
+  const who = t.text === null ? `byte ${t.bytes}` : tokenLabel(t.text);
+  if (v.lens) {
+    view.lensHead.textContent = `if it stopped here, after ${who}:`;
+    d.floors.forEach((fl, f) => floors[f].lensRows.forEach((r, k) => {
+      const gs = fl.lens[i][k];
+      r.text.textContent = `${guessLabel(gs)}  ${pct(gs.p, 0)}`;
+      r.bar.setAttribute('width', Math.max(1, gs.p * v.lens).toFixed(1));
+    }));
+  }
+  drawLensList(d, i, who);
+  if (announce) ctx.announce(`After ${who}: the model would say ${guessLabel(d.floors[d.floors.length - 1].lens[i][0])} next`);
+}
+
+function drawLensList(d, i, who) {
+  clear(view.lens);
+  h('p', { class: 'emb-lens-title', text: `After ${who}, the next token would be… (floor by floor, top 3)` }, view.lens);
+  const ol = h('ol', { class: 'emb-lens-list' }, view.lens);
+  [...d.floors].reverse().forEach((fl) => {
+    const li = h('li', {}, ol);
+    h('span', { class: 'emb-lens-floor', text: fl.after_layer === 0 ? 'embedding' : `layer ${fl.after_layer}` }, li);
+    h('span', { class: 'emb-lens-guesses', text: fl.lens[i].map((g) => `${guessLabel(g)} ${pct(g.p, 0)}`).join(' · ') }, li);
+    if (fl.change) h('span', { class: 'emb-lens-change', text: `layer changed it ${changeText(fl.change[i])}` }, li);
+  });
+}
+
+// ---- the real thing to scale, the CPU measurement, the math ---------------------------------
+
+function drawReal(d) {
+  const box = clear(view.scale);
+  const r = d.real_model, m = d.model, W = 420, H = 150, bw = 400, bh = 110;
+  h('h3', { text: `To scale: ${r.name} vs our demo model` }, box);
+  const s = root(box, W, H, `${r.name}: ${r.hidden_size} numbers per token and ${r.num_layers} layers; the demo model: ` +
+    `${m.dim} numbers and ${m.n_layers} layers, drawn to the same scale.`);
+  svg('rect', { x: 10, y: 10, width: bw, height: bh, class: 'emb-real-big' }, s);
+  const dw = Math.max(1.5, (bw * m.dim) / r.hidden_size), dh = Math.max(1.5, (bh * m.n_layers) / r.num_layers);
+  svg('rect', { x: 10, y: 10 + bh - dh, width: dw, height: dh, class: 'emb-real-demo' }, s);
+  svg('text', { x: 10 + bw / 2, y: 10 + bh / 2, 'text-anchor': 'middle', class: 'emb-real-label',
+    text: `${num(r.hidden_size)} numbers × ${r.num_layers} layers` }, s);
+  svg('text', { x: 10 + dw + 6, y: 10 + bh - 3, class: 'emb-small', text: `← demo: ${num(m.dim)} × ${m.n_layers}` }, s);
+  svg('text', { x: 10, y: H - 8, class: 'emb-small',
+    text: `${num(d.math.width_ratio.value)}× wider and ${num(d.math.depth_ratio.value)}× taller` }, s);
+}
+
+async function loadMeasured() {
+  if (view.measuredShown) return;
+  view.measuredShown = true;
+  await measuredBars(ctx, view.meas, '/api/embeddings/measured', 'Measured: prefill vs decode on this server', (m) => ({
+    text: `The demo model on ${m.measured_on} (${m.cpu.name}): a ${m.prompt_tokens}-token prompt in one pass, then ` +
+      `${m.decode_tokens} tokens one at a time. Time per token:`,
+    bars: [{ label: 'prefill', value: m.prefill_ms_per_token, cls: 'prefill' }, { label: 'decode', value: m.decode_ms_per_token, cls: 'decode' }],
+    after: `Decode spends ${num(m.decode_over_prefill_time_per_token, 2)}× as long per token: it rereads every weight for one token.`,
+  }), () => view);
+}
+
+function drawMath(d) {
+  clear(view.math);
+  const grid = h('div', { class: 'strip-math-grid' }, view.math);
+  grid.appendChild(mathDetails(d.math.layer_change, 'Layer change: how?'));
+  grid.appendChild(mathDetails(d.math.logit_lens, 'Next-token guesses: how?'));
+  grid.appendChild(mathDetails(d.math.real_numbers_per_token, `${d.real_model.name}: where from?`));
+  grid.appendChild(mathDetails(d.math.width_ratio, 'How much wider?'));
+  grid.appendChild(mathDetails(d.math.depth_ratio, 'How much taller?'));
+}
