@@ -93,13 +93,14 @@ def test_max_tokens_is_respected_and_pacing_holds(client):
 
 @pytest.mark.parametrize("params, field, bound", [
     ({"prompt": "word " * 300}, "prompt", "256"),
+    ({"prompt": ""}, "prompt", "1"),
     ({"max_tokens": 513}, "max_tokens", "512"),
     ({"max_tokens": 0}, "max_tokens", "1"),
     ({"tokens_per_s": 201}, "tokens_per_s", "200"),
     ({"temperature": 3}, "temperature", "2"),
 ])
 def test_bounds_get_422_naming_the_field(client, params, field, bound):
-    r = client.get("/api/generate", params={"prompt": "x", **params})
+    r = client.get("/api/generate", params={"prompt": "x"} | params)
     assert r.status_code == 422
     err = r.json()["detail"][0]
     assert err["loc"][-1] == field and bound in err["msg"]

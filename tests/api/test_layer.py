@@ -110,3 +110,9 @@ def test_measured_kv_cache_vs_recompute(client):
     assert a.status_code == 200 and d["available"] and d["same_tokens"] is True
     assert d["cached_ms_per_token"] > 0 and d["recompute_ms_per_token"] > 0 and d["speedup_x"] > 0
     assert client.get("/api/layer/measured").content == a.content
+
+
+def test_an_empty_prompt_is_an_empty_picture(client):
+    d = get(client, 0, "")
+    assert d["num_tokens"] == 0 and d["qkv"]["q"] == [] and all(h["weights"] == [] for h in d["heads"])
+    assert len(d["heads"]) == demo_model().config.n_heads

@@ -39,13 +39,13 @@ SCALE_QUANTILE = 0.98  # colour scale of a floor: +-this quantile of |value| (a 
 class PromptParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text the demo model reads (characters; at most {MAX_PROMPT_CHARS:,}, and 1-{MAX_PROMPT_TOKENS} "
-        "demo-model tokens)."))
+        f"Text the demo model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
+        "demo-model tokens; empty gives an empty picture)."))
 
     @field_validator("prompt")
     @classmethod
     def _prompt(cls, v: str) -> str:
-        return check_prompt(v, MAX_PROMPT_TOKENS)
+        return check_prompt(v, MAX_PROMPT_TOKENS, min_tokens=0)
 
 
 class Guess(BaseModel):
@@ -75,7 +75,8 @@ class EmbeddingsResponse(BaseModel):
     pieces: list[dict] = Field(description="Chapter 1's cl100k_base pieces: id, text, bytes, in_vocab.")
     tokens: list[dict] = Field(description="The model's tokens: index, id, cl100k_id, text, bytes, piece, fallback.")
     floors: list[Floor] = Field(description="n_layers + 1 floors, bottom (embedding rows) to top.")
-    next_token: Guess = Field(description="The model's actual prediction after the last token (argmax).")
+    next_token: Guess | None = Field(description="The model's actual prediction after the last token (argmax); "
+                                     "null for an empty prompt.")
     real_model: dict = Field(description="The real thing from the catalog: name, hidden_size, num_layers, source.")
     math: dict
 
@@ -111,15 +112,19 @@ def real_model() -> dict:
 
 
 def _math(m, floors: list[dict], real: dict) -> dict:
+    """Show-the-math for the headline numbers (the per-token ones only when there are tokens)."""
     c, src = m.config, real["source"]
     changes = [v for f in floors[1:] for v in f["change"]]
-    return math_dict(
+    out = math_dict(
         real_numbers_per_token=derive(real["hidden_size"], "numbers/token", "hidden_size (the residual stream's width)",
                                       {"hidden_size": (real["hidden_size"], "numbers", src)}, sources=[src]),
         width_ratio=derive(round(real["hidden_size"] / c.dim, 1), "x", "real hidden_size / demo dim",
                            {"hidden_size": (real["hidden_size"], "numbers", src), "dim": (c.dim, "numbers")}),
         depth_ratio=derive(round(real["num_layers"] / c.n_layers, 1), "x", "real num_layers / demo n_layers",
-                           {"num_layers": (real["num_layers"], "layers", src), "n_layers": (c.n_layers, "layers")}),
+                           {"num_layers": (real["num_layers"], "layers", src), "n_layers": (c.n_layers, "layers")}))
+    if not changes:
+        return out
+    return out | math_dict(
         layer_change=derive(float(f"{np.mean(changes):.4g}"), "", "change = ||x_out - x_in|| / ||x_in|| per token "
                             "and layer (x = residual stream); the value is the mean over tokens and layers",
                             {"tokens": (len(floors[0]["norm"]), "tokens"), "layers": (c.n_layers, "layers")}),
@@ -135,14 +140,18 @@ def _math(m, floors: list[dict], real: dict) -> dict:
 def embeddings_json(prompt: str) -> bytes:
     m = demo_model()
     ids, pieces, rows = prompt_tokens(m, prompt)
-    fw = m.forward(ids, intermediates=True)
-    floors = [_floor(m, 0, fw.embeddings, None)]
-    floors += [_floor(m, i + 1, t.resid_out, layer_change(t.resid_in, t.resid_out)) for i, t in enumerate(fw.layers)]
+    if ids:
+        fw = m.forward(ids, intermediates=True)
+        floors = [_floor(m, 0, fw.embeddings, None)]
+        floors += [_floor(m, i + 1, t.resid_out, layer_change(t.resid_in, t.resid_out)) for i, t in enumerate(fw.layers)]
+    else:  # an empty prompt (e.g. while the box is cleared): empty floors, nothing to predict from
+        floors = [{"after_layer": i, "vectors": [], "scale": 0.0, "norm": [], "change": [] if i else None, "lens": []}
+                  for i in range(m.config.n_layers + 1)]
     real = real_model()
     return EmbeddingsResponse(
         prompt=prompt, model=model_info(m), num_tokens=len(ids), num_pieces=len(pieces),
         num_fallback_pieces=sum(not p["in_vocab"] for p in pieces), pieces=pieces, tokens=rows, floors=floors,
-        next_token=floors[-1]["lens"][-1][0], real_model=real, math=_math(m, floors, real)).model_dump_json().encode()
+        next_token=floors[-1]["lens"][-1][0] if ids else None, real_model=real, math=_math(m, floors, real)).model_dump_json().encode()
 
 
 @router.get("/api/embeddings", response_model=EmbeddingsResponse)

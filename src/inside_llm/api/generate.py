@@ -55,11 +55,11 @@ def demo_config() -> DemoConfig:
         return DemoConfig(**json.loads(str(z["config_json"])))
 
 
-def check_prompt(text: str, max_tokens: int) -> str:
-    """ValueError (a 422 on the field) unless text is 1..max_tokens demo-model tokens."""
+def check_prompt(text: str, max_tokens: int, min_tokens: int = 1) -> str:
+    """ValueError (a 422 on the field) unless text is min_tokens..max_tokens demo-model tokens."""
     n = len(demo_model().encode(text))
-    if n == 0:
-        raise ValueError("the prompt must hold at least 1 token")
+    if n < min_tokens:
+        raise ValueError(f"the prompt must hold at least {min_tokens} token")
     if n > max_tokens:
         raise ValueError(f"the prompt is {n} tokens for the demo model; at most {max_tokens} tokens are allowed")
     return text

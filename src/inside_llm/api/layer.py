@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
+from ..sim.transformer import LayerTrace
 from ..sim.transformer_ops import rms_norm
 from .embeddings import DEFAULT_PROMPT, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, SCALE_MODEL
 from .generate import check_prompt, demo_config, demo_model, model_info, prompt_tokens, sig
@@ -33,15 +34,15 @@ MAX_LAYER = demo_config().n_layers - 1
 class LayerParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text the demo model reads (characters; at most {MAX_PROMPT_CHARS:,}, and 1-{MAX_PROMPT_TOKENS} "
-        "demo-model tokens)."))
+        f"Text the demo model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
+        "demo-model tokens; empty gives an empty picture)."))
     layer: int = Field(0, ge=0, le=MAX_LAYER, description=f"Which layer to open (0-based; 0-{MAX_LAYER}, the demo "
                        "model's layers).")
 
     @field_validator("prompt")
     @classmethod
     def _prompt(cls, v: str) -> str:
-        return check_prompt(v, MAX_PROMPT_TOKENS)
+        return check_prompt(v, MAX_PROMPT_TOKENS, min_tokens=0)
 
     @field_validator("layer")
     @classmethod
@@ -76,7 +77,9 @@ class LayerResponse(BaseModel):
 
 
 def _scale(x: np.ndarray) -> float:
-    """Colour scale: +-98th percentile of |x| (a few outliers saturate)."""
+    """Colour scale: +-98th percentile of |x| (a few outliers saturate); 0 when there is nothing."""
+    if x.size == 0:
+        return 0.0
     return float(f"{np.quantile(np.abs(x), 0.98):.3g}")
 
 
@@ -105,8 +108,8 @@ def layer_json(prompt: str, layer: int) -> bytes:
     m = demo_model()
     c = m.config
     ids, _, rows = prompt_tokens(m, prompt)
-    tr = m.forward(ids, intermediates=True).layers[layer]
     T = len(ids)
+    tr = m.forward(ids, intermediates=True).layers[layer] if T else _empty_trace(m)
     q, k, v = (a.transpose(1, 0, 2) for a in (tr.q, tr.k, tr.v))  # [T, heads, hd]
     g = c.n_heads // c.n_kv_heads
     heads = [{"head": h, "kv_head": h // g, "weights": [sig(tr.attn[h, i, :i + 1]) for i in range(T)]}
@@ -115,7 +118,8 @@ def layer_json(prompt: str, layer: int) -> bytes:
     return LayerResponse(
         prompt=prompt, layer=layer, model=model_info(m), num_tokens=T, tokens=rows,
         groups=[{"kv_head": j, "query_heads": list(range(j * g, (j + 1) * g))} for j in range(c.n_kv_heads)],
-        qkv={"q": sig(q.reshape(T, -1)), "k": sig(k.reshape(T, -1)), "v": sig(v.reshape(T, -1)),
+        qkv={"q": sig(q.reshape(T, c.n_heads * c.head_dim)), "k": sig(k.reshape(T, c.n_kv_heads * c.head_dim)),
+             "v": sig(v.reshape(T, c.n_kv_heads * c.head_dim)),
              "q_norm": _norm(q), "k_norm": _norm(k), "v_norm": _norm(v),
              "q_scale": _scale(q), "k_scale": _scale(k), "v_scale": _scale(v)},
         heads=heads,
@@ -124,6 +128,15 @@ def layer_json(prompt: str, layer: int) -> bytes:
         residual={"in_norm": _norm(tr.resid_in), "attn_out_norm": _norm(tr.attn_out), "mlp_out_norm": _norm(tr.mlp_out),
                   "out_norm": _norm(tr.resid_out)},
         math=_math(m, T)).model_dump_json().encode()
+
+
+def _empty_trace(m) -> LayerTrace:
+    """What a layer computes for no tokens: every array with a 0-long token axis (an empty prompt)."""
+    c = m.config
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    return LayerTrace(z(0, c.dim), z(c.n_heads, 0, c.head_dim), z(c.n_kv_heads, 0, c.head_dim),
+                      z(c.n_kv_heads, 0, c.head_dim), z(c.n_heads, 0, 0), z(0, c.dim), z(0, c.dim),
+                      z(0, c.ffn_dim), z(0, c.ffn_dim), z(0, c.ffn_dim), z(0, c.dim), z(0, c.dim))
 
 
 @router.get("/api/layer", response_model=LayerResponse)

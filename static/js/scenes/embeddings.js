@@ -27,11 +27,11 @@ export function mount(stage, context) {
     legend: h('div', { class: 'legend emb-legend' }, wrap),
     lens: h('div', { class: 'emb-lens', 'aria-live': 'polite' }, wrap),
     lower: h('div', { class: 'emb-lower' }, wrap),
-    math: h('div', { class: 'emb-math' }, wrap),
+    math: h('div', { class: 'emb-math', hidden: ctx.embed }, wrap),
   };
   view.scale = h('section', { class: 'emb-real', 'aria-label': 'The real thing, to scale' }, view.lower);
   view.meas = h('section', { class: 'strip-measured', 'aria-label': 'Measured on this server' }, view.lower);
-  view.ro = new ResizeObserver(() => { if (view?.data && variantFor(stage) !== view.variant) draw(); });
+  view.ro = new ResizeObserver(() => { if (view?.data?.num_tokens && variantFor(stage) !== view.variant) draw(); });
   view.ro.observe(stage);
 }
 
@@ -46,6 +46,7 @@ export function update(data) {
   if (!view) return;
   view.data = data;
   if (view.sel === null || view.sel >= data.num_tokens) view.sel = data.num_tokens - 1;
+  if (!data.num_tokens) return drawEmpty();
   drawReadouts(data);
   drawNote(data);
   drawLegend();
@@ -53,6 +54,7 @@ export function update(data) {
   drawReal(data);
   drawMath(data);
   loadMeasured();
+  clearTimeout(view.timer); // a newer answer lands mid-animation: show it whole
   const animate = !view.animated && ctx.options.autoplay === '1' && !ctx.reducedMotion;
   view.animated = true;
   if (animate) rise(0); else reveal(numSteps(data) - 1);
@@ -71,6 +73,13 @@ export function onKey(ev) {
   if (!view?.data || !['ArrowLeft', 'ArrowRight'].includes(ev.key) || !ev.target.closest?.('.emb-token')) return false;
   select(Math.max(0, Math.min(view.data.num_tokens - 1, view.sel + (ev.key === 'ArrowRight' ? 1 : -1))), true);
   return true;
+}
+
+function drawEmpty() {
+  for (const k of ['readouts', 'legend', 'lens', 'math']) clear(view[k]);
+  view.tower = null;
+  clear(view.note).append('Type a prompt: its tokens will rise through the model here.');
+  clear(view.figure);
 }
 
 function rise(k) {
@@ -294,8 +303,8 @@ async function loadMeasured() {
 function drawMath(d) {
   clear(view.math);
   const grid = h('div', { class: 'strip-math-grid' }, view.math);
-  grid.appendChild(mathDetails(d.math.layer_change, 'Layer change: how?'));
-  grid.appendChild(mathDetails(d.math.logit_lens, 'Next-token guesses: how?'));
+  if (d.math.layer_change) grid.appendChild(mathDetails(d.math.layer_change, 'Layer change: how?'));
+  if (d.math.logit_lens) grid.appendChild(mathDetails(d.math.logit_lens, 'Next-token guesses: how?'));
   grid.appendChild(mathDetails(d.math.real_numbers_per_token, `${d.real_model.name}: where from?`));
   grid.appendChild(mathDetails(d.math.width_ratio, 'How much wider?'));
   grid.appendChild(mathDetails(d.math.depth_ratio, 'How much taller?'));

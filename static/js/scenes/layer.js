@@ -24,13 +24,13 @@ export function mount(stage, context) {
     stage, sel: null, data: null, timer: 0, animated: false, shown: SECTIONS.length,
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     note: h('p', { class: 'ly-note' }, wrap),
-    chips: h('div', { class: 'chips ly-chips', role: 'list', 'aria-label': 'Tokens: hover or focus one to look from it' }, wrap),
+    chips: h('div', { class: 'chips ly-chips', role: 'group', 'aria-label': 'Tokens: hover or focus one to look from it' }, wrap),
   };
   for (const k of SECTIONS) view[k] = h('section', { class: `ly-section ly-${k}` }, wrap);
-  view.lower = h('div', { class: 'emb-lower' }, wrap);
+  view.lower = h('div', { class: 'emb-lower', hidden: ctx.embed }, wrap); // a slide frame keeps the layer itself
   view.meas = h('section', { class: 'strip-measured', 'aria-label': 'Measured on this server' }, view.lower);
   view.math = h('div', { class: 'strip-math-grid' }, view.lower);
-  view.ro = new ResizeObserver(() => { if (view?.data && variantFor(stage) !== view.variant) draw(); });
+  view.ro = new ResizeObserver(() => { if (view?.data?.num_tokens && variantFor(stage) !== view.variant) draw(); });
   view.ro.observe(stage);
 }
 
@@ -45,6 +45,12 @@ export function update(data) {
   if (!view) return;
   view.data = data;
   if (view.sel === null || view.sel >= data.num_tokens) view.sel = data.num_tokens - 1;
+  if (!data.num_tokens) {
+    for (const k of ['readouts', 'chips', ...SECTIONS]) clear(view[k]);
+    view.heat = null;
+    clear(view.note).append('Type a prompt to open this layer.');
+    return;
+  }
   drawReadouts(data);
   drawNote(data);
   draw();
@@ -59,6 +65,7 @@ export function update(data) {
       after: `${num(m.speedup_x, 2)}× faster with the cache${m.same_tokens ? ', and the same tokens either way' : ''}.`,
     }), () => view);
   }
+  clearTimeout(view.timer); // a newer answer lands mid-animation: show it whole
   const animate = !view.animated && ctx.options.autoplay === '1' && !ctx.reducedMotion;
   view.animated = true;
   if (animate) play(1); else reveal(SECTIONS.length);
@@ -96,7 +103,7 @@ function drawReadouts(d) {
   clear(view.readouts);
   readout(view.readouts, 'Layer', `${d.layer + 1} of ${m.n_layers}`, `index ${d.layer}`);
   readout(view.readouts, 'Attention heads', num(m.n_heads), `query · ${m.n_kv_heads} key/value`);
-  readout(view.readouts, 'MLP', `${num(m.dim)} → ${num(m.ffn_dim)}`, `→ ${num(m.dim)} numbers`);
+  readout(view.readouts, 'MLP widths', `${num(m.dim)} → ${num(m.ffn_dim)} → ${num(m.dim)}`, 'numbers');
   view.selReadout = readout(view.readouts, 'Looking from', '', '', 'ly-from');
 }
 
@@ -110,7 +117,7 @@ function drawNote(d) {
 function drawChips(d) {
   clear(view.chips);
   view.chipEls = d.tokens.map((t, i) => {
-    const c = h('button', { type: 'button', class: `chip ly-chip${t.fallback ? ' partial' : ''}`, role: 'listitem',
+    const c = h('button', { type: 'button', class: `chip ly-chip${t.fallback ? ' partial' : ''}`, 'aria-pressed': 'false',
       'aria-label': `token ${i + 1}: ${t.text === null ? `byte ${t.bytes}` : JSON.stringify(t.text)}` }, view.chips);
     c.textContent = t.text === null ? t.bytes : tokenLabel(t.text);
     c.style.background = `var(--chip-${i % 6})`;
@@ -125,7 +132,8 @@ function drawChips(d) {
 function draw() {
   const d = view.data, v = VARIANTS[(view.variant = variantFor(view.stage))];
   const pal = colours();
-  const rowH = Math.max(2.5, Math.min(v.name === 'wide' ? 11 : 8, (v.name === 'wide' ? 190 : 150) / d.num_tokens));
+  const budget = ctx.embed ? 70 : v.name === 'wide' ? 190 : 150; // SVG units per block of T rows
+  const rowH = Math.max(2.5, Math.min(ctx.embed ? 6 : v.name === 'wide' ? 11 : 8, budget / d.num_tokens));
   view.geo = { v, rowH };
   drawChips(d);
   view.qkvFig = drawQKV(d, v, pal, rowH);
@@ -263,7 +271,7 @@ function select(i, announce) {
   view.sel = i;
   const d = view.data, { rowH } = view.geo, t = d.tokens[i];
   const who = t.text === null ? `byte ${t.bytes}` : tokenLabel(t.text);
-  view.chipEls.forEach((c, j) => c.classList.toggle('selected', j === i));
+  view.chipEls.forEach((c, j) => { c.classList.toggle('selected', j === i); c.setAttribute('aria-pressed', String(j === i)); });
   view.qkvFig.sel.setAttribute('y', (view.qkvFig.top + i * rowH).toFixed(1));
   view.mlpFig.sels.forEach((r, k) => r.setAttribute('y', (view.mlpFig.ys[k] + i * rowH).toFixed(1)));
   view.heat.rows.forEach((r, hh) => r.setAttribute('y', (view.heat.pos(hh).y + i * view.heat.cell).toFixed(1)));
