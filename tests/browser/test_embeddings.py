@@ -65,3 +65,20 @@ def test_steps_freeze_the_rise_and_reduced_motion_jumps_to_the_end(browser, base
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), "no sideways scroll at 390 px"
     assert errors == []
     ctx.close()
+
+
+def test_generate_streams_to_an_eventsource(page, base_url):
+    """/api/generate (mounted with this chapter) as chapter 11's chat box reads it: EventSource, closed on done."""
+    m = demo_model()
+    page.goto(base_url + "/tour/embeddings?autoplay=0")
+    got = page.evaluate("""() => new Promise((resolve, reject) => {
+      const es = new EventSource('/api/generate?prompt=ROMEO%3A&max_tokens=6&temperature=0&tokens_per_s=100');
+      const out = { ids: [], text: '' };
+      es.addEventListener('token', (e) => { const t = JSON.parse(e.data); out.ids.push(t.id); out.text += t.text; });
+      es.addEventListener('done', (e) => { es.close(); out.done = JSON.parse(e.data); resolve(out); });
+      es.onerror = () => { es.close(); reject(new Error('stream failed')); };
+    })""")
+    expect = list(m.generate(m.encode("ROMEO:"), 6, temperature=0.0))
+    assert got["ids"] == expect and got["text"] == m.decode(expect)
+    assert got["done"]["num_tokens"] == 6
+    assert page.console_errors == []

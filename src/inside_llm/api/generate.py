@@ -136,7 +136,11 @@ Events, in order (each `data:` is one JSON object):
 Pacing: token i is sent no earlier than i / tokens_per_s seconds after the first (0 = as fast as the
 CPU allows). Sampling is seeded (temperature 0 = greedy), so the same URL gives the same tokens.
 Bad parameters get a 422 (JSON) before the stream opens; too many concurrent streams get a 503.
-The stream stops, and the model stops working, when the client disconnects (close the EventSource).
+The stream stops, and the model stops working, when the client disconnects. With an EventSource, call
+`close()` on `done` or `error`: browsers otherwise reconnect when the stream ends and would start over.
+Example: `const es = new EventSource('/api/generate?prompt=...&max_tokens=64&tokens_per_s=20');
+es.addEventListener('token', (e) => append(JSON.parse(e.data).text));
+es.addEventListener('done', (e) => { es.close(); finish(JSON.parse(e.data)); });`
 """
 
 

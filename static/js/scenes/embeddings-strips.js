@@ -1,6 +1,6 @@
-// scenes/embeddings-strips.js: vectors as colour strips (one pixel per number), shared by chapters 2 and 3.
+// scenes/embeddings-strips.js: vectors as colour strips (one pixel per number), keys, measured bars; chapters 2 and 3.
 
-import { h, clear, cssVar } from '../lib/svg.js';
+import { svg, h, clear, cssVar, root } from '../lib/svg.js';
 import { num } from '../lib/format.js';
 
 export const NEG = '#e8743b'; // negative values: a warm hue; positive values use --c-tokens (activations)
@@ -109,4 +109,21 @@ export async function measuredBars(ctx, box, url, title, fmt, alive) {
     h('span', { class: 'strip-bar-value', text: `${num(b.value, 3)} ms/token` }, row);
   }
   if (f.after) h('p', { class: 'strip-measured-note', text: f.after }, box);
+}
+
+/** The real model and the demo as two rectangles to the same scale (width: numbers per token, height: layers). */
+export function drawToScale(box, d) {
+  clear(box);
+  const r = d.real_model, m = d.model, W = 420, H = 150, bw = 400, bh = 110;
+  h('h3', { text: `To scale: ${r.name} vs our demo model` }, box);
+  const s = root(box, W, H, `${r.name}: ${r.hidden_size} numbers per token and ${r.num_layers} layers; the demo model: ` +
+    `${m.dim} numbers and ${m.n_layers} layers, drawn to the same scale.`);
+  svg('rect', { x: 10, y: 10, width: bw, height: bh, class: 'emb-real-big' }, s);
+  const dw = Math.max(1.5, (bw * m.dim) / r.hidden_size), dh = Math.max(1.5, (bh * m.n_layers) / r.num_layers);
+  svg('rect', { x: 10, y: 10 + bh - dh, width: dw, height: dh, class: 'emb-real-demo' }, s);
+  svg('text', { x: 10 + bw / 2, y: 10 + bh / 2, 'text-anchor': 'middle', class: 'emb-real-label',
+    text: `${num(r.hidden_size)} numbers × ${r.num_layers} layers` }, s);
+  svg('text', { x: 10 + dw + 6, y: 10 + bh - 3, class: 'emb-small', text: `← demo: ${num(m.dim)} × ${m.n_layers}` }, s);
+  svg('text', { x: 10, y: H - 8, class: 'emb-small',
+    text: `${num(d.math.width_ratio.value)}× wider and ${num(d.math.depth_ratio.value)}× taller` }, s);
 }

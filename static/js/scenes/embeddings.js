@@ -4,7 +4,7 @@ import { svg, h, clear, root } from '../lib/svg.js';
 import { num, pct } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
-import { colours, vectorImage, tokenLabel, guessLabel, readout, measuredBars, legendScale, variantFor } from './embeddings-strips.js';
+import { colours, vectorImage, tokenLabel, guessLabel, readout, measuredBars, legendScale, variantFor, drawToScale } from './embeddings-strips.js';
 
 const VARIANTS = {
   wide: { name: 'wide', W: 1000, label: 92, lens: 190, maxCols: 24, maxCell: 7 },
@@ -51,7 +51,7 @@ export function update(data) {
   drawNote(data);
   drawLegend();
   draw();
-  drawReal(data);
+  drawToScale(view.scale, data);
   drawMath(data);
   loadMeasured();
   clearTimeout(view.timer); // a newer answer lands mid-animation: show it whole
@@ -272,22 +272,6 @@ function drawLensList(d, i, who) {
 }
 
 // ---- the real thing to scale, the CPU measurement, the math ---------------------------------
-
-function drawReal(d) {
-  const box = clear(view.scale);
-  const r = d.real_model, m = d.model, W = 420, H = 150, bw = 400, bh = 110;
-  h('h3', { text: `To scale: ${r.name} vs our demo model` }, box);
-  const s = root(box, W, H, `${r.name}: ${r.hidden_size} numbers per token and ${r.num_layers} layers; the demo model: ` +
-    `${m.dim} numbers and ${m.n_layers} layers, drawn to the same scale.`);
-  svg('rect', { x: 10, y: 10, width: bw, height: bh, class: 'emb-real-big' }, s);
-  const dw = Math.max(1.5, (bw * m.dim) / r.hidden_size), dh = Math.max(1.5, (bh * m.n_layers) / r.num_layers);
-  svg('rect', { x: 10, y: 10 + bh - dh, width: dw, height: dh, class: 'emb-real-demo' }, s);
-  svg('text', { x: 10 + bw / 2, y: 10 + bh / 2, 'text-anchor': 'middle', class: 'emb-real-label',
-    text: `${num(r.hidden_size)} numbers × ${r.num_layers} layers` }, s);
-  svg('text', { x: 10 + dw + 6, y: 10 + bh - 3, class: 'emb-small', text: `← demo: ${num(m.dim)} × ${m.n_layers}` }, s);
-  svg('text', { x: 10, y: H - 8, class: 'emb-small',
-    text: `${num(d.math.width_ratio.value)}× wider and ${num(d.math.depth_ratio.value)}× taller` }, s);
-}
 
 async function loadMeasured() {
   if (view.measuredShown) return;
