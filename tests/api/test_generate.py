@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import httpx
@@ -74,7 +75,9 @@ def test_partial_utf8_is_held_until_the_character_completes():
         p = gen.GenerateParams(prompt="x", max_tokens=n, temperature=0)
         return [e async for e in gen._events(Req(), Fake(), [1], p)]
 
-    ev = events(b"".join(anyio.run(collect, len(byte_ids) + 1)).decode())
+    with ThreadPoolExecutor(1) as ex:  # its own thread: a browser test's event loop may own this one
+        chunks = ex.submit(anyio.run, collect, len(byte_ids) + 1).result()
+    ev = events(b"".join(chunks).decode())
     texts = [d["text"] for e, d in ev if e == "token"]
     assert texts[:len(byte_ids)] == [""] * (len(byte_ids) - 1) + ["🦙"]
     assert "".join(texts) == m.decode((byte_ids * 2)[:len(byte_ids) + 1])  # a cut-off character ends as U+FFFD
