@@ -58,3 +58,21 @@ def test_layer_slider_changes_the_drawing(page, base_url):
     assert before != after
     assert f"layer={n - 1}" in page.url
     assert page.console_errors == []
+
+
+def test_steps_reduced_motion_and_phone_width(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    shown = "() => [...document.querySelectorAll('#stage .ly-section.shown')].map(s => s.classList[1])"
+    page.goto(base_url + "/tour/layer")
+    page.wait_for_selector("#stage rect.ly-heat-sel")
+    assert page.evaluate(shown) == ["ly-qkv", "ly-attn", "ly-mlp"], "reduced motion: the whole layer at once"
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), "no sideways scroll at 390 px"
+    page.goto(base_url + "/tour/layer?step=0")
+    page.wait_for_selector("#stage rect.ly-heat-sel")
+    page.wait_for_timeout(200)
+    assert page.evaluate(shown) == ["ly-qkv"]
+    assert errors == []
+    ctx.close()

@@ -165,7 +165,7 @@ function draw() {
       text: `showing the last ${L.nT} of ${d.num_tokens} tokens` }, s);
   }
   reveal(view.shown);
-  select(view.sel, false);
+  select(view.sel, false, true);
 }
 
 function drawFloor(s, d, fl, f, L, v, pal, xOf, y) {
@@ -239,8 +239,8 @@ function lensRows(g, v, y) {
   });
 }
 
-function select(i, announce) {
-  if (!view?.tower) return;
+function select(i, announce, force = false) {
+  if (!view?.tower || (i === view.sel && !announce && !force)) return;
   view.sel = i;
   const { selRect, xOf, L, floors, chips, v } = view.tower;
   selRect.setAttribute('x', (xOf(Math.max(i, L.first)) - 4).toFixed(1));

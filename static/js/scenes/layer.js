@@ -8,7 +8,7 @@ import { colours, rowsImage, tokenLabel, readout, measuredBars, legendScale, var
 
 const VARIANTS = {
   wide: { name: 'wide', W: 1000, label: 74, heatMax: 170, perRow: 8 },
-  narrow: { name: 'narrow', W: 360, label: 44, heatMax: 120, perRow: 4 },
+  narrow: { name: 'narrow', W: 360, label: 14, heatMax: 120, perRow: 4 },
 };
 const SECTIONS = ['qkv', 'attn', 'mlp']; // the steps: each adds one part of the layer
 let view = null;
@@ -103,7 +103,7 @@ function drawReadouts(d) {
   clear(view.readouts);
   readout(view.readouts, 'Layer', `${d.layer + 1} of ${m.n_layers}`, `index ${d.layer}`);
   readout(view.readouts, 'Attention heads', num(m.n_heads), `query · ${m.n_kv_heads} key/value`);
-  readout(view.readouts, 'MLP widths', `${num(m.dim)} → ${num(m.ffn_dim)} → ${num(m.dim)}`, 'numbers');
+  readout(view.readouts, 'MLP stretch', `×${num(m.ffn_dim / m.dim, 2)}`, `${num(m.dim)} → ${num(m.ffn_dim)} → ${num(m.dim)} numbers`);
   view.selReadout = readout(view.readouts, 'Looking from', '', '', 'ly-from');
 }
 
@@ -140,7 +140,7 @@ function draw() {
   view.heat = drawHeads(d, v, pal);
   view.attends = drawAttends(d);
   view.mlpFig = drawMLP(d, v, pal, rowH);
-  select(view.sel, false);
+  select(view.sel, false, true);
 }
 
 function heading(box, title, sub) {
@@ -151,7 +151,7 @@ function heading(box, title, sub) {
 
 /** Row labels and a highlight bar across a block of T rows starting at y. */
 function rowsFrame(s, d, v, y, rowH) {
-  if (rowH >= 8) {
+  if (rowH >= 8 && v.name === 'wide') {
     d.tokens.forEach((t, i) => svg('text', { x: v.label - 6, y: y + (i + 0.5) * rowH + 3.5, 'text-anchor': 'end', class: 'ly-row-label',
       text: t.text === null ? t.bytes.slice(0, 5) : tokenLabel(t.text).slice(0, 9) }, s));
   }
@@ -179,6 +179,10 @@ function drawQKV(d, v, pal, rowH) {
       href: rowsImage(rows, scale, pal, m.head_dim) }, s);
     x += w + gap;
   });
+  const g = m.n_heads / m.n_kv_heads;
+  h('p', { class: 'ly-caption', text: `Rows: tokens. Each query head reads the key/value head marked in the same shade ` +
+    `above: ${g} query heads share each of the ${m.n_kv_heads} key/value heads (grouped-query attention), ` +
+    `so the cache keeps ${m.n_kv_heads} keys and values per token instead of ${m.n_heads}.` }, view.qkv);
   return { s, sel: rowsFrame(s, d, v, top, rowH), top };
 }
 
@@ -194,8 +198,10 @@ function drawHeads(d, v, pal) {
   d.groups.forEach((grp) => {
     const a = pos(grp.query_heads[0]), b = pos(grp.query_heads[grp.query_heads.length - 1]);
     svg('rect', { x: a.x - 4, y: a.y - 30, width: b.x - a.x + size + 8, height: size + 38, rx: 8, class: 'ly-group-box' }, s);
-    svg('text', { x: a.x, y: a.y - 17, class: 'ly-group-label', text: v.name === 'wide' || g <= 2
-      ? `KV head ${grp.kv_head} · shared by query heads ${grp.query_heads[0]}–${grp.query_heads[g - 1]}` : `KV ${grp.kv_head}` }, s);
+    const boxW = b.x - a.x + size;
+    svg('text', { x: a.x, y: a.y - 17, class: 'ly-group-label', text: boxW >= 250
+      ? `KV head ${grp.kv_head} · shared by query heads ${grp.query_heads[0]}–${grp.query_heads[g - 1]}`
+      : boxW >= 150 ? `KV head ${grp.kv_head} · heads ${grp.query_heads[0]}–${grp.query_heads[g - 1]}` : `KV ${grp.kv_head}` }, s);
   });
   const rows = d.heads.map((hd) => {
     const { x, y } = pos(hd.head);
@@ -233,8 +239,9 @@ function drawAttends(d) {
   const title = h('p', { class: 'ly-attends-title' }, box);
   const grid = h('div', { class: 'ly-attends-grid' }, box);
   const rows = d.heads.map((hd) => {
-    h('span', { class: 'ly-attends-head', text: `head ${hd.head} · kv ${hd.kv_head}` }, grid);
-    const line = h('span', { class: 'ly-attends-line' }, grid);
+    const first = hd.head > 0 && d.heads[hd.head - 1].kv_head !== hd.kv_head;
+    h('span', { class: `ly-attends-head${first ? ' kv-start' : ''}`, text: `head ${hd.head} · kv ${hd.kv_head}` }, grid);
+    const line = h('span', { class: `ly-attends-line${first ? ' kv-start' : ''}` }, grid);
     return d.tokens.map((t) => h('span', { class: 'ly-att', text: t.text === null ? t.bytes : tokenLabel(t.text) }, line));
   });
   return { title, rows };
@@ -266,8 +273,8 @@ function drawMLP(d, v, pal, rowH) {
 
 // ---- the selected token ---------------------------------------------------------------------
 
-function select(i, announce) {
-  if (!view?.heat) return;
+function select(i, announce, force = false) {
+  if (!view?.heat || (i === view.sel && !announce && !force)) return; // pointermove within one row: nothing to do
   view.sel = i;
   const d = view.data, { rowH } = view.geo, t = d.tokens[i];
   const who = t.text === null ? `byte ${t.bytes}` : tokenLabel(t.text);
