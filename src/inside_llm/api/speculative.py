@@ -177,16 +177,16 @@ class MeasuredResponse(BaseModel):
     alpha_estimate: float | None = None
     greedy_wall_s: float | None = None
     speculative_wall_s: float | None = None
-    decode_step_s: float | None = Field(None, description="one target decode step (median)")
-    measured_cost_ratio: float | None = Field(None, description="one draft pass / one target decode step (median)")
+    decode_step_s: float | None = Field(None, description="one target decode step (s; median, fastest round)")
+    measured_cost_ratio: float | None = Field(None, description="one draft pass / one target decode step (medians)")
     verify_cost_steps: float | None = Field(None, description="one (gamma+1)-token target pass / one decode step")
     measured_speedup: float | None = None
     predicted_speedup: float | None = Field(None, description="Theorem 3.8 at the measured alpha and cost ratio")
     predicted_speedup_with_verify_cost: float | None = None
     math: dict = {}
     note: str = ("Wall-clock time on this server's CPU, measured once when this server process first answered this "
-                 "URL: the target alone (one pass per token) against draft-then-verify, each the fastest of a few "
-                 "rounds. On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "
+                 "URL: the target alone (one pass per token) against draft-then-verify; every figure is the fastest "
+                 "of a few rounds. On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "
                  "tokens cost extra arithmetic), so the measured speed-up can fall below the prediction; on a "
                  "memory-bound GPU it costs about one.")
 
