@@ -154,6 +154,7 @@ def facts() -> dict[str, str]:
 
 # ---- measured on this server's CPU: decoding with the KV cache vs recomputing the prefix --------
 _lock = threading.Lock()
+ROUNDS = 2
 
 
 @lru_cache(maxsize=1)
@@ -164,16 +165,20 @@ def _measure() -> bytes:
     m = demo_model()
     try:
         prompt = demo_timing.default_prompt_ids(m, 64)
-        r = demo_timing.time_kv_cache(m, prompt, num_new_tokens=32, repeats=1)
+        runs = [demo_timing.time_kv_cache(m, prompt, num_new_tokens=32, repeats=1) for _ in range(ROUNDS)]
     except Exception as e:  # say so rather than fail the page
         return json.dumps({"available": False, "reason": f"the measurement failed ({type(e).__name__})",
                            "cpu": cpu_info()}).encode()
-    keep = ("prompt_tokens", "new_tokens", "cached_ms_per_token", "recompute_ms_per_token", "cached_tokens_per_s",
-            "recompute_tokens_per_s", "speedup_x", "same_tokens")
-    out = {k: r[k] if isinstance(r[k], int | bool) else float(f"{r[k]:.4g}") for k in keep}
+    cached = min(r["cached_ms_per_token"] for r in runs)  # a busy neighbour on the CPU only ever slows a round
+    recompute = min(r["recompute_ms_per_token"] for r in runs)
+    out = {"prompt_tokens": runs[0]["prompt_tokens"], "new_tokens": runs[0]["new_tokens"],
+           "cached_ms_per_token": cached, "recompute_ms_per_token": recompute, "cached_tokens_per_s": 1e3 / cached,
+           "recompute_tokens_per_s": 1e3 / recompute, "speedup_x": recompute / cached}
+    out = {k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()}
+    out |= {"same_tokens": all(r["same_tokens"] for r in runs), "rounds": ROUNDS}
     return json.dumps({"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
                        **out, "note": "Wall-clock time in numpy, measured once when this server process first answered "
-                       "this URL: 32 greedy tokens after a 64-token prompt, keeping every layer's keys and values "
+                       "this URL (each figure: the fastest of `rounds` rounds): 32 greedy tokens after a 64-token prompt, keeping every layer's keys and values "
                        "(cached; includes the one prefill) vs rerunning the whole prefix for each new token."},
                       separators=(",", ":")).encode()
 
