@@ -1,0 +1,275 @@
+"""Chapter 8, smaller numbers: GET /api/quantization -> model size, GPUs, speed and cost per precision,
+a real weight tile in every format, published perplexities (with sources) and the demo model's own.
+
+Sizes and speeds come from the cost model (sim.costmodel, sim.serving); perplexities from
+data/quantization.toml (published) and sim.demo_quality (measured on the demo model, weights really
+quantized). The weight tile is the top-left 8x8 corner of the demo model's first query matrix,
+quantized along its input axis exactly as for the perplexity measurement.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..sim import catalog, demo_quality, serving
+from ..sim import quantization as qz
+from ..sim.costmodel import GB, EngineConfig, memory_per_gpu
+from ..sim.derivation import derive, math_dict
+from ..sim.transformer import load_model
+
+router = APIRouter(tags=["8 · quantization"])
+
+ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
+GpuId = Literal[tuple(catalog.gpus())]  # type: ignore[valid-type]
+Precision = Literal["bf16", "fp8", "int8", "int4"]
+PRECISIONS = ("bf16", "fp8", "int8", "int4")
+PROMPT_TOKENS, OUTPUT_TOKENS = 1024, 256      # the dials' default request
+TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+MAX_BATCH = 256
+TILE = 8                                       # the tile is TILE x TILE weights
+PUBLISHED_MODEL = "LLaMA-65B"
+DEMO_MODEL = "main"                            # the shipped demo transformer measured for the second needle
+# which published row the large-model needle shows for each precision (same recipe family as the demo)
+NEEDLE_ROW = {"bf16": ("gptq-readme", "fp16"), "fp8": ("estimate-fp8", "fp8"),
+              "int8": ("smoothquant-table6", "int8"), "int4": ("awq-table4", "RTN")}
+DEMO_OF = {"bf16": "bf16", "fp8": "fp8", "int8": "int8", "int4": "int4"}
+
+
+class QuantizationParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id.")
+    gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id.")
+    precision: Precision = Field("int4", description="Weight format: bf16 | fp8 | int8 | int4 (group 128).")
+    batch: int = Field(16, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH}), "
+                       f"each {PROMPT_TOKENS} prompt + {OUTPUT_TOKENS} answer tokens.")
+
+
+class QuantizationResponse(BaseModel):
+    model: str
+    model_name: str
+    gpu: str
+    gpu_name: str
+    precision: str
+    batch: int
+    weights_gb: float = Field(description="Whole model at this precision, GB (1e9 bytes).")
+    bits_per_weight: float
+    size_ratio: float = Field(description="weights_gb / the 16-bit model's weights_gb.")
+    gpus_needed: int | None = Field(description="Fewest GPUs (tensor parallel) that hold it; null if over 64.")
+    gpu_capacity_gb: float
+    tokens_per_s_per_user: float | None
+    ttft_ms: float | None
+    cost_per_million_tokens_usd: float | None
+    rows: list[dict]
+    tile: dict
+    published: list[dict]
+    published_model: str
+    demo: list[dict]
+    demo_extra: list[dict]
+    demo_info: dict
+    needles: dict
+    math: dict
+
+
+def _cfg(model: str, gpu: str, precision: str, tp: int = 1) -> EngineConfig:
+    return EngineConfig(catalog.model(model), catalog.gpu(gpu), tp, 1, precision)
+
+
+def _valid_tp(model: str, gpu: str, precision: str, tp: int) -> bool:
+    try:
+        _cfg(model, gpu, precision, tp)
+        return True
+    except ValueError:
+        return False
+
+
+def gpus_needed(model: str, gpu: str, precision: str, batch: int) -> int | None:
+    """Fewest tensor-parallel GPUs whose memory holds weights + KV for `batch` chats + reserve."""
+    for tp in TP_CHOICES:
+        if _valid_tp(model, gpu, precision, tp) and \
+                memory_per_gpu(_cfg(model, gpu, precision, tp), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits:
+            return tp
+    return None
+
+
+def _serving(model: str, gpu: str, precision: str, batch: int, n: int | None) -> serving.ServingEstimate | None:
+    if n is None:
+        return None
+    return serving.estimate(serving.ServingParams(model=model, gpu=gpu, gpus=n, tp=n, precision=precision,
+                                                  batch=batch, prompt_tokens=PROMPT_TOKENS,
+                                                  output_tokens=OUTPUT_TOKENS))
+
+
+def _row(model: str, gpu: str, precision: str, batch: int) -> dict[str, Any]:
+    cfg = _cfg(model, gpu, precision)
+    n = gpus_needed(model, gpu, precision, batch)
+    est = _serving(model, gpu, precision, batch, n)
+    eight = _serving(model, gpu, precision, batch, 8) if _valid_tp(model, gpu, precision, 8) and \
+        memory_per_gpu(_cfg(model, gpu, precision, 8), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits else None
+    return {"precision": precision, "bits_per_weight": cfg.shard.wbytes * 8, "weights_gb": cfg.shard.weight_bytes / GB,
+            "gpus_needed": n, "tokens_per_s_per_user": est.tokens_per_s_per_user if est else None,
+            "ttft_ms": est.ttft_ms if est else None,
+            "cost_per_million_tokens_usd": est.cost_per_million_tokens_usd if est else None,
+            "tokens_per_s_per_user_8_gpus": eight.tokens_per_s_per_user if eight else None}
+
+
+# ---- the weight tile: real weights, every bit -------------------------------------------------
+
+FIELDS = {"fp16": [("sign", 1), ("exponent", 5), ("mantissa", 10)], "bf16": [("sign", 1), ("exponent", 8), ("mantissa", 7)],
+          "fp8": [("sign", 1), ("exponent", 4), ("mantissa", 3)], "int8": [("code", 8)], "int4": [("code", 4)]}
+
+
+def _bits(precision: str, w: np.ndarray) -> list[list[str]]:
+    """Stored bit pattern of each weight of w [in, out], quantized along the input axis (groups of 128)."""
+    if precision == "fp16":
+        return [[format(int(x), "016b") for x in row] for row in w.astype(np.float16).view(np.uint16)]
+    if precision == "bf16":
+        return [[format(int(x), "016b") for x in row] for row in qz.round_bf16(w).view(np.uint32) >> 16]
+    if precision == "fp8":
+        codes = qz.round_e4m3(w / qz.fp8_scale(w, axis=0))
+        return [["".join((str(s), format(e, "04b"), format(m, "03b"))) for s, e, m in map(qz.e4m3_fields, row)]
+                for row in codes]
+    bits = qz.INT_BITS[precision]
+    codes, _, _ = qz.int_quantize(w, bits, demo_quality.GROUP_SIZE, axis=0)
+    return [[format(int(c) & (2 ** bits - 1), f"0{bits}b") for c in row] for row in codes]
+
+
+def _scales(precision: str, w: np.ndarray) -> list[float] | None:
+    """The scale each column of w [in, out] uses for its first rows (fp8: per column; int: per group)."""
+    if precision == "fp8":
+        return [float(s) for s in qz.fp8_scale(w, axis=0)[0]]
+    if precision in qz.INT_BITS:
+        _, scale, _ = qz.int_quantize(w, qz.INT_BITS[precision], demo_quality.GROUP_SIZE, axis=0)
+        return [float(s) for s in scale[:, 0, 0]]                # scale [out, groups, 1]
+    return None
+
+
+@lru_cache(maxsize=1)
+def weight_tile() -> dict[str, Any]:
+    """Top-left TILE x TILE of the demo model's layer-1 query matrix in each format (bits, values, error).
+
+    Columns are quantized whole (all input rows), so scales and groups are those of the real model.
+    """
+    full = load_model(DEMO_MODEL).layers[0].wq                       # [dim_in, q_out] float32 of float16
+    cols = full[:, :TILE]                                        # [dim_in, TILE]: whole columns
+    rows = []
+    for p in ("fp16", *PRECISIONS):
+        wq = qz.quantize_dequantize(cols, p, demo_quality.GROUP_SIZE, axis=0)
+        rows.append({"precision": p, "code_bits": sum(n for _, n in FIELDS[p]), "fields": FIELDS[p],
+                     "bits_per_weight": qz.bits_per_weight(p, demo_quality.GROUP_SIZE, row_length=full.shape[0]),
+                     "values": wq[:TILE].tolist(), "bits": _bits(p, cols)[:TILE], "scales": _scales(p, cols),
+                     "error": qz.weight_error(full, qz.quantize_dequantize(full, p, demo_quality.GROUP_SIZE, axis=0))})
+    return {"source": "demo model 'main', layer 1, query projection wq [in, out]: input rows 1-8 x output columns 1-8",
+            "shape": [TILE, TILE], "matrix_shape": list(full.shape), "group_size": demo_quality.GROUP_SIZE,
+            "original": cols[:TILE].tolist(), "precisions": rows}
+
+
+# ---- perplexities: published (with sources) and the demo model's own -----------------------------
+
+def published() -> list[dict[str, Any]]:
+    """Every published row, each with its own table's 16-bit baseline and the relative change from it."""
+    rows = qz.published_perplexities()
+    base = {(r["source_key"], r["model"]): r["perplexity"] for r in rows if r["precision"] == "fp16"}
+    out = []
+    for r in rows:
+        b = r.get("baseline") or base.get((r["source_key"], r["model"]))
+        out.append({**r, "baseline": b, "relative_change": r["perplexity"] / b - 1 if b else None})
+    return out
+
+
+def _published_needle(precision: str, rows: list[dict]) -> dict[str, Any]:
+    key, method = NEEDLE_ROW[precision]
+    mine = [r for r in rows if r["model"] == PUBLISHED_MODEL]
+    pick = next(r for r in mine if r["source_key"] == key and (r["precision"] == method or r["method"].startswith(method)))
+    others = [r for r in mine if r["precision"] == pick["precision"] and r is not pick and r["precision"] != "fp16"]
+    return {**pick, "others": others}
+
+
+def demo_rows() -> tuple[list[dict], list[dict], dict]:
+    """(demo list per precision, extra variants, info) from sim.demo_quality (precomputed, checked by a test)."""
+    q = demo_quality.quality(DEMO_MODEL)
+    by = {v["variant"]: v for v in q["variants"]}
+    base = by["fp16"]["perplexity"]
+
+    def row(v: dict, precision: str) -> dict:
+        return {"precision": precision, "variant": v["variant"], "perplexity": v["perplexity"],
+                "relative_change": v["perplexity"] / base - 1, "relative_change_se": v["delta_nll_se"],
+                "bits_per_weight": v["bits_per_weight"], "method": v["method"], "tokens": v["tokens"]}
+
+    demo = [row(by[p], p) for p in ("fp16", *PRECISIONS)]
+    extra = [row(by[v], by[v]["variant"].split("_")[0]) for v in ("int4_per_channel", "int3", "int2")]
+    card = load_model(DEMO_MODEL)
+    info = {"model": DEMO_MODEL, "params": card.num_params, "tokens": by["fp16"]["tokens"], "windows": by["fp16"]["windows"],
+            "window_tokens": q["window_tokens"], "recipe": q["recipe"], "text": "Tiny Shakespeare, held-out last 10%"}
+    return demo, extra, info
+
+
+# ---- the endpoint ---------------------------------------------------------------------------------
+
+@lru_cache(maxsize=256)
+def quantization(model: str, gpu: str, precision: str, batch: int) -> dict[str, Any]:
+    rows = [_row(model, gpu, p, batch) for p in PRECISIONS]
+    me = next(r for r in rows if r["precision"] == precision)
+    pub = published()
+    demo, extra, info = demo_rows()
+    m, g = catalog.model(model), catalog.gpu(gpu)
+    d = next(x for x in demo if x["precision"] == precision)
+    base_demo = demo[0]["perplexity"]
+    out = {"model": model, "model_name": m.name, "gpu": gpu, "gpu_name": g.name, "precision": precision,
+           "batch": batch, **{k: me[k] for k in ("weights_gb", "bits_per_weight", "gpus_needed", "tokens_per_s_per_user",
+                                                 "ttft_ms", "cost_per_million_tokens_usd")},
+           "size_ratio": me["weights_gb"] / rows[0]["weights_gb"], "gpu_capacity_gb": float(g.hbm_capacity_gb),
+           "rows": rows, "tile": weight_tile(), "published": pub, "published_model": PUBLISHED_MODEL,
+           "demo": demo, "demo_extra": extra, "demo_info": info,
+           "needles": {"published": _published_needle(precision, pub),
+                       "demo": {**d, "baseline": base_demo}}}
+    out["math"] = _math(model, gpu, precision, batch, out)
+    return out
+
+
+def _math(model: str, gpu: str, precision: str, batch: int, o: dict) -> dict[str, Any]:
+    cfg = _cfg(model, gpu, precision)
+    d = o["needles"]["demo"]
+    n = o["gpus_needed"]
+    est = _serving(model, gpu, precision, batch, n)
+    out = {
+        "weights_gb": derive(o["weights_gb"], "GB", "(layer params x bytes/weight + embedding, lm_head, norms x 2 B) / 1e9",
+                             {"bytes_per_weight": (cfg.shard.wbytes, "B"), "bits_per_weight": (cfg.shard.wbytes * 8, "bits")},
+                             ["int8/int4 store one fp16 scale per 128 weights (counted)",
+                              "embedding, lm_head and norms stay 16-bit, as GPTQ/AWQ checkpoints keep them"],
+                             list(qz.FORMAT_SOURCES)),
+        "gpus_needed": derive(n or 0, "GPUs", "fewest tp in 1, 2, 4, ... with weights/tp + KV + activations + reserve <= capacity",
+                              {"capacity": (o["gpu_capacity_gb"], "GB", cfg.gpu.source("hbm_capacity_gb") or None),
+                               "batch": (batch, "chats"), "context": (PROMPT_TOKENS + OUTPUT_TOKENS, "tokens")},
+                              ["10% of memory kept back for the runtime (vLLM gpu_memory_utilization = 0.9)"]),
+        "demo_perplexity": derive(d["perplexity"], "", "exp(mean NLL per token), weights quantized and dequantized",
+                                  {"tokens": (d["tokens"], "tokens"), "baseline_fp16": (d["baseline"], "")},
+                                  [o["demo_info"]["recipe"]]),
+    }
+    if est is not None:
+        out.update({k: est.math[k] for k in ("tokens_per_s_per_user", "cost_per_million_tokens_usd", "ttft_ms")})
+    return {k: (v if isinstance(v, dict) else v.to_dict()) for k, v in out.items()}
+
+
+@router.get("/api/quantization", response_model=QuantizationResponse)
+def get_quantization(p: Annotated[QuantizationParams, Query()]) -> QuantizationResponse:
+    """Size, GPUs, speed and cost of the model at each weight precision; the bit tile; both perplexity needles."""
+    return QuantizationResponse(**quantization(p.model, p.gpu, p.precision, p.batch))
+
+
+@lru_cache(maxsize=1)
+def facts() -> dict[str, str]:
+    rows = {p: _row(catalog.DEFAULT_MODEL, catalog.DEFAULT_GPU, p, 16) for p in ("bf16", "fp8", "int4")}
+    pub = {(r["source_key"], r["precision"], r["method"].split(" ")[0]): r["perplexity"] for r in published()
+           if r["model"] == PUBLISHED_MODEL}
+    demo, _, _ = demo_rows()
+    dm = {d["precision"]: d["perplexity"] for d in demo}
+    return {"model_name": catalog.model().name, **{f"{p}_gb": f"{r['weights_gb']:.0f}" for p, r in rows.items()},
+            "published_model": PUBLISHED_MODEL, "benchmark": "WikiText-2", "ppl_fp16": f"{pub[('gptq-readme', 'fp16', 'none')]:.2f}",
+            "ppl_int4_rtn_g128": f"{pub[('awq-table4', 'int4', 'RTN')]:.2f}",
+            "ppl_int4_gptq": f"{pub[('gptq-readme', 'int4', 'GPTQ')]:.2f}",
+            "demo_fp16": f"{dm['fp16']:.1f}", "demo_int4": f"{dm['int4']:.1f}", "group_size": str(demo_quality.GROUP_SIZE)}

@@ -1,0 +1,366 @@
+// scenes/quantization.js: chapter 8: a real weight tile losing bits, the model-size bars, and a two-needle perplexity meter.
+
+import { svg, h, clear } from '../lib/svg.js';
+import { num, fixed, pct, usd } from '../lib/format.js';
+import { mathDetails } from '../lib/math.js';
+import { tween } from '../lib/tween.js';
+import { sceneStyles } from '../lib/style.js';
+
+const VARIANTS = {
+  wide: { name: 'wide', cw: 4.6, ch: 15, gapX: 7, gapY: 5, font: 11.5 },
+  narrow: { name: 'narrow', cw: 2.5, ch: 12, gapX: 4, gapY: 4, font: 10 },
+};
+const NARROW_BELOW = 640;
+const TILE_FORMAT = { bf16: 'bf16', fp8: 'fp8', int8: 'int8', int4: 'int4' };
+const LABEL = { fp16: 'FP16', bf16: 'BF16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', int3: 'INT3', int2: 'INT2' };
+const GAUGE_MIN = -0.02, GAUGE_MAX = 0.12; // the meter reads −2% to +12% perplexity vs the same model at 16 bits
+const MATH_KEYS = [['weights_gb', 'Model size'], ['gpus_needed', 'GPUs needed'], ['tokens_per_s_per_user', 'Tokens/s per chat'],
+  ['cost_per_million_tokens_usd', 'Cost per million tokens'], ['demo_perplexity', 'Demo perplexity']];
+
+let view = null;
+
+export function mount(stage, context) {
+  sceneStyles('quantization');
+  clear(stage);
+  const wrap = h('div', { class: 'q-scene' }, stage);
+  view = {
+    stage, ctx: context,
+    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    top: h('div', { class: 'q-row' }, wrap),
+    meterRow: h('div', { class: 'q-row q-meter-row' }, wrap),
+    table: h('div', { class: 'q-published' }, wrap),
+    math: h('div', { class: 'q-math' }, wrap),
+    tile: null, bits: 16, pick: null, needles: { pub: 0, demo: 0 }, anim: [],
+  };
+  view.tilePanel = h('section', { class: 'q-panel q-tile', 'aria-label': 'Weight tile' }, view.top);
+  view.sizePanel = h('section', { class: 'q-panel q-sizes', 'aria-label': 'Model size by format' }, view.top);
+  view.gaugePanel = h('section', { class: 'q-panel q-gauge', 'aria-label': 'Perplexity meter' }, view.meterRow);
+  view.cardsPanel = h('section', { class: 'q-panel q-needles' }, view.meterRow);
+  view.ro = new ResizeObserver(() => {
+    if (view && view.data && variantFor() !== view.variant) { view.tile = null; drawTile(view.data); }
+  });
+  view.ro.observe(stage);
+}
+
+export function unmount() {
+  if (!view) return;
+  view.anim.forEach((a) => a.cancel());
+  view.ro.disconnect();
+  view = null;
+}
+
+export function update(data) {
+  if (!view) return;
+  view.data = data;
+  drawReadouts(data);
+  drawTile(data);
+  drawSizes(data);
+  drawGauge(data);
+  drawNeedleCards(data);
+  drawPublished(data);
+  drawMath(data);
+}
+
+const variantFor = () => (view.stage.clientWidth && view.stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide');
+const signed = (x, digits = 1) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x), digits)}`;
+
+// ---- readouts ------------------------------------------------------------------------------------
+
+function readout(parent, label, value, unit) {
+  const r = h('div', { class: 'readout' }, parent);
+  h('span', { class: 'label', text: label }, r);
+  const v = h('span', { class: 'value', text: value }, r);
+  if (unit) h('span', { class: 'unit', text: unit }, v);
+}
+
+function drawReadouts(d) {
+  const r = clear(view.readouts);
+  const gpu = d.gpu_name.replace(/^(NVIDIA|AMD) /, '');
+  readout(r, 'Model size', num(d.weights_gb), `GB · ${pct(d.size_ratio, 0)} of 16-bit`);
+  const servers = d.gpus_needed > 8 ? ` · ${Math.ceil(d.gpus_needed / 8)} servers of 8` : '';
+  readout(r, 'GPUs needed', d.gpus_needed === null ? 'over 64' : num(d.gpus_needed), `× ${gpu}${servers}`);
+  readout(r, 'Per chat', d.tokens_per_s_per_user === null ? '–' : num(d.tokens_per_s_per_user), 'tokens/s on those GPUs');
+  readout(r, 'Cost', d.cost_per_million_tokens_usd === null ? '–' : usd(d.cost_per_million_tokens_usd), 'per 1M tokens');
+}
+
+// ---- the tile ------------------------------------------------------------------------------------
+
+function fieldOf(fields, i) {
+  let at = 0;
+  for (const [name, n] of fields) { if (i < at + n) return name; at += n; }
+  return 'pad';
+}
+
+function buildTile(d, v) {
+  const host = clear(view.tilePanel);
+  h('h3', { text: 'Real weights, every bit' }, host);
+  h('p', { class: 'q-sub', text: `Top-left 8 × 8 of our demo model's first query matrix (${d.tile.matrix_shape.join(' × ')}). ` +
+    'Each weight is a strip of its stored bits (filled = 1); point at one, or use the arrow keys, to read it.' }, host);
+  const n = d.tile.shape[0];
+  const W = n * (16 * v.cw + v.gapX), H = n * (v.ch + v.gapY) + v.ch + 10;
+  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: `q-tile-svg ${v.name}`, width: '100%', role: 'img',
+    'aria-label': 'Bits of an 8 by 8 tile of weights' }, host);
+  const ghost = svg('rect', { x: -2, y: -3, width: W - v.gapX + 4, height: n * (v.ch + v.gapY) + 1, rx: 4, class: 'ghost' }, s);
+  const cells = [], hits = [];
+  for (let r = 0; r < n; r++) for (let c = 0; c < n; c++) {
+    const y = r * (v.ch + v.gapY);
+    const row = [];
+    for (let b = 0; b < 16; b++) row.push(svg('rect', { y, width: v.cw - 0.6, height: v.ch, class: 'bit' }, s));
+    const hit = svg('rect', { y: y - 1, height: v.ch + 2, class: 'hit', tabindex: -1, 'data-r': r, 'data-c': c,
+      'aria-label': `weight row ${r + 1} column ${c + 1}` }, s);
+    cells.push(row); hits.push(hit);
+  }
+  const scaleY = n * (v.ch + v.gapY) + 8;
+  const scales = [...Array(n).keys()].map(() => svg('rect', { y: scaleY, height: v.ch * 0.6, rx: 2, class: 'bit scale on' }, s));
+  const scaleLbl = h('p', { class: 'q-scale-lbl' }, host);
+  const detail = h('p', { class: 'q-detail', 'aria-live': 'polite' }, host);
+  const legend = h('div', { class: 'legend q-bit-legend' }, host);
+  s.addEventListener('pointerover', (e) => pickFrom(e.target));
+  s.addEventListener('focusin', (e) => pickFrom(e.target));
+  s.addEventListener('keydown', (e) => {
+    const step = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
+    if (!step || !view.pick) return;
+    e.preventDefault();
+    e.stopPropagation();
+    const r = Math.min(n - 1, Math.max(0, view.pick[0] + step[0])), c = Math.min(n - 1, Math.max(0, view.pick[1] + step[1]));
+    view.tile.hits[r * n + c].focus();
+  });
+  view.tile = { s, cells, hits, scales, scaleLbl, detail, legend, ghost, v, n };
+}
+
+function pickFrom(t) {
+  if (!t || !t.classList || !t.classList.contains('hit')) return;
+  view.pick = [Number(t.dataset.r), Number(t.dataset.c)];
+  describe(view.data);
+}
+
+function tileFormat(d) {
+  return d.tile.precisions.find((p) => p.precision === TILE_FORMAT[d.precision]);
+}
+
+function drawTile(d) {
+  const variant = variantFor();
+  if (!view.tile || view.variant !== variant) { view.variant = variant; buildTile(d, VARIANTS[variant]); }
+  const f = tileFormat(d);
+  const t = view.tile;
+  t.cells.forEach((row, k) => {
+    const bits = f.bits[Math.floor(k / t.n)][k % t.n];
+    row.forEach((rect, i) => {
+      const field = fieldOf(f.fields, i);
+      rect.setAttribute('class', `bit ${field}${bits[i] === '1' ? ' on' : ''}`);
+    });
+  });
+  t.scales.forEach((rect) => { rect.style.display = f.scales ? '' : 'none'; });
+  clear(t.legend);
+  const fields = f.fields.map(([name]) => name).concat(f.scales ? ['scale'] : []);
+  for (const name of fields) {
+    const it = h('span', {}, t.legend);
+    h('i', { class: name }, it);
+    it.append({ code: 'integer code', scale: 'shared scale' }[name] || name);
+  }
+  const gh = h('span', {}, t.legend);
+  h('i', { class: 'ghost' }, gh);
+  gh.append('the same tile at 16 bits');
+  t.scaleLbl.textContent = !f.scales ? 'No scale: each number stands alone.'
+    : f.precision === 'fp8' ? `▲ one fp32 scale per column of ${d.tile.matrix_shape[0]} weights`
+      : `▲ one fp16 scale per ${d.tile.group_size} weights of a column (+${fixed(16 / d.tile.group_size, 3)} bits each)`;
+  const from = view.bits, to = f.code_bits;
+  view.anim.forEach((a) => a.cancel());
+  view.anim = [tween(from === to ? 0 : 700, (u) => layoutBits(from + (to - from) * u))];
+  view.bits = to;
+  if (!view.pick) view.pick = largest(d.tile.original);
+  describe(d);
+}
+
+function layoutBits(bits) {
+  const t = view.tile, v = t.v;
+  const stride = bits * v.cw + v.gapX;
+  t.cells.forEach((row, k) => {
+    const x0 = (k % t.n) * stride;
+    row.forEach((rect, i) => {
+      rect.setAttribute('x', x0 + i * v.cw);
+      rect.style.opacity = i < bits - 0.5 ? '' : String(Math.max(0, bits - i));
+      rect.style.visibility = i < Math.ceil(bits) ? 'visible' : 'hidden';
+    });
+    t.hits[k].setAttribute('x', x0);
+    t.hits[k].setAttribute('width', bits * v.cw);
+  });
+  t.scales.forEach((rect, c) => { rect.setAttribute('x', c * stride); rect.setAttribute('width', bits * v.cw); });
+  t.ghost.style.visibility = bits > 15.5 ? 'hidden' : 'visible';
+}
+
+function largest(m) {
+  let best = [0, 0];
+  m.forEach((row, r) => row.forEach((x, c) => { if (Math.abs(x) > Math.abs(m[best[0]][best[1]])) best = [r, c]; }));
+  return best;
+}
+
+function describe(d) {
+  const [r, c] = view.pick;
+  const f = tileFormat(d);
+  const w = d.tile.original[r][c], q = f.values[r][c], bits = f.bits[r][c];
+  const groups = [];
+  let at = 0;
+  for (const [, n] of f.fields) { groups.push(bits.slice(at, at + n)); at += n; }
+  const scale = f.scales ? ` × scale ${num(f.scales[c], 3)}` : '';
+  const code = f.fields[0][0] === 'code' ? ` (code ${parseInt(bits, 2) >= 2 ** (bits.length - 1) ? parseInt(bits, 2) - 2 ** bits.length : parseInt(bits, 2)})` : '';
+  view.tile.detail.textContent = `Weight [${r + 1}, ${c + 1}] = ${num(w, 4)} → stored as ${groups.join(' ')}${code}${scale} = ${num(q, 4)}` +
+    ` (error ${signed((q - w) / (Math.abs(w) || 1), 1)}). Matrix RMS error ${pct(f.error.relative_rms, 2)}.`;
+  view.tile.hits.forEach((hit, k) => {
+    hit.classList.toggle('picked', k === r * view.tile.n + c);
+    hit.setAttribute('tabindex', k === r * view.tile.n + c ? 0 : -1);
+  });
+}
+
+// ---- model size bars -----------------------------------------------------------------------------
+
+function drawSizes(d) {
+  const host = clear(view.sizePanel);
+  h('h3', { text: `${d.model_name}: the whole model` }, host);
+  h('p', { class: 'q-sub', text: `Bars to scale; each tick is one ${d.gpu_name.replace(/^(NVIDIA|AMD) /, '')} (${num(d.gpu_capacity_gb)} GB). ` +
+    `GPUs needed: the fewest (a power of two) holding weights, the KV cache of ${d.batch} chats and a 10% reserve; ` +
+    'speed and cost on those GPUs.' }, host);
+  const biggest = Math.max(...d.rows.map((r) => r.weights_gb));
+  const ticks = Math.ceil(biggest / d.gpu_capacity_gb);
+  const max = ticks <= 12 ? ticks * d.gpu_capacity_gb : biggest;
+  for (const row of d.rows) {
+    const on = row.precision === d.precision;
+    const div = h('div', { class: `q-size${on ? ' on' : ''}`, 'aria-current': on ? 'true' : null }, host);
+    const head = h('div', { class: 'q-size-head' }, div);
+    h('b', { text: LABEL[row.precision] }, head);
+    h('span', { text: `${num(row.weights_gb)} GB · ${fixed(row.bits_per_weight, row.bits_per_weight % 1 ? 3 : 0)} bits/weight` }, head);
+    const track = h('div', { class: 'q-track' }, div);
+    const bar = h('span', { class: 'q-bar' }, track);
+    bar.style.width = `${(row.weights_gb / max) * 100}%`;
+    for (let k = 1; k <= Math.min(ticks, 12); k++) {
+      const tick = h('i', { class: 'q-tick' }, track);
+      tick.style.left = `${Math.min(100, ((k * d.gpu_capacity_gb) / max) * 100)}%`;
+    }
+    const gpus = row.gpus_needed === null ? 'over 64 GPUs' : `${row.gpus_needed} GPU${row.gpus_needed > 1 ? 's' : ''}` +
+      (row.gpus_needed > 8 ? ` (${Math.ceil(row.gpus_needed / 8)} servers)` : '');
+    h('p', { class: 'q-size-foot', text: `${gpus} · ${row.tokens_per_s_per_user ? `${num(row.tokens_per_s_per_user)} tok/s per chat` : '–'}` +
+      ` · ${row.cost_per_million_tokens_usd ? `${usd(row.cost_per_million_tokens_usd)} per 1M tokens` : '–'}` }, div);
+  }
+}
+
+// ---- the meter -----------------------------------------------------------------------------------
+
+const R = 120, CX = 150, CY = 140;
+const angleOf = (x) => Math.PI * (1 - Math.min(1, Math.max(0, (x - GAUGE_MIN) / (GAUGE_MAX - GAUGE_MIN))));
+const pt = (a, r) => [CX + r * Math.cos(a), CY - r * Math.sin(a)];
+
+function drawGauge(d) {
+  if (!view.gauge) buildGauge();
+  const g = view.gauge;
+  const pub = d.needles.published, demo = d.needles.demo;
+  g.others.replaceChildren();
+  for (const o of pub.others) {
+    const a = angleOf(o.relative_change);
+    const [x1, y1] = pt(a, R - 2), [x2, y2] = pt(a, R + 10);
+    svg('line', { x1, y1, x2, y2, class: 'other' }, g.others).appendChild(svg('title', { text: `${o.method}, ${o.source_key}: ${o.perplexity}` }));
+  }
+  const from = { ...view.needles }, to = { pub: pub.relative_change, demo: demo.relative_change };
+  view.needles = to;
+  g.pubNeedle.classList.toggle('estimate', !!pub.estimate);
+  view.anim.push(tween(600, (u) => {
+    setNeedle(g.pubNeedle, from.pub + (to.pub - from.pub) * u, R - 14);
+    setNeedle(g.demoNeedle, from.demo + (to.demo - from.demo) * u, R - 30);
+  }));
+  g.note.textContent = pub.others.length ? `Grey marks: the other published ${LABEL[pub.precision]} results for ${pub.model} ` +
+    `(${[...new Set(pub.others.map((o) => o.method.split(' ')[0]))].join(', ')}; one scale per row or per ${pub.group_size || 128} weights).` : '';
+  g.svg.setAttribute('aria-label', `Perplexity meter: published ${pub.model} ${signed(pub.relative_change)}, demo model ${signed(demo.relative_change, 2)}`);
+}
+
+function setNeedle(line, x, len) {
+  const [x2, y2] = pt(angleOf(x), len);
+  line.setAttribute('x2', x2);
+  line.setAttribute('y2', y2);
+}
+
+function buildGauge() {
+  const host = clear(view.gaugePanel);
+  h('h3', { text: 'Perplexity meter' }, host);
+  h('p', { class: 'q-sub', text: 'How much more surprised each model is than its own 16-bit version.' }, host);
+  const s = svg('svg', { viewBox: '0 0 300 176', class: 'q-gauge-svg', width: '100%', role: 'img' }, host);
+  const [ax, ay] = pt(Math.PI, R), [bx, by] = pt(0, R);
+  svg('path', { d: `M ${ax} ${ay} A ${R} ${R} 0 0 1 ${bx} ${by}`, class: 'arc' }, s);
+  for (let k = 0; k <= 7; k++) {
+    const x = GAUGE_MIN + (k * (GAUGE_MAX - GAUGE_MIN)) / 7, a = angleOf(x);
+    const zero = Math.abs(x) < 1e-9;
+    const [x1, y1] = pt(a, R - (zero ? 14 : 8)), [x2, y2] = pt(a, R);
+    svg('line', { x1, y1, x2, y2, class: `tick${zero ? ' zero' : ''}` }, s);
+    const [tx, ty] = pt(a, R + 16);
+    const label = zero ? '16-bit' : `${x > 0 ? '+' : '−'}${Math.round(Math.abs(x) * 100)}%`;
+    svg('text', { x: tx, y: ty + 4, 'text-anchor': 'middle', class: 'q-small', 'font-size': 11, text: label }, s);
+  }
+  const others = svg('g', {}, s);
+  const demoNeedle = svg('line', { x1: CX, y1: CY, x2: CX - R, y2: CY, class: 'needle demo' }, s);
+  const pubNeedle = svg('line', { x1: CX, y1: CY, x2: CX - R, y2: CY, class: 'needle pub' }, s);
+  svg('circle', { cx: CX, cy: CY, r: 6, class: 'hub' }, s);
+  svg('text', { x: CX, y: CY + 28, 'text-anchor': 'middle', class: 'q-small', 'font-size': 11, text: 'change in perplexity (lower is better)' }, s);
+  const note = h('p', { class: 'q-sub' }, host);
+  view.gauge = { svg: s, pubNeedle, demoNeedle, others, note };
+}
+
+function needleCard(parent, cls, title, big, lines, badge) {
+  const c = h('div', { class: `q-card ${cls}` }, parent);
+  const head = h('p', { class: 'q-card-head' }, c);
+  h('i', { class: `swatch ${cls}` }, head);
+  head.append(title);
+  if (badge) h('span', { class: 'badge', text: badge }, head);
+  h('p', { class: 'q-big', text: big }, c);
+  for (const l of lines) (l instanceof Node ? c.appendChild(l) : h('p', { class: 'q-line', text: l }, c));
+}
+
+function drawNeedleCards(d) {
+  const host = clear(view.cardsPanel);
+  const p = d.needles.published, m = d.needles.demo, info = d.demo_info;
+  const src = h('p', { class: 'q-line' });
+  src.append('Source: ');
+  h('a', { href: p.url, text: p.source, rel: 'noopener', target: '_blank' }, src);
+  needleCard(host, 'pub', `${p.model}, WikiText-2 (published)`,
+    `${fixed(p.baseline, 2)} → ${fixed(p.perplexity, 2)}  (${signed(p.relative_change)})`,
+    [`${LABEL[p.precision] || p.precision}: ${p.method}${p.group_size ? `, groups of ${p.group_size}` : ''}`, src], p.estimate ? 'estimate' : '');
+  const all = [...d.demo, ...d.demo_extra.filter((x) => x.variant !== 'int4_per_channel')];
+  const demoRows = h('p', { class: 'q-line q-demo-rows' });
+  demoRows.textContent = all.map((x) => `${LABEL[x.variant] || x.variant.toUpperCase()} ${fixed(x.perplexity, 1)}`).join(' · ');
+  const pc = d.demo_extra.find((x) => x.variant === 'int4_per_channel');
+  const why = h('p', { class: 'q-line' });
+  why.textContent = 'A tiny model shrugs off rounding: 8, 4, even 3 bits move it less than ±0.5%, about what random noise of the same ' +
+    `size does (INT4 with one scale per column: ${fixed(pc.perplexity, 1)}). At 2 bits it breaks. Large models are more sensitive, ` +
+    'which is why methods such as GPTQ and AWQ choose their roundings with care.';
+  needleCard(host, 'demo', 'Our demo model, held-out Shakespeare (measured)',
+    `${fixed(m.baseline, 1)} → ${fixed(m.perplexity, 1)}  (${signed(m.relative_change, 2)} ± ${pct(m.relative_change_se, 2)})`,
+    [`${m.method}; ${num(info.tokens)} tokens, ${num(info.params)} parameters, weights really rounded.`, demoRows, why]);
+}
+
+// ---- published table and math --------------------------------------------------------------------
+
+function drawPublished(d) {
+  const host = clear(view.table);
+  const box = h('details', { class: 'q-table-box' }, host);
+  h('summary', { text: 'What the published tables say (WikiText-2 perplexity, lower is better)' }, box);
+  h('p', { class: 'q-sub', text: 'Compare a row only with the 16-bit row of its own table: settings differ between papers. ' +
+    'The often-quoted 3.85 for a 4-bit 65B model is not in these tables; they give 3.84 (GPTQ) and 3.92 (plain rounding) with one scale per row.' }, box);
+  const t = h('table', { class: 'q-table' }, box);
+  const head = h('tr', {}, h('thead', {}, t));
+  for (const c of ['Model', 'Format', 'Method', 'Group', 'Perplexity', 'vs 16-bit', 'Source']) h('th', { text: c }, head);
+  const body = h('tbody', {}, t);
+  for (const r of d.published) {
+    const tr = h('tr', { class: r.precision === d.precision || (d.precision === 'bf16' && r.precision === 'fp16') ? 'on' : '' }, body);
+    h('td', { text: r.model }, tr);
+    h('td', { text: LABEL[r.precision] || r.precision }, tr);
+    h('td', { text: r.method }, tr);
+    h('td', { text: r.group_size ? String(r.group_size) : 'row' }, tr);
+    h('td', { class: 'num', text: fixed(r.perplexity, 2) }, tr);
+    h('td', { class: 'num', text: r.precision === 'fp16' ? 'baseline' : signed(r.relative_change) }, tr);
+    const s = h('td', {}, tr);
+    h('a', { href: r.url, text: r.source.split(',').slice(0, 2).join(','), title: r.source, rel: 'noopener', target: '_blank' }, s);
+    if (r.estimate) h('span', { class: 'badge', text: 'estimate' }, s);
+  }
+}
+
+function drawMath(d) {
+  const m = clear(view.math);
+  for (const [k, label] of MATH_KEYS) if (d.math[k]) m.appendChild(mathDetails(d.math[k], label));
+}

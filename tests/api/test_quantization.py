@@ -1,0 +1,130 @@
+"""GET /api/quantization: sizes and speeds equal the cost model, published rows carry sources, the demo's
+perplexities equal the measurement, the tile's bits decode to its values, 422s, caching and speed."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from inside_llm.sim import catalog, demo_quality, serving
+from inside_llm.sim.costmodel import GB, EngineConfig, memory_per_gpu
+
+
+def _get(client, **q):
+    r = client.get("/api/quantization", params=q)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_contract_fields(client):
+    d = _get(client)
+    for k in ("weights_gb", "gpus_needed", "tokens_per_s_per_user", "cost_per_million_tokens_usd", "published", "demo"):
+        assert k in d
+    assert all({"precision", "method", "perplexity", "source", "estimate"} <= set(r) for r in d["published"])
+    assert all({"precision", "perplexity"} <= set(r) for r in d["demo"])
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "int8", "int4"])
+def test_sizes_gpus_and_speed_equal_the_cost_model(client, precision):
+    d = _get(client, precision=precision)
+    m, g = catalog.model("llama-3.1-70b"), catalog.gpu("h100-sxm")
+    assert d["weights_gb"] == pytest.approx(EngineConfig(m, g, 1, 1, precision).shard.weight_bytes / GB)
+    n = d["gpus_needed"]
+    assert memory_per_gpu(EngineConfig(m, g, n, 1, precision), 16, 1280).fits
+    if n > 1:
+        assert not memory_per_gpu(EngineConfig(m, g, n // 2, 1, precision), 16, 1280).fits
+    est = serving.estimate(serving.ServingParams(gpus=n, tp=n, precision=precision, batch=16))
+    assert d["tokens_per_s_per_user"] == pytest.approx(est.tokens_per_s_per_user)
+    assert d["cost_per_million_tokens_usd"] == pytest.approx(est.cost_per_million_tokens_usd)
+
+
+def test_model_shrinks_to_about_a_half_and_a_quarter(client):
+    rows = {r["precision"]: r for r in _get(client)["rows"]}
+    assert rows["bf16"]["weights_gb"] == pytest.approx(141, abs=1)
+    assert rows["fp8"]["weights_gb"] / rows["bf16"]["weights_gb"] == pytest.approx(0.5, abs=0.03)
+    assert 0.25 < rows["int4"]["weights_gb"] / rows["bf16"]["weights_gb"] < 0.3   # scales and 16-bit embeddings
+    assert rows["int4"]["bits_per_weight"] == 4.125
+    assert rows["bf16"]["gpus_needed"] > rows["fp8"]["gpus_needed"] > rows["int4"]["gpus_needed"] == 1
+
+
+def test_published_rows_say_what_the_tables_say_with_sources(client):
+    pub = _get(client)["published"]
+    mine = [r for r in pub if r["model"] == "LLaMA-65B" and r["context_tokens"] == 2048]
+    ppl = {(r["precision"], r["method"].split(" ")[0], r["group_size"]): r["perplexity"] for r in mine}
+    assert ppl[("fp16", "none", 0)] == 3.53
+    assert ppl[("int4", "GPTQ", 0)] == 3.84 and ppl[("int4", "RTN", 0)] == 3.92
+    assert {ppl[("int4", k, 128)] for k in ("RTN", "GPTQ", "AWQ")} == {3.67, 3.66, 3.62}
+    assert 3.85 not in {r["perplexity"] for r in pub}
+    assert all(r["source"] and r["url"].startswith("https://") for r in pub)
+    fp8 = [r for r in pub if r["precision"] == "fp8"]
+    assert fp8 and all(r["estimate"] for r in fp8) and all(not r["estimate"] for r in pub if r["precision"] != "fp8")
+    for r in pub:
+        if r["precision"] != "fp16":
+            assert r["relative_change"] == pytest.approx(r["perplexity"] / r["baseline"] - 1)
+
+
+def test_needles_follow_the_precision(client):
+    n = _get(client, precision="int4")["needles"]
+    assert n["published"]["method"].startswith("RTN") and n["published"]["group_size"] == 128
+    assert len(n["published"]["others"]) >= 3 and n["demo"]["precision"] == "int4"
+    assert _get(client, precision="fp8")["needles"]["published"]["estimate"] is True
+    assert _get(client, precision="bf16")["needles"]["published"]["relative_change"] == 0
+
+
+def test_demo_perplexities_are_the_measurement(client):
+    d = _get(client)
+    q = {v["variant"]: v["perplexity"] for v in demo_quality.quality("main")["variants"]}
+    assert {r["precision"]: r["perplexity"] for r in d["demo"]} == {p: q[p] for p in ("fp16", "bf16", "fp8", "int8", "int4")}
+    assert d["demo_extra"][0]["perplexity"] == q["int4_per_channel"]
+    assert d["demo_info"]["tokens"] > 30_000
+
+
+def _decode(fmt: str, bits: str, scale: float | None) -> float:
+    if fmt in ("bf16", "fp16"):
+        u = int(bits, 2)
+        return float(np.array([u << 16], np.uint32).view(np.float32)[0]) if fmt == "bf16" else \
+            float(np.array([u], np.uint16).view(np.float16)[0])
+    if fmt == "fp8":
+        s, e, m = int(bits[0]), int(bits[1:5], 2), int(bits[5:], 2)
+        v = (m / 8) * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+        return (-v if s else v) * scale
+    code = int(bits, 2) - (2 ** len(bits) if bits[0] == "1" else 0)
+    return code * scale
+
+
+def test_tile_bits_decode_to_the_stored_values(client):
+    tile = _get(client)["tile"]
+    widths = {p["precision"]: p["code_bits"] for p in tile["precisions"]}
+    assert widths == {"fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
+    for p in tile["precisions"]:
+        for r in range(8):
+            for c in range(8):
+                bits = p["bits"][r][c]
+                assert len(bits) == p["code_bits"]
+                scale = p["scales"][c] if p["scales"] else None
+                assert _decode(p["precision"], bits, scale) == pytest.approx(p["values"][r][c], rel=1e-3, abs=1e-7)
+
+
+@pytest.mark.parametrize("q,field,words", [({"precision": "int3"}, "precision", ("int4", "fp8")),
+                                           ({"batch": 0}, "batch", ("1",)), ({"batch": 257}, "batch", ("256",)),
+                                           ({"model": "gpt-9"}, "model", ("llama-3.1-70b",)),
+                                           ({"gpu": "tpu"}, "gpu", ("h100-sxm",))])
+def test_bad_input_gets_422_naming_field_and_bound(client, q, field, words):
+    r = client.get("/api/quantization", params=q)
+    assert r.status_code == 422
+    err = r.json()["detail"][0]
+    assert err["loc"][-1] == field and all(w in err["msg"] for w in words)
+    assert client.get("/api/quantization", params={"bogus": 1}).status_code == 422
+
+
+def test_deterministic_cached_and_fast(client):
+    a = client.get("/api/quantization")
+    t0 = time.perf_counter()
+    b = client.get("/api/quantization")
+    assert time.perf_counter() - t0 < 0.1                         # defaults well under 100 ms once warm
+    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    t0 = time.perf_counter()
+    client.get("/api/quantization", params={"model": "llama-3.1-405b", "gpu": "h200", "precision": "fp8"})
+    assert time.perf_counter() - t0 < 0.5

@@ -1,0 +1,65 @@
+"""Chapter 8 in Chromium: the bit tile, size bars and meter draw; the precision control shrinks the bits."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def _on_bits(page) -> int:
+    return page.evaluate("() => document.querySelectorAll('.q-tile-svg .bit.on:not(.scale)').length")
+
+
+def test_stage_draws_tile_bars_and_two_needles(page, base_url):
+    page.goto(base_url + "/tour/quantization")
+    page.wait_for_selector(".q-tile-svg .bit")
+    assert page.locator(".q-tile-svg .hit").count() == 64
+    assert page.locator(".q-size").count() == 4 and page.locator(".q-size.on").count() == 1
+    assert page.locator(".q-gauge-svg .needle").count() == 2
+    assert "INT4" in page.locator(".q-size.on").inner_text()
+    cards = page.locator(".q-needles").inner_text()
+    assert "LLaMA-65B" in cards and "3.53" in cards and "AWQ" in cards and "demo model" in cards
+    assert page.locator(".q-detail").inner_text().startswith("Weight [")
+    assert page.console_errors == []
+
+
+def test_precision_control_changes_bits_size_and_needles(page, base_url):
+    page.goto(base_url + "/tour/quantization")
+    page.wait_for_selector(".q-tile-svg .bit")
+    page.wait_for_timeout(800)
+    int4_hit = page.evaluate("() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')")
+    int4_on = _on_bits(page)
+    page.select_option("#ctl-precision", "bf16")
+    page.wait_for_function("() => document.querySelector('.q-size.on b').textContent === 'BF16'")
+    page.wait_for_timeout(900)                                    # the bits grow back
+    bf16_hit = page.evaluate("() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')")
+    assert bf16_hit == pytest.approx(4 * int4_hit, rel=0.01)     # 16 bits per weight vs 4
+    assert _on_bits(page) > int4_on
+    assert "precision=bf16" in page.url
+    assert "baseline" in page.locator(".q-table").text_content()
+    page.select_option("#ctl-precision", "fp8")
+    page.wait_for_function("() => document.querySelector('.q-needles').textContent.includes('estimate')")
+    assert page.locator(".q-gauge-svg .needle.pub.estimate").count() == 1
+    assert page.console_errors == []
+
+
+def test_hovering_a_weight_explains_its_bits(page, base_url):
+    page.goto(base_url + "/tour/quantization?precision=int8")
+    page.wait_for_selector(".q-tile-svg .hit")
+    page.locator(".q-tile-svg .hit").nth(9).focus()
+    text = page.locator(".q-detail").inner_text()
+    assert text.startswith("Weight [2, 2]") and "scale" in text and "code" in text
+    assert page.console_errors == []
+
+
+def test_phone_width_and_reduced_motion(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
+    pg = ctx.new_page()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base_url + "/tour/quantization?precision=fp8")
+    pg.wait_for_selector(".q-tile-svg.narrow")
+    assert pg.locator(".q-gauge-svg .needle").count() == 2
+    assert errors == []
+    ctx.close()
