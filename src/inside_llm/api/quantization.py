@@ -263,6 +263,7 @@ def get_quantization(p: Annotated[QuantizationParams, Query()]) -> QuantizationR
 
 @lru_cache(maxsize=1)
 def facts() -> dict[str, str]:
+    weight_tile()                                   # warm the demo model once, before the stage asks
     rows = {p: _row(catalog.DEFAULT_MODEL, catalog.DEFAULT_GPU, p, 16) for p in ("bf16", "fp8", "int4")}
     pub = {(r["source_key"], r["precision"], r["method"].split(" ")[0]): r["perplexity"] for r in published()
            if r["model"] == PUBLISHED_MODEL}
