@@ -281,7 +281,7 @@ function buildGauge() {
   const host = clear(view.gaugePanel);
   h('h3', { text: 'Perplexity meter' }, host);
   h('p', { class: 'q-sub', text: 'How much more surprised each model is than its own 16-bit version.' }, host);
-  const s = svg('svg', { viewBox: '0 0 300 176', class: 'q-gauge-svg', width: '100%', role: 'img' }, host);
+  const s = svg('svg', { viewBox: '-14 0 328 176', class: 'q-gauge-svg', width: '100%', role: 'img' }, host);
   const [ax, ay] = pt(Math.PI, R), [bx, by] = pt(0, R);
   svg('path', { d: `M ${ax} ${ay} A ${R} ${R} 0 0 1 ${bx} ${by}`, class: 'arc' }, s);
   for (let k = 0; k <= 7; k++) {
