@@ -62,7 +62,7 @@ def time_prefill_decode(model: DemoModel, prompt_ids: Sequence[int], num_decode_
                         repeats: int = 3) -> dict:
     """Prefill time per prompt token vs decode time per generated token (KV cache on)."""
     prefill_s = _median_s(lambda: model.forward(prompt_ids, KVCache(model.config)), repeats)
-    cache = KVCache(model.config)
+    cache = KVCache(model.config, capacity=len(prompt_ids) + num_decode_tokens)
     model.forward(prompt_ids, cache)
     start = cache.num_tokens
 
@@ -98,7 +98,7 @@ def time_kv_cache(model: DemoModel, prompt_ids: Sequence[int], num_new_tokens: i
 def time_batched_decode(model: DemoModel, batch_size: int, prompt_ids: Sequence[int],
                         steps: int = 16, repeats: int = 3) -> dict:
     """Decode steps for batch_size sequences at once, each with its own cache holding the prompt."""
-    base = KVCache(model.config)
+    base = KVCache(model.config, capacity=len(prompt_ids) + steps)  # no buffer growth while timed
     model.forward(prompt_ids, base)
     ids = [prompt_ids[-1]] * batch_size
     times = []
