@@ -118,7 +118,7 @@ def test_reduced_motion_shows_the_whole_answer_still(browser, base_url):
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
     page.locator(".sp-transport [aria-pressed]").click()  # plays still steps: each pass's verdict, no sweep
     page.wait_for_function("() => document.querySelector('.sp-pass-label').textContent === 'Pass 1 of %d'" % n,
-                           timeout=10_000)
+                           timeout=30_000)
     assert page.locator(".sp-chip.ghost:not([hidden])").count() == 0
     assert errors == []
     ctx.close()

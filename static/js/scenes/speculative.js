@@ -34,7 +34,7 @@ export function mount(stage, context) {
     panels: h('div', { class: 'sp-panels' }, wrap),
   };
   view.play.setAttribute('aria-pressed', 'false');
-  view.benchHead = h('p', { class: 'sp-bench-head' }, view.bench);
+  view.benchHead = h('p', { class: 'sp-bench-head', text: 'Running the draft and the big model on this server…' }, view.bench);
   view.chips = h('div', { class: 'sp-chips' }, view.bench);
   view.passBar = h('div', { class: 'sp-passbar', 'aria-hidden': 'true' }, view.bench);
   view.passFill = h('i', {}, view.passBar);
