@@ -1,33 +1,40 @@
 // scenes/dials-chat.js: chapter 11's chat box: an answer streams one token at a time at the configuration's per-user speed.
 //
-// Token source: the demo model's GET /api/generate (server-sent events) is not in this build yet, so the
-// answer is the prompt's own tokens (GET /api/tokens, Llama 3 vocabulary), said so on screen. The pacing is
-// ours either way: after the configuration's time to first token, tokens appear at tokens_per_s_per_user,
-// and a new configuration changes the pace mid-answer (the stream is re-anchored, never restarted).
+// Token source: the demo model (GET /api/generate, server-sent events), a real transformer running on this
+// server's CPU; it sends as fast as it can and the box paces the tokens itself: after the configuration's time
+// to first token, tokens appear at tokens_per_s_per_user, and a new configuration changes the pace mid-answer
+// (the stream is re-anchored, never restarted). A token not yet generated simply waits.
 
 import { h, clear } from '../lib/svg.js';
 import { num, fixed, duration } from '../lib/format.js';
 import { loop } from '../lib/tween.js';
 
-const DEFAULT_PROMPT = 'To be, or not to be, that is the question: whether \'tis nobler in the mind to suffer ' +
-  'the slings and arrows of outrageous fortune, or to take arms against a sea of troubles, and by opposing ' +
-  'end them. To die: to sleep; no more; and by a sleep to say we end the heart-ache and the thousand natural ' +
-  'shocks that flesh is heir to.';
+const DEFAULT_PROMPT = 'ROMEO: But soft, what light through yonder window breaks?';
 const MAX_TTFT_MS = 8000; // a longer prefill is shortened on screen (and the footer says so)
-const MAX_TOKENS = 400; // drawing cap for one answer
-const SOURCE_NOTE = 'Demo model not yet available: the answer streams your prompt\'s own tokens back, ' +
-  'at exactly the speed this configuration gives each user.';
+const MAX_TOKENS = 200; // one demo answer (the stream allows 512; the dials' output_tokens caps it lower)
+const SOURCE_NOTE = 'The words come from our tiny demo model (trained on Shakespeare, running on this server\'s ' +
+  'CPU); the pace is the real per-user speed of the configuration above.';
 
-/** Tokens of the answer: the prompt's own pieces (Llama 3 vocabulary) until the demo model's stream lands. */
-async function answerTokens(ctx, prompt, signal) {
-  const url = `/api/tokens?${new URLSearchParams({ text: prompt, encoding: 'llama3' })}`;
-  const d = await ctx.fetchJSON(url, { signal });
-  return d.tokens.map((t) => t.bytes);
-}
-
-/** '54 6F' -> Uint8Array [0x54, 0x6f] (the tokens API writes a piece's bytes as spaced hex). */
-function hexBytes(hex) {
-  return Uint8Array.from(hex.trim().split(/\s+/).filter(Boolean), (b) => parseInt(b, 16));
+/**
+ * Open the demo model's stream; onToken(text) per token (partial UTF-8 already held back by the server),
+ * onEnd() when it is complete, onError(message) if it fails. Returns a stop() function.
+ */
+function openStream(prompt, maxTokens, { onToken, onEnd, onError }) {
+  if (location.protocol === 'file:') {
+    onError('the demo model\'s answer needs the live server (this is an offline copy)');
+    return () => {};
+  }
+  const q = new URLSearchParams({ prompt, max_tokens: String(maxTokens), tokens_per_s: '0' });
+  const es = new EventSource(`/api/generate?${q}`);
+  es.addEventListener('token', (e) => onToken(JSON.parse(e.data).text));
+  es.addEventListener('done', () => { es.close(); onEnd(); });
+  es.addEventListener('error', (e) => {
+    es.close();
+    let detail = 'the stream failed (a prompt of at most 256 tokens is accepted)';
+    try { if (e.data) detail = JSON.parse(e.data).detail; } catch { /* keep the generic message */ }
+    onError(detail);
+  });
+  return () => es.close();
 }
 
 export function createChat(parent, ctx) {
@@ -43,61 +50,62 @@ export function createChat(parent, ctx) {
   const text = h('span', { class: 'answer-text' }, answer);
   const foot = h('p', { class: 'chat-foot' }, box); // not live: it ticks every frame; done() announces once
   const form = h('form', { class: 'chat-ask' }, box);
-  const input = h('input', { type: 'text', maxlength: 2000, 'aria-label': 'Prompt', value: DEFAULT_PROMPT }, form);
+  const input = h('input', { type: 'text', maxlength: 600, 'aria-label': 'Prompt', value: DEFAULT_PROMPT }, form);
   h('button', { class: 'btn primary', type: 'submit', text: 'Send' }, form);
   h('p', { class: 'chat-note', text: SOURCE_NOTE }, box);
   form.addEventListener('submit', (ev) => { ev.preventDefault(); start(); });
 
-  let data = null, tokens = [], shown = 0, phase = 'idle', clock = null, aborter = null, decoder = null;
+  let data = null, tokens = [], shown = 0, phase = 'idle', clock = null, closeStream = null, ended = false;
   let t0 = 0, ttftMs = 0, anchorCount = 0, anchorT = 0, rate = 1, blocked = false, streamS = 0, anchorS = 0;
 
-  async function start() {
+  function start() {
     stop();
     const prompt = input.value.trim() || DEFAULT_PROMPT;
     you.textContent = prompt;
     clear(text);
     shown = 0;
+    tokens = [];
+    ended = false;
     answer.dataset.count = '0';
-    decoder = new TextDecoder();
-    const mine = aborter = new AbortController();
-    phase = 'loading';
-    foot.textContent = 'Sending…';
-    let got;
-    try {
-      got = await answerTokens(ctx, prompt, mine.signal);
-    } catch (err) {
-      if (err.name !== 'AbortError' && mine === aborter) { phase = 'idle'; foot.textContent = `Could not get tokens: ${err.message}`; }
-      return;
-    }
-    if (mine !== aborter) return; // a newer start() owns the box
-    tokens = got.slice(0, MAX_TOKENS);
     if (data && !data.memory.fits) { phase = 'blocked'; return render(); }
+    const want = Math.min(MAX_TOKENS, (data && data.params && data.params.output_tokens) || MAX_TOKENS);
+    closeStream = openStream(prompt, want, {
+      onToken: (t) => { tokens.push(t); },
+      onEnd: () => { ended = true; if (still()) showAll(); },
+      onError: (msg) => { ended = true; phase = 'error'; foot.textContent = `No answer: ${msg}.`; stop(); },
+    });
     t0 = performance.now();
-    if (ctx.options && ctx.options.autoplay === '0') { // a still (slides, export): the whole answer at once
-      emit(tokens.length);
-      streamS = Math.max(0, tokens.length - 1) / rate;
-      done();
-      return render();
-    }
+    if (still()) { phase = 'loading'; foot.textContent = 'Generating the answer…'; return; }
     phase = 'prefill';
     ttftMs = Math.min(data ? data.ttft_ms : 0, MAX_TTFT_MS);
     prefill.hidden = false;
     clock = loop(tick);
   }
 
+  /** Slides and exports (autoplay=0) show the whole answer at once instead of streaming it. */
+  function still() {
+    return !!(ctx.options && ctx.options.autoplay === '0');
+  }
+
+  function showAll() {
+    emit(tokens.length);
+    streamS = Math.max(0, tokens.length - 1) / (rate || 1);
+    done();
+    render();
+  }
+
   function stop() {
     if (clock) clock.stop();
-    if (aborter) aborter.abort();
+    if (closeStream) closeStream();
     clock = null;
-    aborter = null;
+    closeStream = null;
   }
 
   function emit(n) {
     const frag = document.createDocumentFragment();
     text.querySelectorAll('.new').forEach((el) => el.classList.remove('new'));
     for (; shown < n; shown++) {
-      const piece = decoder.decode(hexBytes(tokens[shown]), { stream: shown + 1 < tokens.length });
-      h('span', { class: 'tok new', text: piece }, frag);
+      h('span', { class: 'tok new', text: tokens[shown] }, frag);
     }
     text.appendChild(frag);
     answer.dataset.count = String(shown);
@@ -119,7 +127,7 @@ export function createChat(parent, ctx) {
       const due = Math.min(tokens.length, Math.floor(1 + anchorCount + ((now - anchorT) / 1000) * rate));
       if (due > shown) emit(due);
       streamS = (now - anchorT) / 1000 + anchorS;
-      if (shown >= tokens.length) done();
+      if (ended && shown >= tokens.length) done();
     }
     render();
   }
@@ -128,6 +136,8 @@ export function createChat(parent, ctx) {
     phase = 'done';
     if (clock) clock.stop();
     clock = null;
+    if (closeStream) closeStream();
+    closeStream = null;
     setTimeout(() => text.querySelectorAll('.new').forEach((el) => el.classList.remove('new')), 400);
     if (ctx.announce) ctx.announce(`Answer complete: ${num(shown)} tokens at ${num(rate, 3)} tokens per second.`);
   }
@@ -139,7 +149,7 @@ export function createChat(parent, ctx) {
       const shortened = data && data.ttft_ms > MAX_TTFT_MS ? ` (shown shortened to ${duration(MAX_TTFT_MS)})` : '';
       foot.textContent = `Prefilling the batch's prompts… first token after ${duration(data ? data.ttft_ms : 0)}${shortened}`;
     } else if (phase === 'stream' || phase === 'done') {
-      foot.textContent = `${num(shown)} of ${num(tokens.length)} tokens · ${fixed(Math.max(0, streamS), 1)} s ` +
+      foot.textContent = `${num(shown)} of ${ended ? num(tokens.length) : '…'} tokens · ${fixed(Math.max(0, streamS), 1)} s ` +
         `after a ${duration(data ? data.ttft_ms : 0)} first token`;
     }
   }
