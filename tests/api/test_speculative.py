@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inside_llm.api.speculative import MAX_ALPHA, MAX_GAMMA, facts
+from inside_llm.api.speculative import DEFAULT_MAX_TOKENS, MAX_ALPHA, MAX_GAMMA, facts
 from inside_llm.sim import speculative as sp
 from inside_llm.sim import speculative_demo as demo
 from inside_llm.sim.transformer import KVCache
@@ -47,7 +47,7 @@ def test_defaults_give_two_to_three_times(client):
                                     {"gamma": 6, "prompt": "DUKE:\nGo, and be gone.\n", "max_tokens": 24}])
 def test_demo_output_is_the_targets_greedy_output(client, params):
     d = client.get("/api/speculative", params=params).json()["demo"]
-    n = params.get("max_tokens", 32)
+    n = params.get("max_tokens", DEFAULT_MAX_TOKENS)
     want = target_greedy(params.get("prompt", demo.DEFAULT_PROMPT), n)
     assert d["matches_greedy"] is True and d["greedy_output_ids"] == want
     assert [t["id"] for t in d["output_tokens"]] == want and d["num_tokens"] == n
@@ -82,7 +82,7 @@ def test_acceptance_rate_and_frames_agree(client):
 
 def test_same_url_same_bytes_and_etag(client):
     a = client.get("/api/speculative")
-    b = client.get("/api/speculative", params={"alpha": 0.8, "gamma": 4, "cost_ratio": 0.1, "max_tokens": 32,
+    b = client.get("/api/speculative", params={"alpha": 0.8, "gamma": 4, "cost_ratio": 0.1, "max_tokens": DEFAULT_MAX_TOKENS,
                                                "prompt": demo.DEFAULT_PROMPT})
     assert a.status_code == 200 and a.content == b.content and a.headers["etag"] == b.headers["etag"]
     assert client.get("/api/speculative", headers={"if-none-match": a.headers["etag"]}).status_code == 304

@@ -28,7 +28,7 @@ extra_routers = [measured_router]
 MAX_ALPHA = 0.99
 MAX_GAMMA = 10
 MAX_PROMPT_CHARS = 4000
-DEFAULT_MAX_TOKENS = 32
+DEFAULT_MAX_TOKENS = 24
 
 
 def _prompt_tokens(v: str) -> str:

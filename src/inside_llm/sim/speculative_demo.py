@@ -23,7 +23,7 @@ from inside_llm.sim import speculative as sp
 from inside_llm.sim.derivation import derive
 from inside_llm.sim.transformer import DemoModel, KVCache, load_model
 
-DEFAULT_PROMPT = "ROMEO:\nI will not stay to hear thee speak of love;\n"
+DEFAULT_PROMPT = "GLOUCESTER:\nNow is the winter of our discontent\nMade glorious summer by this sun of York;\n"
 MAX_PROMPT_TOKENS = 256     # the demo models' trained context
 MAX_NEW_TOKENS = 64
 MEASURE_ROUNDS = 5

@@ -161,8 +161,13 @@ export async function drawMeasured(panels, d, opts) {
   if (ok) {
     h('p', { class: 'sp-caveat', text: `On a CPU, checking γ + 1 tokens in one pass costs more than one decode step ` +
       `(here ${fixed(m.verify_cost_steps, 1)}×): every extra token is extra arithmetic, so the measured speed-up can fall ` +
-      `below the prediction. On a GPU a decode step is memory-bound, the check reads the weights once like one step, and ` +
-      `the formula holds. ${m.cpu.name}, ${m.cpu.logical_cores} cores, fastest of ${m.rounds} rounds.` }, box);
+      `below the prediction. On a GPU a decode step is memory-bound: the check reads the weights once, like one step, ` +
+      `as the formula assumes. ${m.cpu.name}, ${m.cpu.logical_cores} cores, fastest of ${m.rounds} rounds.` }, box);
+  }
+  if (dm.predicted_speedup_memory_bound < 1) {
+    h('p', { class: 'sp-note', text: `At α = ${fixed(dm.alpha_estimate, 2)} this tiny draft is wrong too often to pay ` +
+      'even where a check costs one step: every rejected guess wastes a draft pass. The formula shows what a draft ' +
+      'that agrees more often gives.' }, box);
   }
   const alpha = Math.min(0.99, Math.round(dm.alpha_estimate * 100) / 100);
   const use = h('button', { class: 'btn', type: 'button', text: `Use the demo’s α = ${fixed(alpha, 2)} in the formula` }, box);
