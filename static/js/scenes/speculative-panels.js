@@ -140,8 +140,8 @@ export async function drawMeasured(panels, d, opts) {
   let m = null;
   try {
     m = await opts.fetchJSON(url);
-  } catch (err) {
-    pending.textContent = `The wall-clock measurement needs the live server (${err.message}).`;
+  } catch (err) { // offline copies have no server CPU to time
+    pending.textContent = 'The wall-clock measurement runs only on the live server.';
   }
   if (!opts.alive() || box.dataset.url !== url) return;
   if (m && !m.available) pending.textContent = `Not measured: ${m.reason}.`;
