@@ -111,11 +111,11 @@ function play() {
   view.readouts.setAttribute('aria-live', 'off'); // not a stream of announcements while it plays
   if (ctx.reducedMotion) { // no motion: one still step after another, each shown as its verdict
     const s0 = view.step;
-    view.clock = loop((ms) => poseStep((s0 + Math.floor(ms / STILL_STEP_MS)) % (frames.length + 1)));
+    view.clock = loop((ms) => poseStep((s0 + Math.floor(Math.max(0, ms) / STILL_STEP_MS)) % (frames.length + 1)));
     return;
   }
   view.clock = loop((ms) => {
-    const u = (t0 + ms) % (total + END_HOLD_MS);
+    const u = (t0 + Math.max(0, ms)) % (total + END_HOLD_MS); // the first frame may stamp a hair before t0
     if (u >= total) return poseStep(frames.length);
     let i = starts.length - 1;
     while (starts[i] > u) i--;
