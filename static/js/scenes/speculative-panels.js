@@ -65,9 +65,9 @@ export function drawAnalytic(panels, d, opts) {
   r('Speed-up', `${fixed(d.speedup, 2)}×`, `at γ = ${d.gamma}`, 'sp-speedup');
   r('Best draft length', num(d.optimal_gamma), `tokens · ${fixed(d.optimal_speedup, 2)}×`);
   chart(box, d, opts);
+  if (opts.embed) return; // a slide keeps the picture; the page keeps the words and the math
   h('p', { class: 'sp-note', text: 'Tokens per check E = (1 − α^(γ+1)) / (1 − α); speed-up = E / (γ·c + 1): γ draft ' +
     'passes at c each, then one big-model pass (Leviathan, Kalman & Matias 2023).' }, box);
-  if (opts.embed) return;
   box.appendChild(mathDetails(d.math.expected_tokens_per_pass, 'Tokens per check: how?'));
   box.appendChild(mathDetails(d.math.speedup, 'Speed-up: how?'));
   box.appendChild(mathDetails(d.math.optimal_gamma, 'Best γ: how?'));
@@ -131,7 +131,7 @@ export async function drawMeasured(panels, d, opts) {
   const dm = d.demo;
   h('h3', { text: 'The real thing, measured on this server’s CPU' }, box);
   const mp = (m) => `${m.name} (${num(m.num_params / 1e6, 2)} M parameters, ${m.layers} layers)`;
-  h('p', { class: 'sp-note', text: dm.same_model
+  if (!opts.embed) h('p', { class: 'sp-note', text: dm.same_model
     ? `Only the ${dm.draft_model.name} demo model is installed here, so it checks its own guesses (every guess is kept).`
     : `The demo model ${mp(dm.target_model)} checks guesses from ${mp(dm.draft_model)}: γ = ${dm.frames.length > 1 ?
       Math.max(...dm.frames.map((f) => f.proposed.length)) : '–'}, ${dm.num_tokens} tokens, greedy.` }, box);
@@ -158,6 +158,7 @@ export async function drawMeasured(panels, d, opts) {
   rows.push(['gpu', `If a pass cost its weight reads (memory-bound, as on a GPU): c = ${fixed(dm.weights_cost_ratio, 2)}`,
     dm.predicted_speedup_memory_bound]);
   barRows(bars, rows);
+  if (opts.embed) return;
   if (ok) {
     h('p', { class: 'sp-caveat', text: `On a CPU, checking γ + 1 tokens in one pass costs more than one decode step ` +
       `(here ${fixed(m.verify_cost_steps, 1)}×): every extra token is extra arithmetic, so the measured speed-up can fall ` +
@@ -172,7 +173,6 @@ export async function drawMeasured(panels, d, opts) {
   const alpha = Math.min(0.99, Math.round(dm.alpha_estimate * 100) / 100);
   const use = h('button', { class: 'btn', type: 'button', text: `Use the demo’s α = ${fixed(alpha, 2)} in the formula` }, box);
   use.addEventListener('click', () => opts.setParam('alpha', alpha));
-  if (opts.embed) return;
   box.appendChild(mathDetails(dm.math.alpha_estimate, 'The demo’s α: how?'));
   box.appendChild(mathDetails(dm.math.predicted_speedup_memory_bound, 'Memory-bound prediction: how?'));
   if (ok) {

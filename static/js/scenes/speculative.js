@@ -170,7 +170,9 @@ function drawBench(f, t, p, judged) {
   view.chipEls.forEach((el, j) => {
     el.hidden = j >= shown;
     const scanned = p * (g + 1) > j + 0.5;
-    el.className = `sp-chip ${!scanned ? 'ghost' : j < f.num_accepted ? 'kept' : j === f.num_accepted ? 'rejected' : 'dropped'}`;
+    const state = !scanned ? 'ghost' : j < f.num_accepted ? 'kept' : j === f.num_accepted ? 'rejected' : 'dropped';
+    el.className = `sp-chip ${state}`;
+    el.title = `token ${f.proposed[j].id}: ${state}`;
   });
   view.ownEl.hidden = !judged;
   view.verdict.textContent = judged ? verdict(f) : g && p === 0 ? 'The draft model writes its guesses, one quick pass each…'
