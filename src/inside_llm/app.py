@@ -38,6 +38,24 @@ def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=500, content={"detail": "internal error"})
 
 
+def _document_body_errors(app: FastAPI, max_body_bytes: int) -> None:
+    """Operations that take a body also answer 400 (not JSON, e.g. bad UTF-8) and 413 (over the cap)."""
+    build = app.openapi
+    detail = {"application/json": {"schema": {"type": "object", "properties": {"detail": {"type": "string"}},
+                                              "required": ["detail"]}}}
+
+    def openapi() -> dict:
+        fresh = app.openapi_schema is None
+        spec = build()
+        for op in (op for ops in spec["paths"].values() for op in ops.values() if fresh and "requestBody" in op):
+            op["responses"].setdefault("400", {"description": "The body could not be parsed.", "content": detail})
+            op["responses"].setdefault("413", {"description": f"The body is over {max_body_bytes:,} bytes.",
+                                               "content": detail})
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     app = FastAPI(title="Inside LLM Inference", version=__version__, docs_url=None, redoc_url=None,
@@ -62,4 +80,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ETagCache, max_age_s=settings.cache_max_age_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders, settings=settings)
+    _document_body_errors(app, settings.max_body_bytes)
     return app

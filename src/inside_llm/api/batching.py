@@ -27,6 +27,7 @@ extra_routers = [measured_router]
 MAX_REQUESTS = 1000
 MAX_SEATS = 64
 MAX_RATE = 32.0
+MIN_RATE = 0.01  # slower arrivals overflow the trace's clock (5e-324 req/s gave infinite times)
 MAX_FRAMES = 150
 WAITING_SHOWN = 24
 MAX_SEQ_LEN = 2048
@@ -44,12 +45,13 @@ METRICS = ("throughput_tokens_per_s", "requests_per_s", "ttft_ms_p50", "ttft_ms_
 
 class BatchingParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
-    rate: float = Field(4.0, gt=0, le=MAX_RATE, description=f"Poisson arrival rate (requests/s; up to {MAX_RATE:g}).")
+    rate: float = Field(4.0, ge=MIN_RATE, le=MAX_RATE,
+                        description=f"Poisson arrival rate (requests/s; {MIN_RATE:g}-{MAX_RATE:g}).")
     requests: int = Field(200, ge=1, le=MAX_REQUESTS, description=f"Requests in the trace (1-{MAX_REQUESTS:,}).")
     seats: int = Field(16, ge=1, le=MAX_SEATS, description=f"Seats: requests decoded together at most (1-{MAX_SEATS}).")
     workload: Workload = Field("sharegpt", description="Request lengths: sharegpt (161 in / 338 out tokens on "
                                                        "average), alpaca (19 / 58) or fixed (161 / 338).")
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of lengths and arrivals (0-2147483647).")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of lengths and arrivals (no unit; 0-2147483647).")
 
 
 class SeatSpan(BaseModel):

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..sim import catalog, serving
 from ..sim.costmodel import EngineConfig, memory_per_gpu, step_time
@@ -45,9 +45,9 @@ def _shape(default: int, hi: int, what: str) -> Any:
     return Field(default, ge=1, le=hi, description=f"model=custom only: {what} (config.json; 1-{hi:,}).")
 
 
-def _hw(default: float | None, hi: float, what: str, positive: bool = True) -> Any:
-    bound = {"gt": 0} if positive else {"ge": 0}
-    return Field(float(default or 0), le=hi, description=f"gpu=custom only: {what}.", **bound)
+def _hw(default: float | None, lo: float, hi: float, what: str) -> Any:
+    """A custom-GPU figure with a practical floor (a tiny positive value made the estimate divide by zero)."""
+    return Field(float(default or 0), ge=lo, le=hi, description=f"gpu=custom only: {what}; {lo:g}-{hi:,.0f}.")
 
 
 class DialsParams(BaseModel):
@@ -66,26 +66,33 @@ class DialsParams(BaseModel):
     output_tokens: int = Field(256, ge=1, le=serving.MAX_TOKENS, description="Answer length per request "
                                f"(tokens; 1-{serving.MAX_TOKENS:,}).")
     price_per_gpu_hour: float = Field(3.0, ge=0, le=1000, description="Rental price (USD per GPU-hour; 0-1000).")
-    hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size")
+    hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size, numbers per token")
     num_hidden_layers: int = _shape(_M.num_hidden_layers, 1024, "layers")
     num_attention_heads: int = _shape(_M.num_attention_heads, 1024, "query heads")
     num_key_value_heads: int = _shape(_M.num_key_value_heads, 1024, "key/value heads (must divide query heads)")
     head_dim: int = _shape(_M.head_dim, 1024, "dimension per head")
     intermediate_size: int = _shape(_M.intermediate_size, 1 << 20, "MLP width (per expert)")
-    vocab_size: int = _shape(_M.vocab_size, 1 << 21, "vocabulary size")
+    vocab_size: int = _shape(_M.vocab_size, 1 << 21, "vocabulary size, tokens")
     max_position_embeddings: int = _shape(_M.max_position_embeddings, serving.MAX_TOKENS, "context window, tokens")
     num_local_experts: int = _shape(_M.num_local_experts, 1024, "experts per MoE layer (1 = dense)")
     num_experts_per_tok: int = _shape(_M.num_experts_per_tok, 64, "experts each token uses")
     tie_word_embeddings: bool = Field(False, description="model=custom only: lm_head shares the embedding table.")
-    bf16_dense_tflops: float = _hw(_G.bf16_dense_tflops, 1e5, "dense BF16 tensor throughput (TFLOP/s)")
-    fp8_dense_tflops: float = _hw(_G.fp8_dense_tflops, 1e5, "dense FP8 tensor throughput (TFLOP/s; 0 = no FP8 "
-                                  "tensor cores, FP8 weights then use BF16 math)", positive=False)
-    int8_dense_tops: float = _hw(_G.int8_dense_tops, 1e5, "dense INT8 tensor throughput (TOP/s; 0 = none)",
-                                 positive=False)
-    hbm_capacity_gb: float = _hw(_G.hbm_capacity_gb, 1e4, "memory capacity (decimal GB)")
-    hbm_bandwidth_tb_s: float = _hw(_G.hbm_bandwidth_tb_s, 1e3, "memory bandwidth (TB/s)")
-    interconnect_bandwidth_gb_s: float = _hw(_G.interconnect_bandwidth_gb_s, 1e5, "GPU-to-GPU bandwidth per GPU, "
-                                             "both directions added (GB/s; H100 NVLink: 900)")
+    bf16_dense_tflops: float = _hw(_G.bf16_dense_tflops, 1, 1e5, "dense BF16 tensor throughput (TFLOP/s)")
+    fp8_dense_tflops: float = _hw(_G.fp8_dense_tflops, 0, 1e5, "dense FP8 tensor throughput (TFLOP/s; 0 = no FP8 "
+                                  "tensor cores, FP8 weights then use BF16 math; else at least 1)")
+    int8_dense_tops: float = _hw(_G.int8_dense_tops, 0, 1e5, "dense INT8 tensor throughput (TOP/s; 0 = none, "
+                                 "else at least 1)")
+    hbm_capacity_gb: float = _hw(_G.hbm_capacity_gb, 1, 1e4, "memory capacity (decimal GB)")
+    hbm_bandwidth_tb_s: float = _hw(_G.hbm_bandwidth_tb_s, 0.01, 1e3, "memory bandwidth (TB/s)")
+    interconnect_bandwidth_gb_s: float = _hw(_G.interconnect_bandwidth_gb_s, 1, 1e5, "GPU-to-GPU bandwidth per "
+                                             "GPU, both directions added (GB/s; H100 NVLink: 900)")
+
+    @field_validator("fp8_dense_tflops", "int8_dense_tops")
+    @classmethod
+    def _none_or_real(cls, v: float) -> float:
+        if 0 < v < 1:
+            raise ValueError(f"must be 0 (no such tensor path) or at least 1; got {v:g}")
+        return v
 
 
 class MemoryOut(BaseModel):

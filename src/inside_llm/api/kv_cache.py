@@ -38,7 +38,7 @@ class KVCacheParams(BaseModel):
                                                        "on average), alpaca (19 / 58) or fixed (161 / 338).")
     requests: int = Field(300, ge=1, le=MAX_REQUESTS,
                           description=f"Requests in the trace, all queued at step 0 (requests; 1-{MAX_REQUESTS:,}).")
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the request lengths (0-2147483647).")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the request lengths (no unit; 0-2147483647).")
     compare: Reservation = Field("contiguous", description="Reservation policy drawn beside paging: contiguous "
                                                            "(max_seq_len per request), pow2 or oracle.")
 
