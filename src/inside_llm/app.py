@@ -12,7 +12,7 @@ from .api.registry import CHAPTER_SLUGS, chapter_module
 from .paths import static_dir
 from .settings import Settings
 from .web import pages
-from .web.middleware import BodyLimit, ETagCache, SecurityHeaders
+from .web.middleware import BodyLimit, ETagCache, SecurityHeaders, security_headers
 
 
 def _pending_router(slug: str):
@@ -34,8 +34,9 @@ def _value_error(request: Request, exc: ValueError) -> JSONResponse:
 
 
 def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-    """Never leak a stack trace or a local path."""
-    return JSONResponse(status_code=500, content={"detail": "internal error"})
+    """Never leak a stack trace or a local path. Sent from outside the middleware, so it adds the headers itself."""
+    headers = {k.decode(): v.decode() for k, v in security_headers(request.url.path, request.app.state.settings)}
+    return JSONResponse(status_code=500, content={"detail": "internal error"}, headers=headers)
 
 
 def _document_body_errors(app: FastAPI, max_body_bytes: int) -> None:

@@ -19,6 +19,18 @@ def _csp(frame_ancestors: str) -> str:
             f"base-uri 'none'; form-action 'self'; frame-ancestors {frame_ancestors}")
 
 
+def security_headers(path: str, settings: Settings) -> list[tuple[bytes, bytes]]:
+    """The headers every response gets (also the 500s built outside the middleware stack)."""
+    embed = path.startswith("/embed/")
+    ancestors = "*" if embed else settings.frame_ancestors
+    extra = [(b"content-security-policy", _csp(ancestors).encode()),
+             (b"x-content-type-options", b"nosniff"),
+             (b"referrer-policy", b"strict-origin-when-cross-origin")]
+    if not embed and ancestors == "'self'":
+        extra.append((b"x-frame-options", b"SAMEORIGIN"))
+    return extra
+
+
 class SecurityHeaders:
     """CSP with no inline script, nosniff, a referrer policy; only /embed may be framed anywhere."""
 
@@ -28,13 +40,7 @@ class SecurityHeaders:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        embed = scope["path"].startswith("/embed/")
-        ancestors = "*" if embed else self.settings.frame_ancestors
-        extra = [(b"content-security-policy", _csp(ancestors).encode()),
-                 (b"x-content-type-options", b"nosniff"),
-                 (b"referrer-policy", b"strict-origin-when-cross-origin")]
-        if not embed and ancestors == "'self'":
-            extra.append((b"x-frame-options", b"SAMEORIGIN"))
+        extra = security_headers(scope["path"], self.settings)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -57,20 +63,31 @@ class BodyLimit:
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             return await _reply(send, 413, {"detail": f"request body over {self.limit} bytes"})
-        seen = 0
+        seen, over, replied = 0, False, False
 
         async def counting_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
+                over = True
                 raise _TooLarge()
             return message
 
+        async def refusing_send(message: Message) -> None:
+            """The app may turn the interrupted read into its own 400: answer 413 instead."""
+            nonlocal replied
+            if not over:
+                return await send(message)
+            if message["type"] == "http.response.start" and not replied:
+                replied = True
+                await _reply(send, 413, {"detail": f"request body over {self.limit} bytes"})
+
         try:
-            await self.app(scope, counting_receive, send)
+            await self.app(scope, counting_receive, refusing_send)
         except _TooLarge:
-            await _reply(send, 413, {"detail": f"request body over {self.limit} bytes"})
+            if not replied:
+                await _reply(send, 413, {"detail": f"request body over {self.limit} bytes"})
 
 
 class _TooLarge(Exception):
