@@ -173,6 +173,7 @@ def test_real_stepping_scenes_hold_still_at_a_step(page, base_url):
     for slug in _stepping_chapters():
         page.goto(f"{base_url}/embed/{slug}?step=1")
         page.wait_for_function("() => document.querySelector('#stage').children.length > 0")
+        page.wait_for_load_state("networkidle", timeout=60000)  # late panels (CPU measurements) have landed
         page.wait_for_timeout(600)
         first = page.locator("#stage").screenshot(animations="allow")
         page.wait_for_timeout(700)
