@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 screenshots: $(STAMP)
 	$(BIN)/python scripts/screenshots.py tokens embeddings layer gpu roofline kv-cache batching quantization speculative parallelism dials --dark

@@ -1,0 +1,93 @@
+"""Every GET endpoint at its defaults on a live `inside-llm serve` (one worker, loopback, keep-alive client):
+the first request (cold: the simulation runs, lazy loads), then the steady median and p99 over repeated
+requests (routers that memoize per URL answer from memory), each as a ratio to /healthz on the same server
+in the same run. /api/generate is timed to its last event (the demo model writing 64 tokens on this CPU).
+
+run() -> rows; `python bench/bench_endpoints.py` prints them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import httpx
+
+from _server import percentile, serve
+
+REPEATS = 40             # steady-state requests per endpoint (after the cold one)
+HEALTHZ_REPEATS = 400
+STREAM_REPEATS = 3
+
+
+def _get_paths(client: httpx.Client) -> list[str]:
+    """GET operations that need no parameter, from the server's own OpenAPI schema."""
+    spec = client.get("/openapi.json").json()
+    out = []
+    for path, ops in spec["paths"].items():
+        op = ops.get("get")
+        if op and not any(p.get("required") for p in op.get("parameters", [])) and "{" not in path:
+            out.append(path)
+    return out
+
+
+def _is_stream(client: httpx.Client, path: str) -> bool:
+    spec = client.get("/openapi.json").json()
+    return "text/event-stream" in spec["paths"][path]["get"]["responses"].get("200", {}).get("content", {})
+
+
+def _time(client: httpx.Client, path: str, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = client.get(path)
+        r.raise_for_status()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def _time_stream(client: httpx.Client, path: str, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        with client.stream("GET", path) as r:
+            body = b"".join(r.iter_bytes())
+        assert b"event: done" in body, body[-200:]
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def _row(name: str, ms: list[float], base_ms: float, note: str) -> dict:
+    med = statistics.median(ms)
+    return {"name": name, "value": round(med, 3), "p99": round(percentile(ms, 0.99), 3), "unit": "ms",
+            "ratio": round(med / base_ms, 2) if base_ms else None, "note": note}
+
+
+def run() -> list[dict]:
+    rows = []
+    with serve(workers=1) as (base, _), httpx.Client(base_url=base, timeout=120) as client:
+        paths = [p for p in _get_paths(client) if p != "/healthz"]
+        streams = {p for p in paths if _is_stream(client, p)}
+        cold = {}
+        for path in paths:                                   # cold pass first: nothing memoized yet
+            t0 = time.perf_counter()
+            (_time_stream if path in streams else _time)(client, path, 1)
+            cold[path] = (time.perf_counter() - t0) * 1e3
+        health = _time(client, "/healthz", HEALTHZ_REPEATS)
+        hz = statistics.median(health)
+        rows.append(_row("GET /healthz", health, hz, f"trivial endpoint; {HEALTHZ_REPEATS} requests"))
+        for path in paths:
+            if path in streams:
+                ms = _time_stream(client, path, STREAM_REPEATS)
+                rows.append(_row(f"GET {path}", ms, hz, f"to the last event, defaults; {STREAM_REPEATS} streams"))
+                continue
+            ms = _time(client, path, REPEATS)
+            rows.append(_row(f"GET {path}", ms, hz, f"steady, defaults; {REPEATS} requests"))
+            rows.append({"name": f"GET {path} (first)", "value": round(cold[path], 1), "unit": "ms",
+                         "ratio": round(cold[path] / hz, 1), "note": "cold: first request after start-up"})
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run():
+        print(f"{r['name']:<40} {r['value']:>10} {r.get('p99', ''):>10} {r['unit']:<4} x{r.get('ratio')} {r['note']}")
