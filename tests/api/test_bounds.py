@@ -22,6 +22,16 @@ APP = create_app()
 CLIENT = TestClient(APP, raise_server_exceptions=False)
 SPEC = CLIENT.get("/openapi.json").json()
 MAX_SECONDS_PER_REQUEST = 60.0   # "work per request is bounded": generous for a shared 2-core CI machine
+MAX_SECONDS_PER_STREAM = 15.0    # a stream at a bound must have ended by then (64 tokens take ~1 s)
+
+# Findings reported to the endpoint's owner and not fixed yet: (test, parameter id) -> what is wrong.
+# Marked xfail (not strict): the test runs, and reports XPASS once the endpoint is fixed; then drop the entry.
+OPEN = {
+    ("unit", "GET /api/generate temperature"): "description states no unit (e.g. 'no unit; 0-2')",
+    ("unit", "GET /api/generate seed"): "description states no unit (e.g. 'no unit; 0-2147483647')",
+    ("served", "GET /api/generate tokens_per_s"): "tokens_per_s=5e-324 paces the stream at one token per "
+                                                  "~1e308 s: it never ends (needs a floor, e.g. 0 or >= 1)",
+}
 
 # A unit is a word saying what the number counts or measures. "no unit" is allowed for seeds and ids.
 UNITS = re.compile(r"\b(tokens?|sequences?|requests?(/s)?|chats?|GPUs?|seats?|characters?|chars?|bytes?|[KMGT]B"
@@ -61,6 +71,15 @@ STRINGS = [p for p in PARAMS if p[3].get("type") == "string" and "enum" not in p
 
 def _id(p) -> str:
     return f"{p[0]} {p[1]} {p[2]}"
+
+
+def _cases(params: list, test: str) -> list:
+    """pytest params, with the OPEN findings of this test marked xfail."""
+    out = []
+    for p in params:
+        reason = OPEN.get((test, _id(p)))
+        out.append(pytest.param(p, id=_id(p), marks=[pytest.mark.xfail(reason=reason)] if reason else []))
+    return out
 
 
 def _kind(schema: dict) -> str | None:
@@ -141,7 +160,9 @@ def _is_stream(method: str, path: str) -> bool:
 def _call(method: str, path: str, name: str, value):
     if name.startswith("body."):
         return CLIENT.request(method, path, json={name[5:]: value})
-    if len(str(value)) > 8000 or _is_stream(method, path):
+    if _is_stream(method, path):
+        return asgi_get(path, {name: value}, MAX_SECONDS_PER_STREAM)
+    if len(str(value)) > 8000:
         return asgi_get(path, {name: value})
     return CLIENT.request(method, path, params={name: value})
 
@@ -164,7 +185,7 @@ def test_the_schema_lists_parameters():
     assert len(PARAMS) > 40 and len(NUMERIC) > 20
 
 
-@pytest.mark.parametrize("param", PARAMS, ids=_id)
+@pytest.mark.parametrize("param", _cases(PARAMS, "unit"))
 def test_every_parameter_has_a_type_a_bound_and_a_unit(param):
     method, path, name, schema, description = param
     kind = _kind(schema)
@@ -241,7 +262,7 @@ def _bound_values(schema: dict) -> list[float]:
     return [lo, hi] + tiny
 
 
-@pytest.mark.parametrize("param", NUMERIC, ids=_id)
+@pytest.mark.parametrize("param", _cases(NUMERIC, "served"))
 def test_each_bound_is_served_within_the_declared_shape(param):
     """min and max, one parameter at a time: 200 in the declared shape or a 422 that names a field."""
     method, path, name, schema, _ = param
@@ -254,7 +275,7 @@ def test_each_bound_is_served_within_the_declared_shape(param):
             assert r.json()["detail"], r.text
             continue
         if _is_stream(method, path):
-            assert r.ended, f"{name}={value}: the stream had not ended after {MAX_SECONDS_PER_REQUEST:g} s"
+            assert r.ended, f"{name}={value}: the stream had not ended after {MAX_SECONDS_PER_STREAM:g} s"
             assert "event: done" in r.text or "event: error" in r.text, r.text[-300:]
             continue
         v = _validator(method, path, 200)
