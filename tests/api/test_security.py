@@ -280,3 +280,13 @@ def test_streams_end_when_the_client_disconnects(app):
         assert status == 200, (path, body[:300])
         assert after < 5.0, f"{path} ran {after:.1f} s after the client left"
         assert b"event: done" not in body, f"{path} ran to the end although the client left"
+
+
+def test_pages_revalidate_with_an_etag(client):
+    r = client.get("/tour/roofline", params={"batch": 8})
+    assert r.headers["cache-control"] == "no-cache" and r.headers["etag"]
+    again = client.get("/tour/roofline", params={"batch": 8}, headers={"if-none-match": r.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert client.get("/tour/roofline", params={"batch": 16}).headers["etag"] != r.headers["etag"]
+    static = client.get("/static/js/tour.js")
+    assert client.get("/static/js/tour.js", headers={"if-none-match": static.headers["etag"]}).status_code == 304

@@ -103,10 +103,12 @@ async def _reply(send: Send, status: int, body: dict, headers: list | None = Non
 
 
 class ETagCache:
-    """GET JSON responses get a content ETag and Cache-Control; If-None-Match hits get 304.
+    """GET JSON and HTML responses get a content ETag and Cache-Control; If-None-Match hits get 304.
 
     Valid because every endpoint is a pure function of its URL (fixed seeds), so the same URL
-    always gives the same bytes. Non-JSON and non-GET responses pass through untouched.
+    always gives the same bytes: JSON may be reused for max_age_s. Pages say no-cache (reuse only
+    after a 304), since the unversioned /static files they load may change with a new release.
+    Other types (static files carry their own ETag, streams) and non-GET responses pass through.
     """
 
     def __init__(self, app: ASGIApp, max_age_s: int) -> None:
@@ -122,21 +124,23 @@ class ETagCache:
             if message["type"] == "http.response.start":
                 headers = dict(message.get("headers", []))
                 ctype = headers.get(b"content-type", b"")
-                if message["status"] == 200 and ctype.startswith(b"application/json"):
+                if message["status"] == 200 and ctype.startswith((b"application/json", b"text/html")):
                     state["start"], state["body"] = message, b""
+                    state["cache"] = (f"public, max-age={self.max_age}" if ctype.startswith(b"application/json")
+                                      else "no-cache").encode()
                     return
                 return await send(message)
             if "start" not in state:
                 return await send(message)
             state["body"] += message.get("body", b"")
             if not message.get("more_body", False):
-                await self._finish(send, state["start"], state["body"], inm)
+                await self._finish(send, state["start"], state["body"], inm, state["cache"])
 
         await self.app(scope, receive, wrapped)
 
-    async def _finish(self, send: Send, start: Message, body: bytes, inm: str) -> None:
+    async def _finish(self, send: Send, start: Message, body: bytes, inm: str, cache_control: bytes) -> None:
         etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        cache = [(b"etag", etag.encode()), (b"cache-control", f"public, max-age={self.max_age}".encode())]
+        cache = [(b"etag", etag.encode()), (b"cache-control", cache_control)]
         if etag in [t.strip() for t in inm.split(",")] or inm.strip() == "*":
             await send({"type": "http.response.start", "status": 304, "headers": cache})
             await send({"type": "http.response.body", "body": b""})
