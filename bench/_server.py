@@ -92,6 +92,16 @@ def rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
+def cpu_s(pids: list[int]) -> float:
+    """CPU time (user + system) the given processes and their threads have used so far (s)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])       # utime, stime in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")

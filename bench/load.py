@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _server import percentile, rss_mb, serve, server_pids  # noqa: E402
+from _server import cpu_s, percentile, rss_mb, serve, server_pids  # noqa: E402
 
 # (path, extra headers): chapter endpoints at defaults and presets, pages, static files, a revalidation.
 MIX = [
@@ -42,6 +42,7 @@ class Stats:
         self.latencies: list[float] = []
         self.errors: dict[str, int] = {}
         self.count = 0
+        self.client_cpu_s = 0.0   # this process's CPU time during the phase (the client shares the cores)
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -113,6 +114,7 @@ async def _load(base: str, connections: int, seconds: float, max_requests: int, 
     port = int(port)
     etags = await _etags(host, port)
     stats, budget = Stats(), [max_requests]
+    cpu0 = time.process_time()
     t0 = time.monotonic()
     stop_at = t0 + seconds
     tasks = [asyncio.create_task(_worker(i, host, port, stop_at, budget, stats, etags)) for i in range(connections)]
@@ -121,6 +123,7 @@ async def _load(base: str, connections: int, seconds: float, max_requests: int, 
         if on_tick:
             on_tick(stats)
     await asyncio.gather(*tasks)
+    stats.client_cpu_s = time.process_time() - cpu0
     return stats, time.monotonic() - t0
 
 
@@ -133,13 +136,14 @@ def _warm(base: str) -> None:
             r.read()
 
 
-def _summary(name: str, stats: Stats, secs: float, workers: int, connections: int) -> list[dict]:
+def _summary(name: str, stats: Stats, secs: float, workers: int, connections: int, server_cpu: float) -> list[dict]:
     lat = stats.latencies
     errors = sum(stats.errors.values())
     tag = f"{workers} worker(s), {connections} connections"
     return [
         {"name": f"{name}_requests_per_s", "value": round(stats.count / secs, 1), "unit": "req/s",
-         "note": f"{stats.count:,} requests in {secs:.1f} s; {tag}"},
+         "note": f"{stats.count:,} requests in {secs:.1f} s; {tag}; server used {server_cpu / secs:.2f} cores, "
+                 f"client {stats.client_cpu_s / secs:.2f}"},
         {"name": f"{name}_latency", "value": round(statistics.median(lat), 2) if lat else None,
          "p99": round(percentile(lat, 0.99), 2), "unit": "ms", "note": f"p50 / p99 over the mix; {tag}"},
         {"name": f"{name}_errors", "value": errors, "unit": "requests",
@@ -153,8 +157,9 @@ def run(workers: int = 1, connections: int = 64, seconds: float = 30.0, memory_r
     with serve(workers=workers) as (base, proc):
         _warm(base)
         pids = server_pids(proc)
+        cpu0 = cpu_s(pids)
         stats, secs = asyncio.run(_load(base, connections, seconds, 10**9))
-        rows += _summary("load", stats, secs, workers, connections)
+        rows += _summary("load", stats, secs, workers, connections, cpu_s(pids) - cpu0)
         samples = [rss_mb(pids)]
         left = max(0, memory_requests - stats.count)
         more, secs2 = asyncio.run(_load(base, connections, 3600.0, left,
@@ -169,10 +174,13 @@ def run(workers: int = 1, connections: int = 64, seconds: float = 30.0, memory_r
         rows.append({"name": "memory_phase_errors", "value": sum(more.errors.values()), "unit": "requests",
                      "note": f"{more.count:,} requests at {more.count / secs2:.0f} req/s"})
     for n in compare:
-        with serve(workers=n) as (base, _):
+        with serve(workers=n) as (base, proc):
             _warm(base)
+            pids = server_pids(proc)
+            cpu0 = cpu_s(pids)
             stats, secs = asyncio.run(_load(base, connections, compare_seconds, 10**9))
-        rows += _summary(f"workers_{n}", stats, secs, n, connections)
+            used = cpu_s(pids) - cpu0
+        rows += _summary(f"workers_{n}", stats, secs, n, connections, used)
     return rows
 
 
