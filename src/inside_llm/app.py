@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -27,10 +29,26 @@ def _pending_router(slug: str):
     return r
 
 
+def _declared_params(request: Request) -> list[str]:
+    """Names of the query parameters the matched operation declares (from the app's OpenAPI schema)."""
+    route = request.scope.get("route")
+    if route is None or not getattr(route, "path", None):
+        return []
+    op = request.app.openapi().get("paths", {}).get(route.path, {}).get(request.method.lower(), {})
+    return [p["name"] for p in op.get("parameters", [])]
+
+
 def _value_error(request: Request, exc: ValueError) -> JSONResponse:
-    """A simulation refused its inputs: 422 with the message (it names the field and the bound)."""
-    return JSONResponse(status_code=422, content={"detail": [
-        {"type": "value_error", "loc": ["query"], "msg": str(exc), "input": None}]})
+    """A simulation refused its inputs: 422 with its message (it names the bound), located at the first
+    declared parameter the message names; ctx.fields lists every one it names (cross-field limits)."""
+    msg = str(exc)
+    hits = sorted((m.start(), name) for name in _declared_params(request)
+                  if (m := re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", msg)))
+    fields = list(dict.fromkeys(name for _, name in hits))
+    err = {"type": "value_error", "loc": ["query", *fields[:1]], "msg": msg, "input": None}
+    if fields:
+        err["ctx"] = {"fields": fields}
+    return JSONResponse(status_code=422, content={"detail": [err]})
 
 
 def _internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -292,3 +292,13 @@ def _non_finite(obj) -> bool:
     if isinstance(obj, list):
         return any(_non_finite(v) for v in obj)
     return False
+
+
+@pytest.mark.parametrize("url,fields", [
+    ("/api/parallelism?batch=2&micro_batches=8&pp=2&tp=4", {"micro_batches", "batch"}),
+    ("/api/quantization?model=demo-draft", {"model"}),
+])
+def test_limits_joining_fields_get_422_naming_them(url, fields):
+    """A ValueError from a simulation is located at the declared parameter its message names first."""
+    err = CLIENT.get(url).json()["detail"][0]
+    assert err["loc"][0] == "query" and err["loc"][-1] in fields and set(err["ctx"]["fields"]) <= fields | {"model"}
