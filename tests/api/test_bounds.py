@@ -26,15 +26,7 @@ MAX_SECONDS_PER_STREAM = 15.0    # a stream at a bound must have ended by then (
 
 # Findings reported to the endpoint's owner and not fixed yet: (test, parameter id) -> what is wrong.
 # Marked xfail (not strict): the test runs, and reports XPASS once the endpoint is fixed; then drop the entry.
-OPEN = {
-    ("unit", "GET /api/generate temperature"): "description states no unit (e.g. 'no unit; 0-2')",
-    ("unit", "GET /api/generate seed"): "description states no unit (e.g. 'no unit; 0-2147483647')",
-    ("served", "GET /api/generate tokens_per_s"): "tokens_per_s=5e-324 paces the stream at one token per "
-                                                  "~1e308 s: it never ends (needs a floor, e.g. 0 or >= 1)",
-    ("served", "GET /api/generate temperature"): "temperature=5e-324 overflows the logits (inf/nan): the stream "
-                                                 "sends 'error: the model failed (ValueError)' (needs a floor or "
-                                                 "greedy below one)",
-}
+OPEN: dict[tuple[str, str], str] = {}
 
 # A unit is a word saying what the number counts or measures. "no unit" is allowed for seeds and ids.
 UNITS = re.compile(r"\b(tokens?|sequences?|requests?(/s)?|chats?|GPUs?|seats?|characters?|chars?|bytes?|[KMGT]B"

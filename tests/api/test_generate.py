@@ -147,3 +147,25 @@ def test_stream_stops_when_the_client_disconnects(live_url):
             break
         time.sleep(0.05)
     assert gen.active_streams() == 0, "the generation kept running after the client left"
+
+
+def test_pace_and_temperature_refuse_values_that_never_end_or_overflow(client):
+    for q in ({"tokens_per_s": "5e-324"}, {"tokens_per_s": "0.1"}, {"temperature": "5e-324"}, {"temperature": "0.01"}):
+        r = client.get("/api/generate", params={"prompt": "ROMEO:", "max_tokens": 2, **q})
+        assert r.status_code == 422, q
+        err = r.json()["detail"][0]
+        assert err["loc"][-1] == next(iter(q)) and ("0.5" in err["msg"] or "0.05" in err["msg"])
+
+
+def test_one_client_cannot_hold_every_stream_slot():
+    from inside_llm.api import generate as gen
+
+    gen._per_client["testclient"] = gen.MAX_STREAMS_PER_CLIENT
+    try:
+        from fastapi.testclient import TestClient
+        from inside_llm.app import create_app
+
+        r = TestClient(create_app()).get("/api/generate", params={"prompt": "ROMEO:", "max_tokens": 1})
+        assert r.status_code == 503 and "per client" in r.json()["detail"]
+    finally:
+        del gen._per_client["testclient"]

@@ -33,6 +33,9 @@ MAX_NEW_TOKENS = 512
 MAX_TOKENS_PER_S = 200.0
 MAX_PROMPT_CHARS = 4000
 MAX_STREAMS = 8  # concurrent generations per process; more get 503
+MAX_STREAMS_PER_CLIENT = 2  # per client address, so one client cannot hold every slot
+MIN_TOKENS_PER_S = 0.5  # a paced stream ends within max_tokens / 0.5 s (1,024 s at most)
+MIN_TEMPERATURE = 0.05  # below this, softmax(logits / T) overflows float32; 0 means greedy
 DEFAULT_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?\n"
 
 
@@ -151,18 +154,34 @@ class GenerateParams(BaseModel):
         "demo-model tokens)."))
     max_tokens: int = Field(64, ge=1, le=MAX_NEW_TOKENS, description=f"Tokens to generate (tokens; 1-{MAX_NEW_TOKENS}).")
     tokens_per_s: float = Field(0.0, ge=0, le=MAX_TOKENS_PER_S, description=(
-        f"Pace of the stream (tokens/s; 0 = as fast as possible, at most {MAX_TOKENS_PER_S:g})."))
-    temperature: float = Field(0.8, ge=0, le=2, description="Sampling temperature (0 = greedy; 0-2).")
+        f"Pace of the stream (tokens/s; 0 = as fast as possible, else {MIN_TOKENS_PER_S:g}-{MAX_TOKENS_PER_S:g})."))
+    temperature: float = Field(0.8, ge=0, le=2, description=(
+        f"Sampling temperature (no unit; 0 = greedy, else {MIN_TEMPERATURE:g}-2)."))
     top_k: int = Field(40, ge=1, le=1000, description="Sample among the k likeliest tokens (tokens; 1-1000).")
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed (same seed, same tokens).")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed (no unit; 0-2147483647; same seed, same tokens).")
 
     @field_validator("prompt")
     @classmethod
     def _prompt(cls, v: str) -> str:
         return check_prompt(v, MAX_GENERATE_PROMPT_TOKENS)
 
+    @field_validator("tokens_per_s")
+    @classmethod
+    def _pace(cls, v: float) -> float:
+        if 0 < v < MIN_TOKENS_PER_S:
+            raise ValueError(f"tokens_per_s must be 0 (as fast as possible) or at least {MIN_TOKENS_PER_S:g} tokens/s")
+        return v
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, v: float) -> float:
+        if 0 < v < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}")
+        return v
+
 
 _active = {"streams": 0}
+_per_client: dict[str, int] = {}
 
 
 def active_streams() -> int:
@@ -180,17 +199,20 @@ def sse(event: str, data: dict) -> bytes:
                                       "description": "Events start, token…, done (see above)."},
                                 503: {"description": "Too many concurrent streams; retry later."}})
 async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
-    if _active["streams"] >= MAX_STREAMS:
-        return JSONResponse({"detail": f"at most {MAX_STREAMS} concurrent streams; retry shortly"},
-                            status_code=503, headers={"retry-after": "2"})
+    client = request.client.host if request.client else "?"
+    if _active["streams"] >= MAX_STREAMS or _per_client.get(client, 0) >= MAX_STREAMS_PER_CLIENT:
+        return JSONResponse({"detail": f"at most {MAX_STREAMS} concurrent streams, {MAX_STREAMS_PER_CLIENT} per "
+                                       "client; retry shortly"}, status_code=503, headers={"retry-after": "2"})
     m = demo_model()
     ids = m.encode(p.prompt)
-    return StreamingResponse(_events(request, m, ids, p), media_type="text/event-stream",
+    return StreamingResponse(_events(request, m, ids, p, client), media_type="text/event-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
 
-async def _events(request: Request, m: DemoModel, ids: list[int], p: GenerateParams) -> AsyncIterator[bytes]:
+async def _events(request: Request, m: DemoModel, ids: list[int], p: GenerateParams,
+                  client: str = "local") -> AsyncIterator[bytes]:
     _active["streams"] += 1
+    _per_client[client] = _per_client.get(client, 0) + 1
     steps = m.generate(ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k, p.seed)
     try:
         t0 = time.perf_counter()
@@ -228,4 +250,7 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
                            "decode_tokens_per_s": round((n - 1) / (last - first), 2) if n > 1 and last > first else None})
     finally:
         _active["streams"] -= 1
+        _per_client[client] -= 1
+        if not _per_client[client]:
+            del _per_client[client]
         steps.close()

@@ -258,6 +258,10 @@ def _math(model: str, gpu: str, precision: str, batch: int, o: dict) -> dict[str
 @router.get("/api/quantization", response_model=QuantizationResponse)
 def get_quantization(p: Annotated[QuantizationParams, Query()]) -> QuantizationResponse:
     """Size, GPUs, speed and cost of the model at each weight precision; the bit tile; both perplexity needles."""
+    context = catalog.model(p.model).max_position_embeddings
+    if context < PROMPT_TOKENS + OUTPUT_TOKENS:
+        raise ValueError(f"model {p.model!r} holds {context} tokens of context, fewer than this chapter's "
+                         f"request of {PROMPT_TOKENS} prompt + {OUTPUT_TOKENS} answer tokens")
     return QuantizationResponse(**quantization(p.model, p.gpu, p.precision, p.batch))
 
 

@@ -147,7 +147,9 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
 
 
 def state_json(state: dict) -> str:
-    return json.dumps(state, ensure_ascii=False).replace("</", "<\\/")
+    """JSON for a <script type="application/json"> block: no '<' at all, so no '</script>' or '<!--' can
+    end or confuse the block, whatever the URL carried."""
+    return json.dumps(state, ensure_ascii=False).replace("<", "\\u003c")
 
 
 def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Links = LIVE,
