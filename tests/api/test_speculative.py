@@ -86,9 +86,16 @@ def test_same_url_same_bytes_and_etag(client):
                                                "prompt": demo.DEFAULT_PROMPT})
     assert a.status_code == 200 and a.content == b.content and a.headers["etag"] == b.headers["etag"]
     assert client.get("/api/speculative", headers={"if-none-match": a.headers["etag"]}).status_code == 304
-    for key in ("measured_speedup", "wall_time_s", "target_s", "draft_s"):
+    for key in ("wall_time_s", "target_s", "draft_s"):
         assert f'"{key}"' not in a.text, f"{key} is a clock value; it belongs at /api/speculative/measured"
     assert len(a.content) < 100_000
+
+
+def test_demo_carries_the_measured_speedup_of_the_measured_endpoint(client):
+    """The issue's contract: demo.measured_speedup; it is the same measurement /measured reports."""
+    d = client.get("/api/speculative").json()["demo"]
+    m = client.get(d["measured_url"]).json()
+    assert m["available"] and d["measured_speedup"] == m["measured_speedup"] > 0
 
 
 def test_alpha_and_cost_ratio_leave_the_demo_alone(client):

@@ -9,6 +9,8 @@ and max_tokens).
 
 from __future__ import annotations
 
+import json
+
 import threading
 from functools import lru_cache
 from typing import Annotated, Any, Literal
@@ -100,8 +102,11 @@ class DemoOut(BaseModel):
     weights_cost_ratio: float = Field(description="draft / target parameters: c on a memory-bound GPU")
     predicted_speedup_memory_bound: float = Field(description="Theorem 3.8 at the measured alpha and weights_cost_ratio")
     frames: list[DemoFrame]
-    measured_url: str = Field(description="wall-clock figures on this CPU (measured_speedup, measured cost ratio, "
-                              "predicted_speedup at them): they vary run to run, so they are not in this response")
+    measured_speedup: float | None = Field(description=(
+        "greedy wall time / speculative wall time of the demo models on this server's CPU (x; the one wall-clock "
+        "figure here: measured once per server process for these settings, so it can differ between servers)"))
+    measured_url: str = Field(description="the full measurement on this CPU (cost ratio, verification cost, "
+                              "predicted_speedup at the measured alpha and c, rounds)")
     math: dict
 
 
@@ -130,7 +135,10 @@ def _demo(target_name: str, prompt: str, gamma: int, max_tokens: int) -> dict:
 
 def demo_view(p: DemoParams) -> dict:
     target, _ = demo.demo_pair()
-    return {**_demo(target.name, p.prompt, p.gamma, p.max_tokens), "measured_url": measured_url(p)}
+    measured = json.loads(measured_json(target.name, DemoParams(prompt=p.prompt, gamma=p.gamma,
+                                                                 max_tokens=p.max_tokens)))
+    return {**_demo(target.name, p.prompt, p.gamma, p.max_tokens), "measured_url": measured_url(p),
+            "measured_speedup": measured.get("measured_speedup")}
 
 
 @lru_cache(maxsize=64)
@@ -204,10 +212,13 @@ def _measure(target_name: str, p: DemoParams) -> bytes:
                             **m).model_dump_json().encode()
 
 
+def measured_json(target_name: str, p: DemoParams) -> bytes:
+    with _measure_lock:  # one measurement at a time: two at once would slow each other
+        return _measure(target_name, p)
+
+
 @measured_router.get("/api/speculative/measured", response_model=MeasuredResponse)
 def get_measured(p: Annotated[DemoParams, Query()]) -> Response:
     """Greedy vs speculative wall time of the demo models on this server's CPU, beside the prediction."""
     target, _ = demo.demo_pair()
-    with _measure_lock:  # one measurement at a time: two at once would slow each other
-        body = _measure(target.name, p)
-    return Response(content=body, media_type="application/json")
+    return Response(content=measured_json(target.name, p), media_type="application/json")
