@@ -15,7 +15,7 @@ def floors_shown(page) -> int:
 
 def test_typed_prompt_draws_one_column_per_token_and_a_floor_per_layer(page, base_url):
     m = demo_model()
-    page.goto(base_url + "/tour/embeddings")
+    page.goto(base_url + "/tour/embeddings?autoplay=0")  # the drawing, not the rise's timing (tested below)
     box = page.locator("#ctl-prompt")
     box.fill("")
     box.type("Juliet is the sun", delay=10)
@@ -81,4 +81,12 @@ def test_generate_streams_to_an_eventsource(page, base_url):
     expect = list(m.generate(m.encode("ROMEO:"), 6, temperature=0.0))
     assert got["ids"] == expect and got["text"] == m.decode(expect)
     assert got["done"]["num_tokens"] == 6
+    assert page.console_errors == []
+
+
+def test_the_rise_ends_with_every_floor_shown(page, base_url):
+    m = demo_model()
+    page.goto(base_url + "/tour/embeddings")
+    page.wait_for_function(f"() => document.querySelectorAll('#stage g.emb-floor.shown').length === {m.config.n_layers + 1}",
+                           timeout=20000)
     assert page.console_errors == []
