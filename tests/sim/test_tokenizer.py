@@ -76,3 +76,10 @@ def test_words_per_token_is_measured_on_reference_passages():
     assert ref["words"] == sum(tk.count_words(s["text"]) for s in tk.reference_samples())
     # Plain English prose: between the 0.75 rule of thumb and one word per token.
     assert 0.7 < ref["words_per_token"] < 1.0
+
+
+def test_chat_view_shows_split_characters_as_bytes():
+    toks = tk.chat_tokens("llama 🦙")
+    partial = [t for t in toks if t["text"] is None]
+    assert partial and all(t["bytes"] for t in partial)
+    assert not any(t["text"] and "\ufffd" in t["text"] for t in toks)

@@ -37,7 +37,8 @@ class TokenOut(BaseModel):
 
 class ChatTokenOut(BaseModel):
     id: int
-    text: str
+    text: str | None = Field(description="The piece as text; null when it is a partial UTF-8 sequence.")
+    bytes: str = Field(description="The piece's bytes in hex.")
     special: bool
     kind: Literal["template", "content"]
     role: str

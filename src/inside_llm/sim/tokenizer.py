@@ -175,7 +175,11 @@ def chat_tokens(prompt: str, system: str | None = None) -> list[dict]:
         for tid in ids:
             special = tid in sp.values()
             piece = enc.decode_single_token_bytes(tid)
-            out.append({"id": tid, "text": piece.decode("utf-8", "replace"), "special": special,
+            try:
+                text = piece.decode("utf-8")
+            except UnicodeDecodeError:  # part of a character split across tokens: shown as bytes
+                text = None
+            out.append({"id": tid, "text": text, "bytes": piece.hex(" ").upper(), "special": special,
                         "kind": kind, "role": role})
 
     def header(role: str) -> None:

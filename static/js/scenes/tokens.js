@@ -104,7 +104,8 @@ function drawChips(tokens, ws, chat) {
   const frag = document.createDocumentFragment();
   tokens.slice(0, MAX_CHIPS).forEach((t, i) => {
     const partial = t.text === null;
-    const cls = `chip${partial ? ' partial' : ''}${t.special ? ' special' : ''}`;
+    const template = t.special || t.kind === 'template'; // the chat format's own tokens, role names included
+    const cls = `chip${partial ? ' partial' : ''}${template ? ' special' : ''}`;
     const chip = h('span', { class: cls, role: 'listitem', tabindex: 0 }, frag);
     chip.textContent = partial ? t.bytes : chipText(t.text, ws);
     chip.style.background = `var(--chip-${i % 6})`;
@@ -125,6 +126,7 @@ function showTip(chip) {
   if (t.char_start !== undefined) lines.push(`chars ${t.char_start}–${t.char_end}  bytes ${t.byte_start}–${t.byte_end}`);
   if (t.text === null) lines.push('part of a character split across tokens');
   if (t.special) lines.push('special template token');
+  else if (t.kind === 'template') lines.push('added by the chat template');
   view.tip.textContent = lines.join('\n');
   view.tip.hidden = false;
   const s = view.tip.parentElement.getBoundingClientRect();
