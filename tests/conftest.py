@@ -1,8 +1,13 @@
-"""Shared fixtures: an in-process client for API tests."""
+"""Shared fixtures: an in-process client for API tests and a live server on a loopback port."""
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from inside_llm.app import create_app
@@ -17,3 +22,24 @@ def app():
 def client(app):
     with TestClient(app) as c:
         yield c
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def base_url():
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=5)

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 
 from inside_llm.api import generate as gen
-from inside_llm.app import create_app
 
 PROMPT = "ROMEO:\nBut soft, what light"
 
@@ -116,26 +112,9 @@ def test_openapi_states_the_event_contract(client):
     assert "text/event-stream" in op["responses"]["200"]["content"]
 
 
-@pytest.fixture(scope="module")
-def live_url():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=5)
-
-
-def test_stream_stops_when_the_client_disconnects(live_url):
+def test_stream_stops_when_the_client_disconnects(base_url):
     params = {"prompt": PROMPT, "max_tokens": 512, "tokens_per_s": 10}
-    with httpx.Client(timeout=10) as c, c.stream("GET", live_url + "/api/generate", params=params) as r:
+    with httpx.Client(timeout=10) as c, c.stream("GET", base_url + "/api/generate", params=params) as r:
         seen = 0
         for line in r.iter_lines():
             seen += line.startswith("event: token")
@@ -157,15 +136,10 @@ def test_pace_and_temperature_refuse_values_that_never_end_or_overflow(client):
         assert err["loc"][-1] == next(iter(q)) and ("0.5" in err["msg"] or "0.05" in err["msg"])
 
 
-def test_one_client_cannot_hold_every_stream_slot():
-    from inside_llm.api import generate as gen
-
-    gen._per_client["testclient"] = gen.MAX_STREAMS_PER_CLIENT
+def test_one_client_cannot_hold_every_stream_slot(client):
+    gen._per_client["testclient"] = gen.MAX_STREAMS_PER_CLIENT  # TestClient's address already holds its share
     try:
-        from fastapi.testclient import TestClient
-        from inside_llm.app import create_app
-
-        r = TestClient(create_app()).get("/api/generate", params={"prompt": "ROMEO:", "max_tokens": 1})
+        r = client.get("/api/generate", params={"prompt": "ROMEO:", "max_tokens": 1})
         assert r.status_code == 503 and "per client" in r.json()["detail"]
     finally:
         del gen._per_client["testclient"]

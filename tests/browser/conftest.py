@@ -1,4 +1,4 @@
-"""Browser fixtures: a live server on a loopback port and Debian's Chromium driven by Playwright.
+"""Browser fixtures: Debian's Chromium driven by Playwright (the live server, `base_url`, is in tests/conftest.py).
 
 These tests never skip: without /usr/bin/chromium they fail and say how to install it.
 """
@@ -6,40 +6,13 @@ These tests never skip: without /usr/bin/chromium they fail and say how to insta
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
-import uvicorn
-
-from inside_llm.app import create_app
 
 CHROMIUM = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def base_url():
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=5)
 
 
 @pytest.fixture(scope="session")
