@@ -100,7 +100,8 @@ def test_show_the_math_and_a_422_named_in_the_status(page, base_url):
     page.wait_for_function("() => document.querySelector('#stage-status').textContent.includes('divide gpus')")
     status = page.locator("#stage-status").inner_text()
     assert "tp" in status and "gpus" in status
-    assert page.locator(".dials-readouts").evaluate("el => Number(getComputedStyle(el).opacity)") < 0.9
+    # the stale readouts fade (a .2 s transition): wait for the fade rather than sample it mid-way
+    page.wait_for_function("() => Number(getComputedStyle(document.querySelector('.dials-readouts')).opacity) < 0.5")
     page.locator("#ctl-tp").select_option("4")
     page.wait_for_function("() => document.querySelector('#stage-status').textContent === ''")
     assert "4 × NVIDIA H100" in page.locator(".dials-config").inner_text()
