@@ -90,3 +90,15 @@ def test_the_rise_ends_with_every_floor_shown(page, base_url):
     page.wait_for_function(f"() => document.querySelectorAll('#stage g.emb-floor.shown').length === {m.config.n_layers + 1}",
                            timeout=20000)
     assert page.console_errors == []
+
+
+def test_typing_after_an_empty_prompt_draws_again(page, base_url):
+    """An empty prompt clears the selected token; the next prompt selects its last token and draws every floor."""
+    n_floors = demo_model().config.n_layers + 1
+    page.goto(base_url + "/tour/embeddings?prompt=&autoplay=0")
+    page.wait_for_function("() => document.querySelector('#stage .emb-note')?.textContent.startsWith('Type a prompt')")
+    page.locator("#ctl-prompt").type("To be", delay=10)
+    page.wait_for_function(f"() => document.querySelectorAll('#stage g.emb-floor.shown').length === {n_floors}")
+    assert page.locator("#stage-status").inner_text() == ""
+    assert "selected" in page.locator("#stage .emb-token").last.get_attribute("class")
+    assert page.console_errors == []

@@ -76,3 +76,14 @@ def test_steps_reduced_motion_and_phone_width(browser, base_url):
     assert page.evaluate(shown) == ["ly-qkv"]
     assert errors == []
     ctx.close()
+
+
+def test_typing_after_an_empty_prompt_draws_again(page, base_url):
+    """An empty prompt clears the selected token; the next prompt selects its last token's attention row."""
+    page.goto(base_url + "/tour/layer?prompt=")
+    page.wait_for_function("() => document.querySelector('#stage')?.textContent.includes('Type a prompt')")
+    page.locator("#ctl-prompt").type("To be", delay=10)
+    page.wait_for_selector("#stage rect.ly-heat-sel")
+    page.wait_for_function("() => document.querySelector('#stage .readout.ly-from .value')?.textContent.length > 0")
+    assert page.locator("#stage-status").inner_text() == ""
+    assert page.console_errors == []

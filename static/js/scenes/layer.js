@@ -44,7 +44,8 @@ export function unmount() {
 export function update(data) {
   if (!view) return;
   view.data = data;
-  if (view.sel === null || view.sel >= data.num_tokens) view.sel = data.num_tokens - 1;
+  // the selected token: kept while it exists; an empty prompt (no tokens) clears it
+  if (view.sel === null || view.sel < 0 || view.sel >= data.num_tokens) view.sel = data.num_tokens ? data.num_tokens - 1 : null;
   if (!data.num_tokens) {
     for (const k of ['readouts', 'chips', ...SECTIONS]) clear(view[k]);
     view.heat = null;
