@@ -15,7 +15,7 @@ def ready(page):
 
 @pytest.mark.parametrize("seats", [16, 5])
 def test_one_lane_per_seat_for_each_policy(page, base_url, seats):
-    page.goto(base_url + f"/tour/batching?seats={seats}&step=40")
+    page.goto(base_url + f"/tour/batching?seats={seats}&step=5")
     ready(page)
     for name in ("static", "continuous"):
         assert page.locator(f'.bt-svg g[data-policy="{name}"] .bt-lane').count() == seats
@@ -24,7 +24,7 @@ def test_one_lane_per_seat_for_each_policy(page, base_url, seats):
 
 
 def test_readouts_and_the_shared_clock(page, base_url):
-    page.goto(base_url + "/tour/batching?step=30")
+    page.goto(base_url + "/tour/batching?step=3")
     ready(page)
     table = page.locator(".bt-table").inner_text()
     assert re.search(r"Throughput\s+[\d,]+ tokens/s\s+[\d,]+ tokens/s", table)
@@ -58,7 +58,7 @@ def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url
 
 
 def test_controls_refetch(page, base_url):
-    page.goto(base_url + "/tour/batching?step=10")
+    page.goto(base_url + "/tour/batching?step=8")
     ready(page)
     with page.expect_response(lambda r: "/api/batching?" in r.url and "seats=24" in r.url):
         page.locator("#ctl-seats").evaluate(
@@ -81,3 +81,34 @@ def test_reduced_motion_shows_the_whole_run(browser, base_url):
     assert page.locator(".bt-play").get_attribute("aria-pressed") == "false"
     assert errors == []
     ctx.close()
+
+
+def test_steps_are_a_dozen_instants_most_before_continuous_finishes(page, base_url):
+    """150 sampled frames are too many key presses: 8 beats until the first policy finishes, 4 to the horizon."""
+    page.goto(base_url + "/tour/batching?step=0&present=1")
+    page.wait_for_selector(".presenter-label")
+    assert page.locator(".presenter-label").inner_text().endswith("step 1 of 12")
+    times = []
+    for step in range(12):
+        page.goto(base_url + f"/tour/batching?step={step}")
+        ready(page)
+        t, horizon = (float(x) for x in re.findall(r"[\d.]+", page.locator(".bt-clock").inner_text().replace(",", ""))[:2])
+        times.append(t)
+        continuous = page.locator(".bt-status").all_text_contents()[1]
+        assert continuous.startswith("all ") == (step >= 8), (step, continuous)
+    assert times == sorted(set(times)) and times[0] == 0 and times[-1] == horizon
+
+
+def test_embed_keeps_the_lanes_and_the_table_for_a_slide(page, base_url):
+    measured = []
+    page.on("request", lambda r: measured.append(r.url) if "/api/batching/measured" in r.url else None)
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(base_url + "/embed/batching?step=9")
+    ready(page)
+    assert page.locator(".bt-table").is_visible()
+    for hidden in (".bt-engine", ".bt-math", ".bt-measured"):
+        assert page.locator(hidden).is_hidden(), hidden
+    assert measured == [], "a slide does not run the CPU measurement"
+    fits = page.evaluate("() => document.scrollingElement.scrollHeight <= innerHeight + 1")
+    assert fits, "a 16:9 frame shows the whole scene without scrolling"
+    assert page.console_errors == []

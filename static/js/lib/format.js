@@ -53,3 +53,8 @@ export function usd(x) {
   if (x === null || x === undefined) return '–';
   return `$${x >= 100 ? nf(0).format(x) : fixed(x, x < 1 ? 3 : 2)}`;
 }
+
+/** A count with its word: plural(1, 'token') -> "1 token", plural(1200, 'token') -> "1,200 tokens". */
+export function plural(n, one, many = `${one}s`) {
+  return `${num(n)} ${n === 1 ? one : many}`;
+}

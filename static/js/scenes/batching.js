@@ -1,10 +1,11 @@
 // scenes/batching.js: chapter 7: seats as lanes over time, static above continuous, one clock; readouts; CPU panel.
 
 import { svg, h, clear, setAttrs } from '../lib/svg.js';
-import { num, pct, duration, fixed } from '../lib/format.js';
+import { num, pct, duration, fixed, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
+import { twoRunBeats, beatAt } from '../lib/beats.js';
 
 const PLAY_MS = 16000; // one pass of the clock from 0 to the last finish
 const HOLD_MS = 2000; // rest on the finished picture before looping
@@ -32,9 +33,10 @@ export function mount(stage, context) {
     chart: h('div', { class: 'bt-chart' }, wrap),
     legend: h('div', { class: 'legend bt-legend' }, wrap),
     readouts: h('div', { class: 'bt-readouts', 'aria-live': 'polite' }, wrap),
-    engine: h('p', { class: 'bt-engine' }, wrap),
-    math: h('div', { class: 'bt-math' }, wrap),
-    measured: h('section', { class: 'bt-measured', 'aria-label': 'Measured on this server' }, wrap),
+    // a slide frame keeps the lanes and the table; the page adds the engine, the math and the CPU measurement
+    engine: h('p', { class: 'bt-engine', hidden: ctx.embed }, wrap),
+    math: h('div', { class: 'bt-math', hidden: ctx.embed }, wrap),
+    measured: h('section', { class: 'bt-measured', 'aria-label': 'Measured on this server', hidden: ctx.embed }, wrap),
   };
   view.play.addEventListener('click', () => (view.clock ? pause() : play()));
   view.scrub.addEventListener('input', () => { pause(); setTime((Number(view.scrub.value) / 1000) * view.data.horizon_s); });
@@ -44,7 +46,7 @@ export function mount(stage, context) {
     if (view.data && w && w !== view.width) layout();
   });
   view.ro.observe(view.chart);
-  loadMeasured();
+  if (!ctx.embed) loadMeasured();
 }
 
 export function unmount() {
@@ -66,16 +68,20 @@ export function update(data) {
   if (!still) play();
 }
 
-/** Scene contract: the clock's sampled instants; showStep freezes the cursor at one of them. */
+/** Scene contract: a dozen instants of the shared clock, most before the first policy finishes (the scrubber reaches any). */
+function beats(data) {
+  const ends = data.policies.map((p) => Math.max(0, ...p.seat_spans.map((s) => s.end_s)));
+  return twoRunBeats(Math.min(...ends), data.horizon_s);
+}
+
 export function numSteps(data) {
-  return Math.max(...data.policies.map((p) => p.frames.length));
+  return beats(data).length;
 }
 
 export function showStep(i) {
   if (!view || !view.data) return;
   pause();
-  const n = numSteps(view.data);
-  setTime((view.data.horizon_s * Math.min(i, n - 1)) / Math.max(1, n - 1));
+  setTime(beatAt(beats(view.data), i));
 }
 
 // ---- clock ---------------------------------------------------------------------------------
@@ -138,7 +144,7 @@ function drawAt(panel, t, x) {
   panel.qLabel.textContent = `${num(waiting)} waiting`;
   panel.status.textContent = f
     ? `${num(f.num_occupied_seats)} of ${num(view.data.params.seats)} seats busy · ` +
-      `${num(f.num_finished)} of ${num(view.data.params.requests)} done · ${num(f.num_tokens_produced_total)} tokens`
+      `${num(f.num_finished)} of ${num(view.data.params.requests)} done · ${plural(f.num_tokens_produced_total, 'token')}`
     : `all ${num(view.data.params.requests)} done at ${fixed(p.makespan_s + p.frames[0].time_s, 1)} s`;
 }
 

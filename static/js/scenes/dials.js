@@ -1,7 +1,7 @@
 // scenes/dials.js: chapter 11: the whole server's TTFT, tokens/s, cost and spare memory, its memory, roof and a chat.
 
 import { h, clear } from '../lib/svg.js';
-import { num, pct, bytes, duration, usd } from '../lib/format.js';
+import { num, pct, bytes, duration, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween, lerp } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
@@ -11,7 +11,6 @@ import { createChat } from './dials-chat.js';
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
 const PRECISION = { bf16: 'BF16', fp16: 'FP16', fp8: 'FP8', int8: 'INT8', int4: 'INT4' };
-const plural = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
 
 const READOUTS = [
   { key: 'ttft_ms', label: 'Time to first token', value: (d) => d.ttft_ms, fmt: ms, math: ['ttft_ms'],

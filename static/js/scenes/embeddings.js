@@ -1,7 +1,7 @@
 // scenes/embeddings.js: chapter 2: the prompt's real embedding rows rise floor by floor through the demo model.
 
 import { svg, h, clear, root } from '../lib/svg.js';
-import { num, pct } from '../lib/format.js';
+import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
 import { colours, vectorImage, tokenLabel, guessLabel, readout, measuredBars, legendScale, variantFor, drawToScale } from './embeddings-strips.js';
@@ -99,7 +99,7 @@ function reveal(k) {
 function drawReadouts(d) {
   clear(view.readouts);
   const m = d.model;
-  readout(view.readouts, 'Tokens', num(d.num_tokens), d.num_fallback_pieces ? `tokens · ${d.num_fallback_pieces} piece${d.num_fallback_pieces > 1 ? 's' : ''} in bytes` : 'tokens');
+  readout(view.readouts, 'Tokens', num(d.num_tokens), d.num_fallback_pieces ? `tokens · ${plural(d.num_fallback_pieces, 'piece')} in bytes` : 'tokens');
   const real = d.real_model.name.replace(/^Llama [\d.]+ /, '');
   readout(view.readouts, 'Numbers per token', num(m.dim), `demo (${real}: ${num(d.real_model.hidden_size)})`);
   readout(view.readouts, 'Layers', num(m.n_layers), `demo (${real}: ${num(d.real_model.num_layers)})`);
@@ -147,7 +147,7 @@ function draw() {
   const L = layout(d, v), nF = d.floors.length, chipH = 30;
   const H = 18 + nF * L.floorH + chipH + 8;
   const fig = clear(view.figure);
-  const s = root(fig, v.W, H, `${d.num_tokens} tokens as ${d.model.dim}-number vectors rising through ${d.model.n_layers} ` +
+  const s = root(fig, v.W, H, `${plural(d.num_tokens, 'token')} as ${d.model.dim}-number vectors rising through ${d.model.n_layers} ` +
     `layers of the demo model; the model's next-token guess after the last layer: ${guessLabel(d.next_token)}.`);
   s.classList.add('emb-svg', `emb-${v.name}`);
   const pal = colours();

@@ -1,7 +1,7 @@
 // scenes/gpu-package.js: chapter 4's package drawing (HBM sites, dies, L2, SM groups) and the routes tiles follow.
 
 import { svg, clear, root } from '../lib/svg.js';
-import { num, fixed } from '../lib/format.js';
+import { num, fixed, plural } from '../lib/format.js';
 
 // ---- the package drawing --------------------------------------------------------------------
 
@@ -230,8 +230,8 @@ export function drawPackage(fig, d, v, poolSize) {
   clear(fig);
   const L = d.layout, P = d.package;
   const label = `${d.gpu.name}: ${L.hbm_stacks ? `${L.hbm_stacks} ${L.memory_type} stacks` : L.memory_type} ` +
-    `(${num(L.hbm_capacity_gb)} GB), ${num(L.l2_cache_mb)} MB L2 in ${P.l2_partitions} part${P.l2_partitions > 1 ? 's' : ''}, ` +
-    `${L.sm_count} ${L.sm_label}s in ${L.sm_groups.length} ${L.sm_group_kind}${L.sm_groups.length > 1 ? 's' : ''}, ` +
+    `(${num(L.hbm_capacity_gb)} GB), ${num(L.l2_cache_mb)} MB L2 in ${plural(P.l2_partitions, 'part')}, ` +
+    `${L.sm_count} ${L.sm_label}s in ${plural(L.sm_groups.length, L.sm_group_kind)}, ` +
     `${L.tensor_cores_per_sm} tensor cores each`;
   const s = root(fig, v.W, v.H, label);
   s.classList.add('gpu-svg', `gpu-${v.name}`);

@@ -1,10 +1,11 @@
 // scenes/kv-cache.js: chapter 6: the KV cache as a grid of token slots, reserved regions beside pages, one clock.
 
 import { h, clear, cssVar } from '../lib/svg.js';
-import { num, pct } from '../lib/format.js';
+import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
+import { twoRunBeats, beatAt } from '../lib/beats.js';
 
 const ROW_SLOTS = 512; // token slots per drawn row: a 2,048-token region is four rows
 const MS_PER_FRAME = 160;
@@ -80,15 +81,20 @@ function readColours() {
   view.ink = cssVar('--ink');
 }
 
-/** Scene contract: one step per frame of the shared clock; showStep freezes it. */
+/** Scene contract: a dozen beats, most while both drawn policies are busy (the scrubber reaches every frame). */
+function beats(data) {
+  const lengths = data.policies.map((p) => p.frames.length).filter((n) => n > 0);
+  return twoRunBeats(Math.min(...lengths) - 1, Math.max(...lengths) - 1, true);
+}
+
 export function numSteps(data) {
-  return Math.max(...data.policies.map((p) => p.frames.length));
+  return beats(data).length;
 }
 
 export function showStep(i) {
   if (!view || !view.data) return;
   pause();
-  showFrame(i);
+  showFrame(beatAt(beats(view.data), i));
 }
 
 /** A frame where both policies are still busy: halfway through the paged run. */
@@ -179,7 +185,7 @@ function drawPanelFrame(panel) {
   panel.meter.setAttribute('aria-label', `Of ${num(cap)} slots: ${num(parts[0])} hold tokens, ${num(parts[1])} reserved ` +
     `for later tokens, ${num(parts[2])} never used, ${num(parts[3])} free but too fragmented`);
   panel.counts.textContent = done
-    ? `All ${num(p.num_finished_requests)} requests finished by step ${num(p.num_steps)}.`
+    ? `All ${plural(p.num_finished_requests, 'request')} finished by step ${num(p.num_steps)}.`
     : `${num(f.num_resident_requests)} in memory · ${num(f.num_waiting_requests)} waiting · ` +
       `${num(f.num_finished_requests)} finished${p.layout === 'paged' ? ` · ${num(f.num_preemptions_total)} preempted so far` : ''}`;
   drawGrid(panel, f);
@@ -246,7 +252,7 @@ function drawGrid(panel, f) {
   }
   c.globalAlpha = 1;
   if (sel !== null) outlineSelected(c, g, panel, f, sel);
-  panel.canvas.setAttribute('aria-label', `${panel.title.textContent}: ${f.num_resident_requests} requests hold ` +
+  panel.canvas.setAttribute('aria-label', `${panel.title.textContent}: ${plural(f.num_resident_requests, 'request')} hold ` +
     `${num(f.used_slots)} token slots; ${pct(f.waste_fraction, 1)} of allocated slots hold no token`);
 }
 
@@ -461,7 +467,7 @@ function drawBlockTable() {
   else if (!r) view.btText.textContent = `Request #${id} is not in paged memory at this step (waiting, or finished).`;
   else {
     view.btText.textContent = `Request #${id}${view.selected === null ? ' (the oldest in memory)' : ''}: ` +
-      `${num(r.n)} of ${num(r.al.num_final_tokens)} tokens in ${pages} pages of ${bs}. ` +
+      `${num(r.n)} of ${num(r.al.num_final_tokens)} tokens in ${plural(pages, 'page')} of ${bs}. ` +
       'Logical page (position in the list) → physical page (number):';
   }
   view.btPages.setAttribute('aria-label', r ? `Physical pages: ${r.al.block_table.slice(0, pages).join(', ')}` : 'none');

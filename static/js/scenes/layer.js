@@ -1,7 +1,7 @@
 // scenes/layer.js: chapter 3: one layer of the demo model: Q/K/V, the attention heads (grouped by KV head), the MLP.
 
 import { svg, h, clear, root } from '../lib/svg.js';
-import { num, pct } from '../lib/format.js';
+import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
 import { colours, rowsImage, tokenLabel, readout, measuredBars, legendScale, variantFor } from './embeddings-strips.js';
@@ -110,7 +110,7 @@ function drawReadouts(d) {
 
 function drawNote(d) {
   clear(view.note);
-  view.note.append(`Layer ${d.layer + 1} of our demo model (“${d.model.name}”) reading ${d.num_tokens} tokens; ` +
+  view.note.append(`Layer ${d.layer + 1} of our demo model (“${d.model.name}”) reading ${plural(d.num_tokens, 'token')}; ` +
     'every coloured pixel is one real number. ');
   legendScale(view.note, 'scaled per block');
 }
@@ -165,7 +165,7 @@ function drawQKV(d, v, pal, rowH) {
   const widths = [m.n_heads, m.n_kv_heads, m.n_kv_heads].map((n) => n * (m.head_dim + 1) - 1);
   const gap = v.name === 'wide' ? 18 : 8, unit = (v.W - v.label - 2 * gap) / (widths[0] + widths[1] + widths[2]);
   const top = 30, H = top + T * rowH + 6;
-  const s = root(view.qkv, v.W, H, `Queries, keys and values of ${T} tokens in layer ${d.layer + 1}.`);
+  const s = root(view.qkv, v.W, H, `Queries, keys and values of ${plural(T, 'token')} in layer ${d.layer + 1}.`);
   s.classList.add('ly-svg');
   let x = v.label;
   const blocks = [['Query', q.q, q.q_scale, m.n_heads, 'q'], ['Key', q.k, q.k_scale, m.n_kv_heads, 'k'], ['Value', q.v, q.v_scale, m.n_kv_heads, 'v']];

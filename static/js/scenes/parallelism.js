@@ -1,7 +1,7 @@
 // scenes/parallelism.js: chapter 10: an 8-GPU board with its NVSwitch chips; TP all-reduce pulses, PP stages and bubbles.
 
 import { svg, h, clear } from '../lib/svg.js';
-import { num, fixed, pct, bytes, duration } from '../lib/format.js';
+import { num, fixed, pct, bytes, duration, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop, prefersReducedMotion } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
@@ -118,7 +118,7 @@ function drawVerdict(d) {
   const split = d.replicas > 1 ? ` · ${d.replicas} replicas of ${d.tp * d.pp} GPUs` : '';
   view.verdict.textContent = `${d.model_name}: ${fixed(d.model_weights_gb, 0)} GB of weights in ${d.precision.toUpperCase()}; ` +
     `on one GPU ${one.fits ? 'it would fit' : `it would be ${fixed(one.shortfall_gb, 0)} GB short`}. ` +
-    `Split: tensor ×${d.tp}, pipeline ×${d.pp} over ${d.gpus} GPU${d.gpus > 1 ? 's' : ''}${split}.`;
+    `Split: tensor ×${d.tp}, pipeline ×${d.pp} over ${plural(d.gpus, 'GPU')}${split}.`;
 }
 
 function card(parent, title, on, lines) {
@@ -154,8 +154,8 @@ function layerCounts(d) {
 function drawBreakdown(d, phase) {
   const b = clear(view.breakdown);
   const p = d[phase];
-  const label = phase === 'prefill' ? `One prefill step: ${num(p.tokens)} tokens through all ${d.num_layers} layers`
-    : `One decode step: ${num(p.tokens)} chats × 1 token through all ${d.num_layers} layers`;
+  const label = phase === 'prefill' ? `One prefill step: ${plural(p.tokens, 'token')} through all ${d.num_layers} layers`
+    : `One decode step: ${plural(p.tokens, 'chat')} × 1 token through all ${d.num_layers} layers`;
   h('p', { class: 'par-bar-label', text: `${label}${d.pp > 1 ? ' (one micro-batch)' : ''}: ${duration(p.step_ms)}` }, b);
   const bar = h('div', { class: 'par-bar', role: 'img', 'aria-label': `${label}: ${duration(p.step_ms)}` }, b);
   const parts = [['gemm_ms', 'matrix math (GEMMs)', 'compute'], ['attention_ms', 'attention', 'attention'],
@@ -298,7 +298,7 @@ function drawTimeline(d, p, v) {
   const cw = (W - labelW - 4) / tl.slots;
   const H = d.pp * rowH + 26;
   h('p', { class: 'par-bar-label', text: tl.phase === 'prefill'
-    ? `Pipeline timeline, one prefill: ${d.micro_batches} micro-batches through ${d.pp} stages take ${tl.slots} slots of ${duration(p.slot_ms)}`
+    ? `Pipeline timeline, one prefill: ${plural(d.micro_batches, 'micro-batch', 'micro-batches')} through ${d.pp} stages take ${tl.slots} slots of ${duration(p.slot_ms)}`
     : `Pipeline timeline, decoding: two rounds of ${Math.max(d.pp, d.micro_batches)} slots of ${duration(p.slot_ms)}` }, host);
   const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'tl-svg', width: '100%', role: 'img',
     'aria-label': `Pipeline timeline: ${pct(tl.idle_fraction, 0)} of stage time idle (bubbles)` }, host);

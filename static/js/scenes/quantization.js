@@ -1,7 +1,7 @@
 // scenes/quantization.js: chapter 8: a real weight tile losing bits, the model-size bars, and a two-needle perplexity meter.
 
 import { svg, h, clear } from '../lib/svg.js';
-import { num, fixed, pct, usd } from '../lib/format.js';
+import { num, fixed, pct, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
@@ -218,7 +218,7 @@ function drawSizes(d) {
   const host = clear(view.sizePanel);
   h('h3', { text: `${d.model_name}: the whole model` }, host);
   h('p', { class: 'q-sub', text: `Bars to scale; each tick is one ${d.gpu_name.replace(/^(NVIDIA|AMD) /, '')} (${num(d.gpu_capacity_gb)} GB). ` +
-    `GPUs needed: the fewest (a power of two) holding weights, the KV cache of ${d.batch} chats and a 10% reserve; ` +
+    `GPUs needed: the fewest (a power of two) holding weights, the KV cache of ${plural(d.batch, 'chat')} and a 10% reserve; ` +
     'speed and cost on those GPUs.' }, host);
   const biggest = Math.max(...d.rows.map((r) => r.weights_gb));
   const ticks = Math.ceil(biggest / d.gpu_capacity_gb);
@@ -236,7 +236,7 @@ function drawSizes(d) {
       const tick = h('i', { class: 'q-tick' }, track);
       tick.style.left = `${Math.min(100, ((k * d.gpu_capacity_gb) / max) * 100)}%`;
     }
-    const gpus = row.gpus_needed === null ? 'over 64 GPUs' : `${row.gpus_needed} GPU${row.gpus_needed > 1 ? 's' : ''}` +
+    const gpus = row.gpus_needed === null ? 'over 64 GPUs' : `${plural(row.gpus_needed, 'GPU')}` +
       (row.gpus_needed > 8 ? ` (${Math.ceil(row.gpus_needed / 8)} servers)` : '');
     h('p', { class: 'q-size-foot', text: `${gpus} · ${row.tokens_per_s_per_user ? `${num(row.tokens_per_s_per_user)} tok/s per chat` : '–'}` +
       ` · ${row.cost_per_million_tokens_usd ? `${usd(row.cost_per_million_tokens_usd)} per 1M tokens` : '–'}` }, div);

@@ -87,7 +87,7 @@ function drawNote(d) {
   clear(view.note);
   const per = d.tp === 1 ? 'on one GPU' : `per GPU of ${d.tp} sharing the model (tensor parallel)`;
   h('span', { text: `${d.model.name} on an ${d.gpu.name}, ${per}. Prefill of ${num(p.batch)} × ` +
-    `${num(p.context_tokens)}-token prompt${p.batch > 1 ? 's' : ''} uses ${pct(p.share_of_peak, 0)} of the math; ` +
+    `${num(p.context_tokens)}-token prompt${p.batch === 1 ? '' : 's'} uses ${pct(p.share_of_peak, 0)} of the math; ` +
     `each decode step then adds one token per chat and uses ${share(d.decode.share_of_peak)}.` }, view.note);
   if (d.batch > cv.max_batch) {
     h('strong', { class: 'roofline-warn', text: cv.max_batch ? ` Only ${num(cv.max_batch)} chats of this length fit ` +

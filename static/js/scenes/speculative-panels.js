@@ -1,7 +1,7 @@
 // scenes/speculative-panels.js: chapter 9's side panels: pass ledger, speed-up vs γ curve, measured vs predicted on this CPU.
 
 import { svg, h, clear, root } from '../lib/svg.js';
-import { num, fixed } from '../lib/format.js';
+import { num, fixed, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 
 const CHARTS = {
@@ -47,8 +47,6 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
     });
   });
 }
-
-const plural = (n, one, many) => `${num(n)} ${n === 1 ? one : many}`;
 
 // ---- the formula: speed-up vs γ for the chosen α and c -------------------------------------------
 export function drawAnalytic(panels, d, opts) {

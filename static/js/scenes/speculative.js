@@ -1,7 +1,7 @@
 // scenes/speculative.js: chapter 9: the draft's ghost guesses, one big-model pass that keeps or fixes them, pass by pass.
 
 import { h, clear } from '../lib/svg.js';
-import { num, pct, fixed } from '../lib/format.js';
+import { num, pct, fixed, plural } from '../lib/format.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
 import { drawAnalytic, drawMeasured, drawLedger, chartLayoutChanged } from './speculative-panels.js';
@@ -210,7 +210,7 @@ function verdict(f) {
   const kept = k ? `Kept ${k} of ${g}; ` : `Kept none of ${g}; `;
   return `${kept}guess ${k + 1}, ${tok(f.rejected)}, is not what it would write: it writes ${tok(f.replacement)} instead` +
     `${g - k === 2 ? ' and drops the guess after it' : g - k > 2 ? ` and drops the ${g - k - 1} after it` : ''}. ` +
-    `${n} token${n > 1 ? 's' : ''} from 1 pass.`;
+    `${plural(n, 'token')} from 1 pass.`;
 }
 
 const show = (s) => s.replace(/\n/g, '↵').replace(/\t/g, '⇥');
@@ -258,7 +258,7 @@ function drawReadouts(d, passes, written) {
   };
   const drafts = d.frames.slice(0, passes).reduce((a, x) => a + x.proposed.length, 0);
   const kept = d.frames.slice(0, passes).reduce((a, x) => a + x.num_accepted, 0);
-  r('Big-model passes', num(passes), `for ${num(written)} token${written === 1 ? '' : 's'}`);
+  r('Big-model passes', num(passes), `for ${plural(written, 'token')}`);
   r('Tokens per pass', passes ? fixed(written / passes, 2) : '–', `plain decoding: 1`);
   r('Draft guesses kept', drafts ? pct(kept / drafts, 0) : '–', `${num(kept)} of ${num(drafts)}`);
   r('Draft passes', num(drafts), 'small model');
