@@ -6,8 +6,8 @@ import { mathDetails } from '../lib/math.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
+import { paintGrid, cellAt } from './kv-cache-grid.js';
 
-const ROW_SLOTS = 512; // token slots per drawn row: a 2,048-token region is four rows
 const MS_PER_FRAME = 160;
 const HOLD_FRAMES = 10; // the clock rests on the last frame this long before it loops
 const NUM_COLOURS = 8;
@@ -72,13 +72,14 @@ export function update(data, params) {
   if (!still) play();
 }
 
+/** The theme's colours, resolved for the canvas (cheap; read again at every frame, so a theme switch follows). */
 function readColours() {
   const cs = getComputedStyle(view.wrap);
-  view.colours = Array.from({ length: NUM_COLOURS }, (_, i) => cs.getPropertyValue(`--kvr-${i}`).trim() || cssVar('--c-kv'));
-  view.waste = cssVar('--c-waste');
-  view.panelColour = cssVar('--panel');
-  view.freeColour = cssVar('--panel-2');
-  view.ink = cssVar('--ink');
+  view.look = {
+    colours: Array.from({ length: NUM_COLOURS }, (_, i) => cs.getPropertyValue(`--kvr-${i}`).trim() || cssVar('--c-kv')),
+    waste: cssVar('--c-waste'), panel: cssVar('--panel'), free: cssVar('--panel-2'), ink: cssVar('--ink'),
+    mono: cssVar('--mono'),
+  };
 }
 
 /** Scene contract: a dozen beats, most while both drawn policies are busy (the scrubber reaches every frame). */
@@ -131,7 +132,7 @@ function live(on) {
 }
 
 function showFrame(i) {
-  readColours(); // cheap, and follows a theme switch
+  readColours();
   view.index = Math.max(0, Math.min(i, view.numFrames - 1));
   view.scrub.value = String(view.index);
   const step = view.index * view.data.frame_every;
@@ -195,179 +196,22 @@ function drawGrids() {
   view.panels.forEach((panel) => drawGrid(panel, panel.policy.frames[view.index]));
 }
 
-// ---- the grid: 512-slot rows, cells of block_size slots --------------------------------------
-function geometry(panel) {
-  const bs = view.drawn[1].block_size;
-  const cols = ROW_SLOTS / bs;
-  const rows = view.data.capacity_slots / ROW_SLOTS;
-  const w = Math.max(120, panel.canvas.clientWidth);
-  const cellW = w / cols;
-  const rowH = Math.max(4, Math.round((w * 0.62) / rows));
-  return { bs, cols, rows, w, cellW, rowH, h: rowH * rows, slotW: w / ROW_SLOTS };
-}
-
-function sizeCanvas(canvas, g) {
-  const dpr = window.devicePixelRatio || 1;
-  if (canvas.width !== Math.round(g.w * dpr) || canvas.height !== Math.round(g.h * dpr)) {
-    canvas.width = Math.round(g.w * dpr);
-    canvas.height = Math.round(g.h * dpr);
-    canvas.style.height = `${g.h}px`;
-  }
-  const c = canvas.getContext('2d');
-  c.setTransform(dpr, 0, 0, dpr, 0, 0);
-  return c;
-}
-
-/** Paint slots [a, b) of the flat slot space (wrapping rows) with the current fill style. */
-function spanRects(c, g, a, b, inset = 1) {
-  for (let s = a; s < b;) {
-    const row = Math.floor(s / ROW_SLOTS);
-    const end = Math.min(b, (row + 1) * ROW_SLOTS);
-    c.fillRect((s % ROW_SLOTS) * g.slotW, row * g.rowH + inset, (end - s) * g.slotW, g.rowH - 2 * inset);
-    s = end;
-  }
-}
-
-function colourOf(id) {
-  return view.colours[id % NUM_COLOURS];
+// ---- the grid (drawn by kv-cache-grid.js) -------------------------------------------------------
+function gridOpts() {
+  return { blockSize: view.drawn[1].block_size, capacitySlots: view.data.capacity_slots, look: view.look, selected: view.selected };
 }
 
 function drawGrid(panel, f) {
-  const g = geometry(panel);
-  const c = sizeCanvas(panel.canvas, g);
-  c.clearRect(0, 0, g.w, g.h);
-  c.fillStyle = view.freeColour;
-  for (let r = 0; r < g.rows; r++) {
-    for (let k = 0; k < g.cols; k++) c.fillRect(k * g.cellW + 0.5, r * g.rowH + 1, g.cellW - 1, g.rowH - 2);
-  }
-  panel.cells = null;
-  if (!f) return labelGrid(panel, `${num(g.rows * ROW_SLOTS)} slots free`);
-  const sel = view.selected;
-  panel.cells = new Map();
-  for (const [a, n] of f.residents) {
-    const al = panel.policy.allocations[a];
-    c.globalAlpha = sel === null || sel === al.request_id ? 1 : 0.28;
-    if (panel.policy.layout === 'paged') drawPages(c, g, panel, al, n);
-    else drawRegion(c, g, panel, al, n);
-  }
-  c.globalAlpha = 1;
-  if (sel !== null) outlineSelected(c, g, panel, f, sel);
-  panel.canvas.setAttribute('aria-label', `${panel.title.textContent}: ${plural(f.num_resident_requests, 'request')} hold ` +
-    `${num(f.used_slots)} token slots; ${pct(f.waste_fraction, 1)} of allocated slots hold no token`);
-}
-
-function labelGrid(panel, text) {
-  panel.canvas.setAttribute('aria-label', `${panel.title.textContent}: ${text}`);
-}
-
-/** Slot ranges inside an allocation of A slots holding n tokens of a request that will reach L. */
-function parts(n, A, L) {
-  const fill = Math.min(n, A);
-  const reach = Math.min(A, L);
-  return [[0, fill, 'used'], [fill, reach, 'reserved'], [reach, A, 'internal']];
-}
-
-function paint(c, kind, colour) {
-  c.fillStyle = kind === 'used' ? colour : kind === 'reserved' ? hatch(c, colour) : view.waste;
-}
-
-function drawPages(c, g, panel, al, n) {
-  const bs = g.bs;
-  const pages = Math.ceil(n / bs);
-  const colour = colourOf(al.request_id);
-  for (let j = 0; j < pages; j++) {
-    const b = al.block_table[j];
-    const x = (b % g.cols) * g.cellW + 0.5;
-    const y = Math.floor(b / g.cols) * g.rowH + 1;
-    panel.cells.set(b, al.request_id);
-    for (const [lo, hi, kind] of parts(n - j * bs, bs, al.num_final_tokens - j * bs)) {
-      if (hi <= lo) continue;
-      paint(c, kind, colour);
-      c.fillRect(x + (lo / bs) * (g.cellW - 1), y, ((hi - lo) / bs) * (g.cellW - 1), g.rowH - 2);
-    }
-  }
-}
-
-function drawRegion(c, g, panel, al, n) {
-  const colour = colourOf(al.request_id);
-  const s0 = al.start_slot;
-  for (const [lo, hi, kind] of parts(n, al.num_slots, al.num_final_tokens)) {
-    if (hi <= lo) continue;
-    paint(c, kind, colour);
-    spanRects(c, g, s0 + lo, s0 + hi);
-  }
-  const bs = g.bs;
-  for (let cell = Math.floor(s0 / bs); cell < Math.ceil((s0 + al.num_slots) / bs); cell++) {
-    if (!panel.cells.has(cell)) panel.cells.set(cell, al.request_id);
-  }
-  c.save();
-  c.globalAlpha = 1;
-  c.strokeStyle = view.panelColour;
-  c.lineWidth = 2.5;
-  c.stroke(regionOutline(g, s0, s0 + al.num_slots));
-  c.restore();
-}
-
-/** The outline of slots [a, b) wrapped over rows: a staircase polygon (a rectangle within one row). */
-function regionOutline(g, a, b) {
-  const x = (s) => (s % ROW_SLOTS) * g.slotW;
-  const r0 = Math.floor(a / ROW_SLOTS);
-  const r1 = Math.floor((b - 1) / ROW_SLOTS);
-  const xa = x(a);
-  const xb = x(b - 1) + g.slotW;
-  const y = (r) => r * g.rowH;
-  const path = new Path2D();
-  if (r0 === r1) {
-    path.rect(xa, y(r0), xb - xa, g.rowH);
-    return path;
-  }
-  path.moveTo(xa, y(r0));
-  path.lineTo(g.w, y(r0));
-  path.lineTo(g.w, y(r1));
-  path.lineTo(xb, y(r1));
-  path.lineTo(xb, y(r1 + 1));
-  path.lineTo(0, y(r1 + 1));
-  path.lineTo(0, y(r0 + 1));
-  path.lineTo(xa, y(r0 + 1));
-  path.closePath();
-  return path;
-}
-
-function outlineSelected(c, g, panel, f, id) {
-  c.strokeStyle = view.ink;
-  c.lineWidth = 1.5;
-  if (panel.policy.layout !== 'paged') {
-    const hit = f.residents.find(([a]) => panel.policy.allocations[a].request_id === id);
-    if (hit) {
-      const al = panel.policy.allocations[hit[0]];
-      c.stroke(regionOutline(g, al.start_slot, al.start_slot + al.num_slots));
-    }
-    return;
-  }
-  for (const [cell, owner] of panel.cells) {
-    if (owner !== id) continue;
-    c.strokeRect((cell % g.cols) * g.cellW + 0.5, Math.floor(cell / g.cols) * g.rowH + 1, g.cellW - 1, g.rowH - 2);
-  }
-  if (g.cellW < 14 || g.rowH < 11) return;
-  const res = f.residents.find(([a]) => panel.policy.allocations[a].request_id === id);
-  if (!res) return;
-  const al = panel.policy.allocations[res[0]];
-  c.fillStyle = view.ink;
-  c.font = `600 ${Math.min(11, g.rowH - 3)}px ${cssVar('--mono') || 'monospace'}`;
-  c.textAlign = 'center';
-  c.textBaseline = 'middle';
-  al.block_table.slice(0, Math.ceil(res[1] / g.bs)).forEach((b, j) => {
-    c.fillText(String(j), (b % g.cols + 0.5) * g.cellW, (Math.floor(b / g.cols) + 0.5) * g.rowH + 0.5);
-  });
+  panel.cells = paintGrid(panel.canvas, panel.policy, f, gridOpts());
+  panel.canvas.setAttribute('aria-label', f
+    ? `${panel.title.textContent}: ${plural(f.num_resident_requests, 'request')} hold ${num(f.used_slots)} token slots; ` +
+      `${pct(f.waste_fraction, 1)} of allocated slots hold no token`
+    : `${panel.title.textContent}: ${num(view.data.capacity_slots)} slots free`);
 }
 
 function pickAt(panel, e) {
   if (!panel.cells) return;
-  const g = geometry(panel);
-  const r = panel.canvas.getBoundingClientRect();
-  const col = Math.floor((e.clientX - r.left) / g.cellW);
-  const row = Math.floor((e.clientY - r.top) / g.rowH);
-  const owner = panel.cells.get(row * g.cols + col);
+  const owner = panel.cells.get(cellAt(panel.canvas, gridOpts(), e));
   select(owner === undefined ? null : owner);
 }
 
@@ -389,32 +233,6 @@ function buildLegend() {
   item('reserved', 'reserved, not written yet');
   item('internal', 'reserved, never used (internal fragmentation)');
   item('free', 'free');
-}
-
-/** A canvas pattern: the request's colour, lighter, with diagonal stripes (reserved, not yet written). */
-function hatch(c, colour) {
-  const key = `${colour}|${view.panelColour}`;
-  c.hatches = c.hatches || new Map();
-  if (!c.hatches.has(key)) c.hatches.set(key, c.createPattern(hatchTile(colour), 'repeat'));
-  return c.hatches.get(key);
-}
-
-function hatchTile(colour) {
-  const t = document.createElement('canvas');
-  t.width = t.height = 6;
-  const c = t.getContext('2d');
-  c.fillStyle = view.panelColour;
-  c.fillRect(0, 0, 6, 6);
-  c.globalAlpha = 0.35;
-  c.fillStyle = colour;
-  c.fillRect(0, 0, 6, 6);
-  c.globalAlpha = 0.9;
-  c.strokeStyle = colour;
-  c.lineWidth = 1.2;
-  c.beginPath();
-  c.moveTo(-1, 7); c.lineTo(7, -1);
-  c.stroke();
-  return t;
 }
 
 function buildBlockTable() {
