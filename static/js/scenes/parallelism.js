@@ -2,9 +2,9 @@
 
 import { svg, h, clear } from '../lib/svg.js';
 import { num, fixed, pct, bytes, duration, plural } from '../lib/format.js';
-import { mathDetails } from '../lib/math.js';
 import { loop, prefersReducedMotion } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
+import { drawText } from './parallelism-text.js';
 
 // Two drawings, px-for-px at desktop and at phone width (viewBox width = the width it is drawn for).
 const VARIANTS = {
@@ -15,9 +15,6 @@ const NARROW_BELOW = 640;
 const POOL = 40;           // travelling pulses drawn at most at once
 const LAYER_MS = 1500;     // one layer of the tensor-parallel animation
 const SLOT_MS = 1100;      // one pipeline slot
-const MATH_KEYS = [['weights_gb', 'Weights per GPU'], ['kv_cache_gb', 'KV cache per GPU'],
-  ['allreduce_bytes_per_layer', 'All-reduce bytes per layer'], ['allreduce_ms', 'All-reduce time'],
-  ['bubble_fraction', 'Pipeline bubble'], ['ttft_ms', 'Time to first token'], ['tokens_per_s_per_user', 'Tokens/s per chat']];
 
 let view = null;
 
@@ -56,12 +53,7 @@ export function update(data, params) {
   if (!view) return;
   view.data = data;
   view.params = params || {};
-  drawReadouts(data);
-  drawVerdict(data);
-  drawCards(data, phaseOf());
-  drawBreakdown(data, phaseOf());
-  drawSources(data);
-  drawMath(data);
+  drawText(view, data, phaseOf());
   drawLegend();
   drawAll();
 }
@@ -91,103 +83,6 @@ function drawAll() {
   view.drawing = drawBoard(d, VARIANTS[view.variant]);
   view.tl = drawTimeline(d, d[phaseOf()], VARIANTS[view.variant]);
   startMotion(d);
-}
-
-// ---- readouts and text ---------------------------------------------------------------------------
-
-function readout(parent, label, value, unit, cls = '') {
-  const r = h('div', { class: `readout ${cls}` }, parent);
-  h('span', { class: 'label', text: label }, r);
-  const v = h('span', { class: 'value', text: value }, r);
-  if (unit) h('span', { class: 'unit', text: unit }, v);
-}
-
-function drawReadouts(d) {
-  const r = clear(view.readouts);
-  readout(r, 'Weights per GPU', fixed(d.weights_gb, 1), `GB of ${num(d.capacity_gb)}`);
-  readout(r, 'KV cache per GPU', fixed(d.kv_cache_gb, 2), 'GB');
-  readout(r, 'Fits', d.fits ? 'yes' : 'no', d.fits ? `${fixed(d.spare_gb, 0)} GB spare` : `${fixed(d.shortfall_gb, 0)} GB short`,
-    d.fits ? 'ok' : 'bad');
-  readout(r, 'First token', d.fits ? duration(d.ttft_ms) : '–', d.fits ? '' : 'cannot run');
-  readout(r, 'Per chat', d.fits ? num(d.tokens_per_s_per_user) : '–', d.fits ? 'tokens/s' : 'cannot run');
-  readout(r, 'Prefill bubble', pct(d.bubble_fraction, 0), d.pp > 1 ? `${d.micro_batches} micro-batches` : 'no pipeline');
-}
-
-function drawVerdict(d) {
-  const one = d.single_gpu;
-  const split = d.replicas > 1 ? ` · ${d.replicas} replicas of ${d.tp * d.pp} GPUs` : '';
-  view.verdict.textContent = `${d.model_name}: ${fixed(d.model_weights_gb, 0)} GB of weights in ${d.precision.toUpperCase()}; ` +
-    `on one GPU ${one.fits ? 'it would fit' : `it would be ${fixed(one.shortfall_gb, 0)} GB short`}. ` +
-    `Split: tensor ×${d.tp}, pipeline ×${d.pp} over ${plural(d.gpus, 'GPU')}${split}.`;
-}
-
-function card(parent, title, on, lines) {
-  const c = h('div', { class: `par-card${on ? '' : ' off'}` }, parent);
-  h('strong', { text: title }, c);
-  for (const l of lines) h('p', { text: l }, c);
-}
-
-function drawCards(d, phase) {
-  const c = clear(view.cards);
-  const p = d[phase], t = p.tensor, pl = p.pipeline;
-  const what = phase === 'prefill' ? `${num(t.tokens)} prompt tokens` : `${num(t.tokens)} new tokens`;
-  card(c, `Tensor parallel ×${d.tp}`, d.tp > 1, d.tp > 1 ? [
-    `Every layer: 2 all-reduces of ${bytes(t.message_bytes)} (${what} × ${num(d.hidden_size)} numbers × 2 bytes).`,
-    `Ring all-reduce: each GPU sends ${bytes(t.sent_bytes_per_gpu_per_layer)} per layer; ${duration(t.allreduce_ms)} each ` +
-      `at ${num(t.busbw_gb_s)} GB/s achieved (${duration(t.allreduce_ms_line_rate)} at the ${num(t.line_rate_gb_s)} GB/s line rate).`,
-    `All ${d.num_layers} layers: ${duration(t.allreduce_ms_per_step)} of the ${duration(p.step_ms)} step.`,
-  ] : ['One GPU per layer: no all-reduce.']);
-  card(c, `Pipeline ×${d.pp}`, d.pp > 1, d.pp > 1 ? [
-    `Each stage holds ${layerCounts(d)} and hands on ${bytes(pl.activation_bytes_per_send)} ` +
-      `of activations per micro-batch (${duration(pl.send_ms)}).`,
-    phase === 'prefill'
-      ? `Bubble: (pp − 1) / (micro-batches + pp − 1) = ${d.pp - 1}/${d.micro_batches + d.pp - 1} = ${pct(d.bubble_fraction, 0)} of each GPU's time idle.`
-      : `Decoding, a micro-batch returns every ${Math.max(d.pp, d.micro_batches)} slots: GPUs idle ${pct(p.timeline.idle_fraction, 0)}.`,
-  ] : ['All layers on every GPU of the group: no hand-offs, no bubble.']);
-}
-
-function layerCounts(d) {
-  const n = d.stages.map((s) => s.num_layers);
-  return n.every((x) => x === n[0]) ? `${n[0]} layers` : `${n.join(' / ')} layers`;
-}
-
-function drawBreakdown(d, phase) {
-  const b = clear(view.breakdown);
-  const p = d[phase];
-  const label = phase === 'prefill' ? `One prefill step: ${plural(p.tokens, 'token')} through all ${d.num_layers} layers`
-    : `One decode step: ${plural(p.tokens, 'chat')} × 1 token through all ${d.num_layers} layers`;
-  h('p', { class: 'par-bar-label', text: `${label}${d.pp > 1 ? ' (one micro-batch)' : ''}: ${duration(p.step_ms)}` }, b);
-  const bar = h('div', { class: 'par-bar', role: 'img', 'aria-label': `${label}: ${duration(p.step_ms)}` }, b);
-  const parts = [['gemm_ms', 'matrix math (GEMMs)', 'compute'], ['attention_ms', 'attention', 'attention'],
-    ['comm_ms', 'NVLink traffic', 'memory'], ['overhead_ms', 'launch overhead', 'idle']];
-  const legend = h('div', { class: 'legend' }, b);
-  for (const [k, name, cls] of parts) {
-    if (!p[k]) continue;
-    const share = p[k] / p.step_ms;
-    const seg = h('span', { class: `seg ${cls}`, title: `${name}: ${duration(p[k])}` }, bar);
-    seg.style.width = `${share * 100}%`;
-    const s = h('span', {}, legend);
-    h('i', { class: cls }, s);
-    s.append(`${name} ${duration(p[k])}`);
-  }
-}
-
-function shortSource(s) {
-  return (s || '').split(' - http')[0].split(':')[0];
-}
-
-function drawSources(d) {
-  const s = d.node.sources, p = clear(view.sources);
-  const part = (text, src) => { h('span', { text, title: src || '' }, p); };
-  part(`Sources: ${d.node.name}, ${d.node.nvswitch_chips} NVSwitch chips (${shortSource(s.nvswitch_chips)}); `);
-  part(`NVLink ${num(d.node.nvlink_bandwidth_gb_s)} GB/s per GPU, both directions (${shortSource(s.nvlink_bandwidth_gb_s)}); `, s.nvlink_bandwidth_gb_s);
-  part(`all-reduce bus bandwidth ${num(d.prefill.tensor.busbw_gb_s)} GB/s (${shortSource(s.allreduce_bus_bandwidth_gb_s) ||
-    'cost model: a fixed fraction of the line rate'}).`, s.allreduce_bus_bandwidth_gb_s);
-}
-
-function drawMath(d) {
-  const m = clear(view.math);
-  for (const [k, label] of MATH_KEYS) if (d.math[k]) m.appendChild(mathDetails(d.math[k], label));
 }
 
 // ---- the board -----------------------------------------------------------------------------------
