@@ -80,9 +80,12 @@ def test_chat_streams_tokens_over_time_at_the_per_user_speed(page, base_url):
 def test_405b_on_one_gpu_says_it_does_not_fit_and_by_how_much(page, base_url):
     page.goto(base_url + "/tour/dials")
     wait_drawn(page)
+    room = page.locator(".mem-note").inner_text()
+    assert re.fullmatch(r"Room for up to [\d,]+ chats of [\d,]+ tokens at once \(the largest batch that fits\)\.", room)
     page.locator(".preset", has_text="405B on one GPU").click()
     page.wait_for_selector(".dials-mem.no-fit")
     verdict = page.locator(".mem-verdict").inner_text()
+    assert page.locator(".mem-note").inner_text().startswith("Not even one chat fits")
     assert verdict.startswith("Does not fit") and re.search(r"\d+ GB more than its 80 GB", verdict)
     assert said(page, "spare_gb").startswith("−")
     assert page.locator(".membar .cap").is_visible()

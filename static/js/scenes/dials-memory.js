@@ -1,7 +1,7 @@
 // scenes/dials-memory.js: chapter 11's memory bar (one GPU: weights, KV cache, buffers, reserve, spare) and TPOT curve.
 
 import { h, svg, root, clear } from '../lib/svg.js';
-import { num, duration } from '../lib/format.js';
+import { num, duration, plural } from '../lib/format.js';
 import { log, linear } from '../lib/scale.js';
 import { tween, lerp } from '../lib/tween.js';
 
@@ -88,13 +88,13 @@ export function createMemoryBar(parent) {
 
 function noteText(d) {
   const ctx = d.params.prompt_tokens + d.params.output_tokens;
-  const chats = `${num(ctx)}-token chat${d.max_batch === 1 ? '' : 's'}`;
+  const chats = `${plural(d.max_batch, 'chat')} of ${num(ctx)} tokens`;
   if (!d.memory.fits && d.max_batch === 0) {
     return 'Not even one chat fits: the weights alone outgrow the GPU. Split the model over more GPUs ' +
       '(tensor or pipeline parallel) or store it in fewer bits.';
   }
-  if (!d.memory.fits) return `At most ${num(d.max_batch)} ${chats} fit; lower the batch or shorten the chats.`;
-  return `Room for up to ${num(d.max_batch)} ${chats} at once (the largest batch that fits).`;
+  if (!d.memory.fits) return `At most ${chats} fit; lower the batch or shorten the chats.`;
+  return `Room for up to ${chats} at once (the largest batch that fits).`;
 }
 
 // ---- TPOT as the context grows -------------------------------------------------------------------
