@@ -46,7 +46,7 @@ def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url
     page.goto(base_url + "/tour/batching?step=1")
     ready(page)
     page.wait_for_function("() => document.querySelectorAll('.bt-bar').length === 3 || "
-                           "document.querySelector('.bt-measured').textContent.includes('Not measured')",
+                           "document.querySelector('.bt-measured')?.textContent.includes('Not measured')",
                            timeout=60_000)
     text = page.locator(".bt-measured").inner_text()
     assert "this server's CPU" in text

@@ -56,7 +56,7 @@ def test_chat_streams_tokens_over_time_at_the_per_user_speed(page, base_url):
     page.goto(base_url + "/tour/dials?batch=256")
     wait_drawn(page)
     bot = page.locator(".bubble.bot")
-    page.wait_for_function("() => Number(document.querySelector('.bubble.bot').dataset.count) >= 2", timeout=15000)
+    page.wait_for_function("() => Number(document.querySelector('.bubble.bot')?.dataset.count) >= 2", timeout=15000)
     samples = []
     t_end = time.monotonic() + 10
     while time.monotonic() < t_end:
@@ -89,7 +89,7 @@ def test_405b_on_one_gpu_says_it_does_not_fit_and_by_how_much(page, base_url):
     assert verdict.startswith("Does not fit") and re.search(r"\d+ GB more than its 80 GB", verdict)
     assert said(page, "spare_gb").startswith("−")
     assert page.locator(".membar .cap").is_visible()
-    page.wait_for_function("() => document.querySelector('.chat-foot').textContent.includes('does not fit')")
+    page.wait_for_function("() => document.querySelector('.chat-foot')?.textContent.includes('does not fit')")
     assert page.console_errors == []
 
 
@@ -100,13 +100,13 @@ def test_show_the_math_and_a_422_named_in_the_status(page, base_url):
     panel = page.locator("#dials-math")
     assert panel.is_visible() and "ttft =" in panel.inner_text() and "H100" in panel.inner_text()
     page.locator("#ctl-gpus").select_option("4")
-    page.wait_for_function("() => document.querySelector('#stage-status').textContent.includes('divide gpus')")
+    page.wait_for_function("() => document.querySelector('#stage-status')?.textContent.includes('divide gpus')")
     status = page.locator("#stage-status").inner_text()
     assert "tp" in status and "gpus" in status
     # the stale readouts fade (a .2 s transition): wait for the fade rather than sample it mid-way
     page.wait_for_function("() => Number(getComputedStyle(document.querySelector('.dials-readouts')).opacity) < 0.5")
     page.locator("#ctl-tp").select_option("4")
-    page.wait_for_function("() => document.querySelector('#stage-status').textContent === ''")
+    page.wait_for_function("() => document.querySelector('#stage-status')?.textContent === ''")
     assert "4 × NVIDIA H100" in page.locator(".dials-config").inner_text()
 
 
@@ -121,11 +121,11 @@ def test_full_page_custom_model_starts_from_the_one_on_screen(page, base_url):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "dials-page-test-desktop.png"), full_page=True)
     page.locator("#ctl-model").select_option("llama-3.1-8b")
-    page.wait_for_function("() => document.querySelector('.dials-config').textContent.startsWith('Llama 3.1 8B')")
+    page.wait_for_function("() => document.querySelector('.dials-config')?.textContent.startsWith('Llama 3.1 8B')")
     page.locator("#ctl-model").select_option("custom")
     assert page.locator(".custom-model").is_visible()
-    page.wait_for_function("() => document.querySelector('#ctl-hidden_size').value === '4096'")
-    page.wait_for_function("() => document.querySelector('.dials-config').textContent.startsWith('Custom model (8.03 B')")
+    page.wait_for_function("() => document.querySelector('#ctl-hidden_size')?.value === '4096'")
+    page.wait_for_function("() => document.querySelector('.dials-config')?.textContent.startsWith('Custom model (8.03 B')")
     q = parse_qs(urlparse(page.url).query)
     assert q["model"] == ["custom"] and q["hidden_size"] == ["4096"]
     assert page.console_errors == []
@@ -137,12 +137,12 @@ def test_pasted_config_json_lands_on_the_dials(page, base_url):
     page.locator(".dials-byo summary").click()
     page.locator(".dials-byo textarea").fill(json.dumps(LLAMA_8B))
     page.locator(".dials-byo button[type=submit]").click()
-    page.wait_for_function("() => document.querySelector('.dials-byo [role=status]').textContent.includes('8.03 B')")
-    page.wait_for_function("() => document.querySelector('.dials-config').textContent.startsWith('Custom model (8.03 B')")
+    page.wait_for_function("() => document.querySelector('.dials-byo [role=status]')?.textContent.includes('8.03 B')")
+    page.wait_for_function("() => document.querySelector('.dials-config')?.textContent.startsWith('Custom model (8.03 B')")
     assert page.locator("#ctl-model").input_value() == "custom"
     assert page.locator("#ctl-num_hidden_layers").input_value() == "32"
     page.locator(".dials-byo textarea").fill('{"hidden_size": 4096}')
     page.locator(".dials-byo button[type=submit]").click()
-    page.wait_for_function("() => document.querySelector('.dials-byo [role=status]').textContent.includes('num_hidden_layers')")
+    page.wait_for_function("() => document.querySelector('.dials-byo [role=status]')?.textContent.includes('num_hidden_layers')")
     errors = [e for e in page.console_errors if "422" not in e]  # the refused config is an expected 422
     assert errors == []

@@ -129,18 +129,18 @@ def test_step_option_freezes_a_stepping_scene(page, base_url):
     use_stepping_scene(page)
     page.goto(f"{base_url}/embed/tokens?step=2")
     page.wait_for_selector("#stepping")
-    page.wait_for_function("() => window.__stepping.shown.length > 0")
+    page.wait_for_function("() => window.__stepping?.shown.length > 0")
     log = page.evaluate("window.__stepping")
     assert log["mounts"] == [{"autoplay": "0", "embed": True}], "a frozen step tells the scene not to animate"
     assert log["shown"][-1] == 2 and page.locator("#stepping").inner_text() == "step 2"
     page.goto(f"{base_url}/embed/tokens?step=last")
-    page.wait_for_function("() => window.__stepping.shown.length > 0")
+    page.wait_for_function("() => window.__stepping?.shown.length > 0")
     assert page.evaluate("window.__stepping.shown.at(-1)") == NUM_STEPS - 1
     page.goto(f"{base_url}/embed/tokens?step=99")
-    page.wait_for_function("() => window.__stepping.shown.length > 0")
+    page.wait_for_function("() => window.__stepping?.shown.length > 0")
     assert page.evaluate("window.__stepping.shown.at(-1)") == NUM_STEPS - 1, "clamped to the last step"
     page.goto(f"{base_url}/embed/tokens?autoplay=1")
-    page.wait_for_function("() => window.__stepping.updates > 0")
+    page.wait_for_function("() => window.__stepping?.updates > 0")
     assert page.evaluate("window.__stepping") | {"updates": 0} == {"mounts": [{"autoplay": "1", "embed": True}],
                                                                     "updates": 0, "shown": []}
 
@@ -148,7 +148,7 @@ def test_step_option_freezes_a_stepping_scene(page, base_url):
 def test_arrow_keys_step_inside_an_embed(page, base_url):
     use_stepping_scene(page)
     page.goto(f"{base_url}/embed/tokens?step=0")
-    page.wait_for_function("() => window.__stepping.shown.length > 0")
+    page.wait_for_function("() => window.__stepping?.shown.length > 0")
     page.locator("body").focus()
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
@@ -172,7 +172,7 @@ def test_real_stepping_scenes_hold_still_at_a_step(page, base_url):
     """For each chapter that adopted numSteps/showStep: ?step=1 draws a still frame."""
     for slug in _stepping_chapters():
         page.goto(f"{base_url}/embed/{slug}?step=1")
-        page.wait_for_function("() => document.querySelector('#stage').children.length > 0")
+        page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0")
         page.wait_for_load_state("networkidle", timeout=60000)  # late panels (CPU measurements) have landed
         page.wait_for_timeout(600)
         first = page.locator("#stage").screenshot(animations="allow")
@@ -187,8 +187,8 @@ def test_every_live_chapter_embeds_in_a_slide_frame(page, base_url):
         for w, h in ((960, 540), (390, 700)):
             page.set_viewport_size({"width": w, "height": h})
             page.goto(f"{base_url}/embed/{slug}")
-            page.wait_for_function("() => document.querySelector('#stage').children.length > 0 && "
-                                   "!document.querySelector('#stage').hasAttribute('aria-busy')")
+            page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0 && "
+                                   "!document.querySelector('#stage')?.hasAttribute('aria-busy')")
             m = settled_metrics(page.main_frame)
             assert m["docW"] <= m["docCW"] and m["docH"] <= m["docCH"], f"{slug} {w}x{h}: page scrolls {m}"
             assert m["stageW"] <= m["stageCW"] + 1, f"{slug} {w}x{h}: stage scrolls sideways {m}"

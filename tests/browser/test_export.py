@@ -139,8 +139,8 @@ def test_every_live_chapter_downloads_as_svg_and_png(clip_page, base_url):
     page = clip_page
     for slug in live_chapters():
         page.goto(f"{base_url}/tour/{slug}")
-        page.wait_for_function("() => document.querySelector('#stage').children.length > 0 && "
-                               "!document.querySelector('#stage').hasAttribute('aria-busy')")
+        page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0 && "
+                               "!document.querySelector('#stage')?.hasAttribute('aria-busy')")
         _, svg = download(page, "svg")
         root = ET.fromstring(svg)
         assert root.tag.endswith("svg") and "Inside LLM Inference" in "".join(root.itertext()), slug
@@ -202,7 +202,7 @@ def test_bundle_embed_and_presenter_work_from_disk(offline_page, bundle_dir):
     page.wait_for_selector(".chip")
     page.keyboard.press("ArrowRight")
     page.wait_for_selector('#stage[data-slug="embeddings"]')
-    page.wait_for_function("() => document.querySelector('.presenter-label').textContent.startsWith('2/11')")
+    page.wait_for_function("() => document.querySelector('.presenter-label')?.textContent.startsWith('2/11')")
     assert page.evaluate("document.body.classList.contains('presenting')")
     assert page.network == [] and page.console_errors == []
 
@@ -224,8 +224,8 @@ def test_bundle_of_every_live_chapter_draws_from_disk(offline_page, tmp_path):
     for slug in slugs:
         for kind in ("tour", "embed"):
             page.goto((tmp_path / kind / f"{slug}.html").as_uri())
-            page.wait_for_function("() => document.querySelector('#stage').children.length > 0 && "
-                                   "!document.querySelector('#stage').hasAttribute('aria-busy')")
+            page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0 && "
+                                   "!document.querySelector('#stage')?.hasAttribute('aria-busy')")
             assert page.locator("#stage .building").count() == 0, f"{kind}/{slug}: no live stage offline"
             assert page.locator("#stage-status").inner_text() == "", f"{kind}/{slug}"
     assert page.network == [] and page.console_errors == []

@@ -14,7 +14,7 @@ WASTE = re.compile(r"^\d+(\.\d)?%$")
 
 def ready(page):
     page.wait_for_function("() => document.querySelectorAll('.kv-grid').length === 2 && "
-                           "document.querySelector('.kv-clock').textContent.includes('frame')")
+                           "document.querySelector('.kv-clock')?.textContent.includes('frame')")
 
 
 def test_grids_draw_and_waste_meters_show_numbers(page, base_url):
@@ -104,7 +104,7 @@ def test_controls_refetch_and_url_state(page, base_url):
     assert page.locator(".kv-left").get_attribute("data-policy") == "oracle"
     with page.expect_response(lambda r: "/api/kv-cache" in r.url and "block_size=64" in r.url):
         page.select_option("#ctl-block_size", "64")
-    page.wait_for_function("() => document.querySelector('.kv-right h3').textContent.includes('64-token')")
+    page.wait_for_function("() => document.querySelector('.kv-right h3')?.textContent.includes('64-token')")
     assert "block_size=64" in page.url
     assert page.console_errors == []
 

@@ -53,7 +53,7 @@ def test_layer_slider_changes_the_drawing(page, base_url):
     before = page.evaluate("() => document.querySelector('#stage .ly-attn image').getAttribute('href')")
     page.evaluate(f"() => {{ const s = document.querySelector('#ctl-layer'); s.value = {n - 1}; "
                   "s.dispatchEvent(new Event('input', {bubbles: true})); }")
-    page.wait_for_function(f"() => document.querySelector('#stage .readouts').innerText.includes('{n} of {n}')")
+    page.wait_for_function(f"() => document.querySelector('#stage .readouts')?.innerText.includes('{n} of {n}')")
     after = page.evaluate("() => document.querySelector('#stage .ly-attn image').getAttribute('href')")
     assert before != after
     assert f"layer={n - 1}" in page.url

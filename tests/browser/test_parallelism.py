@@ -46,7 +46,7 @@ def test_one_gpu_does_not_fit_and_an_invalid_split_says_why(page, base_url):
     assert page.locator(".par-svg .gpu.unused").count() == 7
     assert page.locator(".par-svg .mem.over").count() == 1
     page.select_option("#ctl-pp", "2")
-    page.wait_for_function("() => document.querySelector('#stage-status').textContent.includes('divide')")
+    page.wait_for_function("() => document.querySelector('#stage-status')?.textContent.includes('divide')")
     assert page.console_errors == [] or all("422" in e for e in page.console_errors)
 
 

@@ -40,7 +40,7 @@ def test_present_param_opens_full_window_stage(page, base_url):
 def test_arrows_step_inside_the_scene_then_move_to_the_next(page, base_url):
     use_stepping_scene(page)
     page.goto(f"{base_url}/tour/tokens?present=1")
-    page.wait_for_function("() => window.__stepping && window.__stepping.shown.length > 0")
+    page.wait_for_function("() => window.__stepping?.shown.length > 0")
     assert shown(page) == [0], "presenting a stepping scene starts at its first step"
     for i in range(1, NUM_STEPS):
         page.keyboard.press("ArrowRight")
@@ -50,14 +50,14 @@ def test_arrows_step_inside_the_scene_then_move_to_the_next(page, base_url):
     page.keyboard.press("ArrowRight")           # past the last step: the next scene, in place
     page.wait_for_url(re.compile(r"/tour/embeddings\?.*present=1"))
     page.wait_for_selector('#stage[data-slug="embeddings"]')
-    page.wait_for_function("() => document.querySelector('#stage').children.length > 0")
+    page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0")
     assert page.evaluate(FILLS)["presenting"], "still presenting (full screen survives the move)"
     assert "2/11" in page.locator(".presenter-label").inner_text()
     page.keyboard.press("ArrowLeft")            # back: the previous scene at its last step
     page.wait_for_url(re.compile(r"/tour/tokens\?.*present=1"))
-    page.wait_for_function(f"() => window.__stepping.shown.at(-1) === {NUM_STEPS - 1}")
+    page.wait_for_function(f"() => window.__stepping?.shown.at(-1) === {NUM_STEPS - 1}")
     page.keyboard.press("ArrowLeft")
-    page.wait_for_function(f"() => window.__stepping.shown.at(-1) === {NUM_STEPS - 2}")
+    page.wait_for_function(f"() => window.__stepping?.shown.at(-1) === {NUM_STEPS - 2}")
 
 
 def test_escape_leaves_presenter_mode(page, base_url):
@@ -98,7 +98,7 @@ def test_present_button_and_p_key_open_it(page, base_url):
 def test_shift_arrow_skips_scenes_and_home_end_jump_steps(page, base_url):
     use_stepping_scene(page)
     page.goto(f"{base_url}/tour/tokens?present=1")
-    page.wait_for_function("() => window.__stepping && window.__stepping.shown.length > 0")
+    page.wait_for_function("() => window.__stepping?.shown.length > 0")
     page.keyboard.press("End")
     page.wait_for_url(re.compile(f"step={NUM_STEPS - 1}"))
     page.keyboard.press("Home")

@@ -31,7 +31,7 @@ def test_precision_control_changes_bits_size_and_needles(page, base_url):
     int4_hit = page.evaluate("() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')")
     int4_on = _on_bits(page)
     page.select_option("#ctl-precision", "bf16")
-    page.wait_for_function("() => document.querySelector('.q-size.on b').textContent === 'BF16'")
+    page.wait_for_function("() => document.querySelector('.q-size.on b')?.textContent === 'BF16'")
     page.wait_for_timeout(900)                                    # the bits grow back
     bf16_hit = page.evaluate("() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')")
     assert bf16_hit == pytest.approx(4 * int4_hit, rel=0.01)     # 16 bits per weight vs 4
@@ -39,7 +39,7 @@ def test_precision_control_changes_bits_size_and_needles(page, base_url):
     assert "precision=bf16" in page.url
     assert "baseline" in page.locator(".q-table").text_content()
     page.select_option("#ctl-precision", "fp8")
-    page.wait_for_function("() => document.querySelector('.q-needles').textContent.includes('estimate')")
+    page.wait_for_function("() => document.querySelector('.q-needles')?.textContent.includes('estimate')")
     assert page.locator(".q-gauge-svg .needle.pub.estimate").count() == 1
     assert page.console_errors == []
 

@@ -64,7 +64,7 @@ def test_autoplay_drafts_ghosts_then_moves_on(page, base_url):
     ready(page)
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "true"
     page.wait_for_selector(".sp-chip.ghost", timeout=15_000)
-    page.wait_for_function("() => /Pass [3-9]/.test(document.querySelector('.sp-pass-label').textContent)",
+    page.wait_for_function("() => /Pass [3-9]/.test(document.querySelector('.sp-pass-label')?.textContent)",
                            timeout=20_000)
     page.locator(".sp-transport [aria-pressed]").click()
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
@@ -78,14 +78,14 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
     assert page.locator(".sp-dot").count() == 10
     with page.expect_response(lambda r: "/api/speculative?" in r.url and "gamma=7" in r.url):
         page.locator("#ctl-gamma").evaluate("(el) => { el.value = 7; el.dispatchEvent(new Event('input', { bubbles: true })); }")
-    page.wait_for_function("() => document.querySelector('.sp-dot.chosen').dataset.gamma === '7'")
+    page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '7'")
     assert "gamma=7" in page.url
     d = api(page, base_url, "?gamma=7")
     assert re.search(r"γ = 7: [\d.]+×", page.locator(".sp-chart").inner_html())
     best = page.locator(".sp-dot.best")
     assert best.count() == (1 if d["optimal_gamma"] <= 10 else 0)
     page.locator('.sp-dot[data-gamma="2"]').click()
-    page.wait_for_function("() => document.querySelector('.sp-dot.chosen').dataset.gamma === '2'")
+    page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '2'")
     assert page.console_errors == []
 
 
@@ -93,7 +93,7 @@ def test_measured_panel_sits_beside_the_prediction(page, base_url):
     page.goto(base_url + "/tour/speculative?step=last")
     ready(page)
     page.wait_for_function("() => document.querySelectorAll('.sp-bar').length >= 4 || "
-                           "document.querySelector('.sp-measured').textContent.includes('Not measured')",
+                           "document.querySelector('.sp-measured')?.textContent.includes('Not measured')",
                            timeout=60_000)
     text = page.locator(".sp-measured").inner_text()
     assert "this server’s CPU" in text and "more than one decode step" in text
@@ -117,7 +117,7 @@ def test_reduced_motion_shows_the_whole_answer_still(browser, base_url):
     assert page.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count() == d["num_tokens"]
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
     page.locator(".sp-transport [aria-pressed]").click()  # plays still steps: each pass's verdict, no sweep
-    page.wait_for_function("() => document.querySelector('.sp-pass-label').textContent === 'Pass 1 of %d'" % n,
+    page.wait_for_function("() => document.querySelector('.sp-pass-label')?.textContent === 'Pass 1 of %d'" % n,
                            timeout=30_000)
     assert page.locator(".sp-chip.ghost:not([hidden])").count() == 0
     assert errors == []

@@ -18,7 +18,7 @@ def test_walk_all_eleven_steps_by_keyboard(page, base_url):
         page.wait_for_selector(f'#stage[data-slug="{slug}"]')
         assert page.locator('.steps a[aria-current="step"]').inner_text() == str(i + 1)
         assert page.locator("#scene-title").inner_text()
-        page.wait_for_function("() => document.querySelector('#stage').children.length > 0")
+        page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0")
         if i + 1 < len(CHAPTER_SLUGS):
             page.locator("body").focus()
             page.keyboard.press("ArrowRight")

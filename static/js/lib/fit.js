@@ -8,6 +8,11 @@
 const MIN_FIT = 0.45;
 const STEPS = 8; // binary-search iterations: precision (1 - MIN_FIT) / 2^8 ≈ 0.002
 
+/** True while a chromeless frame (embed, presenter) is being fitted: scenes may draw denser then. */
+export function fitted() {
+  return document.documentElement.classList.contains('fit');
+}
+
 function overflows(stage) {
   const doc = document.documentElement;
   return stage.scrollHeight > stage.clientHeight + 1 || stage.scrollWidth > stage.clientWidth + 1 ||

@@ -5,6 +5,7 @@ import { num, pct, duration, fixed, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
+import { fitted } from '../lib/fit.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
 
 const PLAY_MS = 16000; // one pass of the clock from 0 to the last finish
@@ -33,10 +34,10 @@ export function mount(stage, context) {
     chart: h('div', { class: 'bt-chart' }, wrap),
     legend: h('div', { class: 'legend bt-legend' }, wrap),
     readouts: h('div', { class: 'bt-readouts', 'aria-live': 'polite' }, wrap),
-    // a slide frame keeps the lanes and the table; the page adds the engine, the math and the CPU measurement
-    engine: h('p', { class: 'bt-engine', hidden: ctx.embed }, wrap),
-    math: h('div', { class: 'bt-math', hidden: ctx.embed }, wrap),
-    measured: h('section', { class: 'bt-measured', 'aria-label': 'Measured on this server', hidden: ctx.embed }, wrap),
+    // a slide keeps the lanes and the table; the page adds the engine, the math and the CPU measurement
+    engine: h('p', { class: 'bt-engine', 'data-secondary': '' }, wrap),
+    math: h('div', { class: 'bt-math', 'data-secondary': '' }, wrap),
+    measured: h('section', { class: 'bt-measured', 'aria-label': 'Measured on this server', 'data-secondary': '' }, wrap),
   };
   view.play.addEventListener('click', () => (view.clock ? pause() : play()));
   view.scrub.addEventListener('input', () => { pause(); setTime((Number(view.scrub.value) / 1000) * view.data.horizon_s); });
@@ -159,7 +160,9 @@ function layout() {
   view.width = width;
   const narrow = width < 560;
   const seats = d.params.seats;
-  const laneH = Math.max(3, Math.min(14, 220 / seats));
+  // a fitted frame (embed, presenter) is short: thinner lanes leave the table room at a readable size
+  const budget = fitted() ? 110 : 220;
+  const laneH = Math.max(3, Math.min(14, budget / seats));
   const lanesH = laneH * seats;
   const qW = narrow ? 62 : 104;
   view.x0 = qW + 14;
@@ -229,7 +232,8 @@ function busyIntervals(spans) {
 }
 
 function queue(root, pan, top, g) {
-  const size = Math.min(16, (g.qW - (QUEUE_COLS - 1) * 3) / QUEUE_COLS, (g.lanesH - 18 - (QUEUE_ROWS - 1) * 3) / QUEUE_ROWS);
+  // above the squares: the waiting count (top line) and the "+N more" line, 30 units together
+  const size = Math.min(16, (g.qW - (QUEUE_COLS - 1) * 3) / QUEUE_COLS, (g.lanesH - 30 - (QUEUE_ROWS - 1) * 3) / QUEUE_ROWS);
   const bottom = top + g.lanesH;
   pan.squares = [];
   for (let k = 0; k < QUEUE_COLS * QUEUE_ROWS; k++) {

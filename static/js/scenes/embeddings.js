@@ -27,7 +27,7 @@ export function mount(stage, context) {
     legend: h('div', { class: 'legend emb-legend' }, wrap),
     lens: h('div', { class: 'emb-lens', 'aria-live': 'polite' }, wrap),
     lower: h('div', { class: 'emb-lower' }, wrap),
-    math: h('div', { class: 'emb-math', hidden: ctx.embed }, wrap),
+    math: h('div', { class: 'emb-math', 'data-secondary': '' }, wrap),
   };
   view.scale = h('section', { class: 'emb-real', 'aria-label': 'The real thing, to scale' }, view.lower);
   view.meas = h('section', { class: 'strip-measured', 'aria-label': 'Measured on this server' }, view.lower);

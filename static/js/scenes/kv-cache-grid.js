@@ -3,6 +3,8 @@
 // `opts` for every call: { blockSize, capacitySlots, look, selected } where look holds the resolved theme colours
 // { colours: [one per request colour], waste, panel, free, ink, mono } and selected is a request id or null.
 
+import { fitted } from '../lib/fit.js';
+
 export const ROW_SLOTS = 512; // token slots per drawn row: a 2,048-token region is four rows
 
 /** Cell size and canvas size for a canvas of the current width. */
@@ -12,7 +14,9 @@ function geometry(canvas, opts) {
   const rows = opts.capacitySlots / ROW_SLOTS;
   const w = Math.max(120, canvas.clientWidth);
   const cellW = w / cols;
-  const rowH = Math.max(4, Math.round((w * 0.62) / rows));
+  // a fitted frame (embed, presenter) is short: a flatter grid leaves the block table and the table room
+  const aspect = fitted() ? 0.4 : 0.62;
+  const rowH = Math.max(4, (w * aspect) / rows); // not rounded: the height stays proportional to the width
   return { bs, cols, rows, w, cellW, rowH, h: rowH * rows, slotW: w / ROW_SLOTS };
 }
 
@@ -21,7 +25,9 @@ function sizeCanvas(canvas, g) {
   if (canvas.width !== Math.round(g.w * dpr) || canvas.height !== Math.round(g.h * dpr)) {
     canvas.width = Math.round(g.w * dpr);
     canvas.height = Math.round(g.h * dpr);
-    canvas.style.height = `${g.h}px`;
+    // the layout height follows the width at once (CSS aspect ratio), before the canvas is redrawn: a frame
+    // that fits itself to its window (fit.js) measures the final height while it searches, and settles
+    canvas.style.aspectRatio = `${g.w} / ${g.h}`;
   }
   const c = canvas.getContext('2d');
   c.setTransform(dpr, 0, 0, dpr, 0, 0);

@@ -309,7 +309,7 @@ function drawRegionNote(id) {
 function drawSummary(d, pols) {
   clear(view.summary);
   const t = d.trace;
-  h('p', { class: 'kv-sub', text: `${num(t.num_requests)} requests, all waiting at step 0: on average ` +
+  h('p', { class: 'kv-sub', 'data-secondary': '', text: `${num(t.num_requests)} requests, all waiting at step 0: on average ` +
     `${num(t.prompt_tokens_mean)} prompt + ${num(t.output_tokens_mean)} answer tokens, each chat at most ` +
     `${num(d.max_seq_len)} tokens. Cache: ` +
     `${num(d.capacity_slots)} token slots. One step = one new token per request in memory.` }, view.summary);
@@ -330,8 +330,8 @@ function drawSummary(d, pols) {
     h('td', { text: num(p.num_steps) }, tr);
     h('td', { text: num(p.num_preemptions) }, tr);
   }
-  const math = h('div', { class: 'kv-math' }, view.summary);
+  const math = h('div', { class: 'kv-math', 'data-secondary': '' }, view.summary);
   for (const p of view.drawn) math.appendChild(mathDetails(p.math.waste_fraction, `How is ${p.name} waste computed?`));
-  const src = h('p', { class: 'kbd-hint', text: `Reference: ${d.reference.source}.` }, view.summary);
+  const src = h('p', { class: 'kbd-hint', text: `Reference: ${d.reference.source}.`, 'data-secondary': '' }, view.summary);
   src.title = 'The figure the simulation is checked against';
 }

@@ -4,6 +4,7 @@ import { svg, h, clear, root } from '../lib/svg.js';
 import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
+import { fitted } from '../lib/fit.js';
 import { colours, rowsImage, tokenLabel, readout, measuredBars, legendScale, variantFor } from './embeddings-strips.js';
 
 const VARIANTS = {
@@ -27,10 +28,11 @@ export function mount(stage, context) {
     chips: h('div', { class: 'chips ly-chips', role: 'group', 'aria-label': 'Tokens: hover or focus one to look from it' }, wrap),
   };
   for (const k of SECTIONS) view[k] = h('section', { class: `ly-section ly-${k}` }, wrap);
-  view.lower = h('div', { class: 'emb-lower', hidden: ctx.embed }, wrap); // a slide frame keeps the layer itself
+  view.lower = h('div', { class: 'emb-lower', 'data-secondary': '' }, wrap); // a slide keeps the layer itself
   view.meas = h('section', { class: 'strip-measured', 'aria-label': 'Measured on this server' }, view.lower);
   view.math = h('div', { class: 'strip-math-grid' }, view.lower);
-  view.ro = new ResizeObserver(() => { if (view?.data?.num_tokens && variantFor(stage) !== view.variant) draw(); });
+  const stale = () => variantFor(stage) !== view.variant || fitted() !== view.geo?.dense;
+  view.ro = new ResizeObserver(() => { if (view?.data?.num_tokens && stale()) draw(); });
   view.ro.observe(stage);
 }
 
@@ -133,9 +135,10 @@ function drawChips(d) {
 function draw() {
   const d = view.data, v = VARIANTS[(view.variant = variantFor(view.stage))];
   const pal = colours();
-  const budget = ctx.embed ? 70 : v.name === 'wide' ? 190 : 150; // SVG units per block of T rows
-  const rowH = Math.max(2.5, Math.min(ctx.embed ? 6 : v.name === 'wide' ? 11 : 8, budget / d.num_tokens));
-  view.geo = { v, rowH };
+  const dense = fitted(); // a slide frame (embed, presenter) is short: thinner rows
+  const budget = dense ? 70 : v.name === 'wide' ? 190 : 150; // SVG units per block of T rows
+  const rowH = Math.max(2.5, Math.min(dense ? 6 : v.name === 'wide' ? 11 : 8, budget / d.num_tokens));
+  view.geo = { v, rowH, dense };
   drawChips(d);
   view.qkvFig = drawQKV(d, v, pal, rowH);
   view.heat = drawHeads(d, v, pal);
