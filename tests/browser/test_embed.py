@@ -194,3 +194,18 @@ def test_every_live_chapter_embeds_in_a_slide_frame(page, base_url):
             assert m["stageW"] <= m["stageCW"] + 1, f"{slug} {w}x{h}: stage scrolls sideways {m}"
             assert page.locator("#stage .building").count() == 0, f"{slug}: no live stage"
     assert page.console_errors == []
+
+
+def test_every_embed_settles_on_one_fit(page, base_url):
+    """The fit factor must settle: a scene whose drawn height lags its width can make the frame refit forever."""
+    page.set_viewport_size({"width": 1280, "height": 860})
+    for slug in live_chapters():
+        page.goto(f"{base_url}/embed/{slug}?step=1")
+        page.wait_for_load_state("networkidle", timeout=60000)
+        page.wait_for_timeout(500)
+        fits = set()
+        for _ in range(10):  # 2.5 s: a refit loop flips every second or so
+            fits.add(page.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--fit')"))
+            page.wait_for_timeout(250)
+        assert len(fits) == 1, f"{slug}: the fit keeps changing {sorted(fits)}"
+    assert page.console_errors == []
