@@ -28,8 +28,8 @@ export function mount(stage, context) {
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     top: h('div', { class: 'q-row' }, wrap),
     meterRow: h('div', { class: 'q-row q-meter-row' }, wrap),
-    table: h('div', { class: 'q-published' }, wrap),
-    math: h('div', { class: 'q-math' }, wrap),
+    table: h('div', { class: 'q-published', 'data-secondary': '' }, wrap),
+    math: h('div', { class: 'q-math', 'data-secondary': '' }, wrap),
     tile: null, bits: 16, pick: null, needles: { pub: 0, demo: 0 }, anim: [],
   };
   view.tilePanel = h('section', { class: 'q-panel q-tile', 'aria-label': 'Weight tile' }, view.top);
