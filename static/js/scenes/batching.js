@@ -44,7 +44,7 @@ export function mount(stage, context) {
   legend();
   view.ro = new ResizeObserver(() => {
     const w = Math.round(view.chart.clientWidth);
-    if (view.data && w && w !== view.width) layout();
+    if (view.data && w && w !== view.seenWidth && !(fixedWidth() && view.width === FIXED_W)) layout();
   });
   view.ro.observe(view.chart);
   if (!ctx.embed) loadMeasured();
@@ -68,6 +68,14 @@ export function update(data) {
   setTime(still ? data.horizon_s : 0);
   if (!still) play();
 }
+
+/**
+ * The chart is drawn px for px (viewBox width = its width on screen), except in a wide fitted frame (embed or
+ * presenter on a screen): there a fixed viewBox scales with the frame like the text around it, so fit.js
+ * shrinks picture and words together instead of squeezing the words.
+ */
+const FIXED_W = 900;
+const fixedWidth = () => fitted() && innerWidth >= 640;
 
 /** Scene contract: a dozen instants of the shared clock, most before the first policy finishes (the scrubber reaches any). */
 function beats(data) {
@@ -156,7 +164,8 @@ function colour(id) {
 // ---- layout: built once per data and per width; the clock only moves attributes ------------
 function layout() {
   const d = view.data;
-  const width = Math.max(320, Math.round(view.chart.clientWidth) || 900);
+  view.seenWidth = Math.round(view.chart.clientWidth);
+  const width = fixedWidth() ? FIXED_W : Math.max(320, view.seenWidth || FIXED_W);
   view.width = width;
   const narrow = width < 560;
   const seats = d.params.seats;
