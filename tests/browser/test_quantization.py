@@ -20,6 +20,13 @@ def test_stage_draws_tile_bars_and_two_needles(page, base_url):
     assert "INT4" in page.locator(".q-size.on").inner_text()
     cards = page.locator(".q-needles").inner_text()
     assert "LLaMA-65B" in cards and "3.53" in cards and "AWQ" in cards and "demo model" in cards
+    # the claim about the demo model is computed from its measured perplexities, not typed
+    d = page.evaluate("() => fetch('/api/quantization').then((r) => r.json())")
+    rows = {x["variant"]: x["perplexity"] for x in d["demo"] + d["demo_extra"]}
+    base = d["needles"]["demo"]["baseline"]
+    mild = max(abs(rows[v] / base - 1) for v in ("fp8", "int8", "int4", "int3"))
+    assert f"by at most {100 * mild:.1f}%" in cards
+    assert f"At 2 bits it breaks: +{100 * (rows['int2'] / base - 1):.0f}%" in cards
     assert page.locator(".q-detail").inner_text().startswith("Weight [")
     assert page.console_errors == []
 

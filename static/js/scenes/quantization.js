@@ -325,10 +325,14 @@ function drawNeedleCards(d) {
   const demoRows = h('p', { class: 'q-line q-demo-rows' });
   demoRows.textContent = all.map((x) => `${LABEL[x.variant] || x.variant.toUpperCase()} ${fixed(x.perplexity, 1)}`).join(' · ');
   const pc = d.demo_extra.find((x) => x.variant === 'int4_per_channel');
+  const change = (x) => x.perplexity / m.baseline - 1;
+  const mild = Math.max(...all.filter((x) => ['fp8', 'int8', 'int4', 'int3'].includes(x.variant)).map((x) => Math.abs(change(x))));
+  const int2 = all.find((x) => x.variant === 'int2');
   const why = h('p', { class: 'q-line' });
-  why.textContent = 'A tiny model shrugs off rounding: 8, 4, even 3 bits move it less than ±0.5%, about what random noise of the same ' +
-    `size does (INT4 with one scale per column: ${fixed(pc.perplexity, 1)}). At 2 bits it breaks. Large models are more sensitive, ` +
-    'which is why methods such as GPTQ and AWQ choose their roundings with care.';
+  why.textContent = `A tiny model shrugs off rounding: 8, 4, even 3 bits move its perplexity by at most ${pct(mild, 1)} ` +
+    `(INT4 with one scale per column: ${fixed(pc.perplexity, 1)}).` +
+    (int2 ? ` At 2 bits it breaks: ${signed(change(int2), 0)}.` : '') +
+    ' Large models are more sensitive, which is why methods such as GPTQ and AWQ choose their roundings with care.';
   needleCard(host, 'demo', 'Our demo model, held-out Shakespeare (measured)',
     `${fixed(m.baseline, 1)} → ${fixed(m.perplexity, 1)}  (${signed(m.relative_change, 2)} ± ${pct(m.relative_change_se, 2)})`,
     [`${m.method}; ${num(info.tokens)} tokens, ${num(info.params)} parameters, weights really rounded.`, demoRows, why]);
