@@ -5,6 +5,7 @@ import { num, fixed, pct, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
+import { createMeter, LABEL, signed } from './quantization-meter.js';
 
 const VARIANTS = {
   wide: { name: 'wide', cw: 4.6, ch: 15, gapX: 7, gapY: 5, font: 11.5 },
@@ -12,8 +13,6 @@ const VARIANTS = {
 };
 const NARROW_BELOW = 640;
 const TILE_FORMAT = { bf16: 'bf16', fp8: 'fp8', int8: 'int8', int4: 'int4' };
-const LABEL = { fp16: 'FP16', bf16: 'BF16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', int3: 'INT3', int2: 'INT2' };
-const GAUGE_MIN = -0.02, GAUGE_MAX = 0.12; // the meter reads −2% to +12% perplexity vs the same model at 16 bits
 const MATH_KEYS = [['weights_gb', 'Model size'], ['gpus_needed', 'GPUs needed'], ['tokens_per_s_per_user', 'Tokens/s per chat'],
   ['cost_per_million_tokens_usd', 'Cost per million tokens'], ['demo_perplexity', 'Demo perplexity']];
 
@@ -30,12 +29,12 @@ export function mount(stage, context) {
     meterRow: h('div', { class: 'q-row q-meter-row' }, wrap),
     table: h('div', { class: 'q-published', 'data-secondary': '' }, wrap),
     math: h('div', { class: 'q-math', 'data-secondary': '' }, wrap),
-    tile: null, bits: 16, pick: null, needles: { pub: 0, demo: 0 }, anim: [],
+    tile: null, bits: 16, pick: null, anim: [],
   };
   view.tilePanel = h('section', { class: 'q-panel q-tile', 'aria-label': 'Weight tile' }, view.top);
   view.sizePanel = h('section', { class: 'q-panel q-sizes', 'aria-label': 'Model size by format' }, view.top);
-  view.gaugePanel = h('section', { class: 'q-panel q-gauge', 'aria-label': 'Perplexity meter' }, view.meterRow);
-  view.cardsPanel = h('section', { class: 'q-panel q-needles' }, view.meterRow);
+  view.meter = createMeter(h('section', { class: 'q-panel q-gauge', 'aria-label': 'Perplexity meter' }, view.meterRow),
+    h('section', { class: 'q-panel q-needles' }, view.meterRow));
   view.ro = new ResizeObserver(() => {
     if (view && view.data && variantFor() !== view.variant) { view.tile = null; drawTile(view.data); }
   });
@@ -45,6 +44,7 @@ export function mount(stage, context) {
 export function unmount() {
   if (!view) return;
   view.anim.forEach((a) => a.cancel());
+  view.meter.stop();
   view.ro.disconnect();
   view = null;
 }
@@ -55,14 +55,12 @@ export function update(data) {
   drawReadouts(data);
   drawTile(data);
   drawSizes(data);
-  drawGauge(data);
-  drawNeedleCards(data);
+  view.meter.update(data);
   drawPublished(data);
   drawMath(data);
 }
 
 const variantFor = () => (view.stage.clientWidth && view.stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide');
-const signed = (x, digits = 1) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x), digits)}`;
 
 // ---- readouts ------------------------------------------------------------------------------------
 
@@ -241,101 +239,6 @@ function drawSizes(d) {
     h('p', { class: 'q-size-foot', text: `${gpus} · ${row.tokens_per_s_per_user ? `${num(row.tokens_per_s_per_user)} tok/s per chat` : '–'}` +
       ` · ${row.cost_per_million_tokens_usd ? `${usd(row.cost_per_million_tokens_usd)} per 1M tokens` : '–'}` }, div);
   }
-}
-
-// ---- the meter -----------------------------------------------------------------------------------
-
-const R = 120, CX = 150, CY = 140;
-const angleOf = (x) => Math.PI * (1 - Math.min(1, Math.max(0, (x - GAUGE_MIN) / (GAUGE_MAX - GAUGE_MIN))));
-const pt = (a, r) => [CX + r * Math.cos(a), CY - r * Math.sin(a)];
-
-function drawGauge(d) {
-  if (!view.gauge) buildGauge();
-  const g = view.gauge;
-  const pub = d.needles.published, demo = d.needles.demo;
-  g.others.replaceChildren();
-  for (const o of pub.others) {
-    const a = angleOf(o.relative_change);
-    const [x1, y1] = pt(a, R - 2), [x2, y2] = pt(a, R + 10);
-    svg('line', { x1, y1, x2, y2, class: 'other' }, g.others).appendChild(svg('title', { text: `${o.method}, ${o.source_key}: ${o.perplexity}` }));
-  }
-  const from = { ...view.needles }, to = { pub: pub.relative_change, demo: demo.relative_change };
-  view.needles = to;
-  g.pubNeedle.classList.toggle('estimate', !!pub.estimate);
-  view.anim.push(tween(600, (u) => {
-    setNeedle(g.pubNeedle, from.pub + (to.pub - from.pub) * u, R - 14);
-    setNeedle(g.demoNeedle, from.demo + (to.demo - from.demo) * u, R - 30);
-  }));
-  g.note.textContent = pub.others.length ? `Grey marks: the other published ${LABEL[pub.precision]} results for ${pub.model} ` +
-    `(${[...new Set(pub.others.map((o) => o.method.split(' ')[0]))].join(', ')}; one scale per row or per ${pub.group_size || 128} weights).` : '';
-  g.svg.setAttribute('aria-label', `Perplexity meter: published ${pub.model} ${signed(pub.relative_change)}, demo model ${signed(demo.relative_change, 2)}`);
-}
-
-function setNeedle(line, x, len) {
-  const [x2, y2] = pt(angleOf(x), len);
-  line.setAttribute('x2', x2);
-  line.setAttribute('y2', y2);
-}
-
-function buildGauge() {
-  const host = clear(view.gaugePanel);
-  h('h3', { text: 'Perplexity meter' }, host);
-  h('p', { class: 'q-sub', text: 'How much more surprised each model is than its own 16-bit version.' }, host);
-  const s = svg('svg', { viewBox: '-14 0 328 176', class: 'q-gauge-svg', width: '100%', role: 'img' }, host);
-  const [ax, ay] = pt(Math.PI, R), [bx, by] = pt(0, R);
-  svg('path', { d: `M ${ax} ${ay} A ${R} ${R} 0 0 1 ${bx} ${by}`, class: 'arc' }, s);
-  for (let k = 0; k <= 7; k++) {
-    const x = GAUGE_MIN + (k * (GAUGE_MAX - GAUGE_MIN)) / 7, a = angleOf(x);
-    const zero = Math.abs(x) < 1e-9;
-    const [x1, y1] = pt(a, R - (zero ? 14 : 8)), [x2, y2] = pt(a, R);
-    svg('line', { x1, y1, x2, y2, class: `tick${zero ? ' zero' : ''}` }, s);
-    const [tx, ty] = pt(a, R + 16);
-    const label = zero ? '16-bit' : `${x > 0 ? '+' : '−'}${Math.round(Math.abs(x) * 100)}%`;
-    svg('text', { x: tx, y: ty + 4, 'text-anchor': 'middle', class: 'q-small', 'font-size': 11, text: label }, s);
-  }
-  const others = svg('g', {}, s);
-  const demoNeedle = svg('line', { x1: CX, y1: CY, x2: CX - R, y2: CY, class: 'needle demo' }, s);
-  const pubNeedle = svg('line', { x1: CX, y1: CY, x2: CX - R, y2: CY, class: 'needle pub' }, s);
-  svg('circle', { cx: CX, cy: CY, r: 6, class: 'hub' }, s);
-  svg('text', { x: CX, y: CY + 28, 'text-anchor': 'middle', class: 'q-small', 'font-size': 11, text: 'change in perplexity (lower is better)' }, s);
-  const note = h('p', { class: 'q-sub' }, host);
-  view.gauge = { svg: s, pubNeedle, demoNeedle, others, note };
-}
-
-function needleCard(parent, cls, title, big, lines, badge) {
-  const c = h('div', { class: `q-card ${cls}` }, parent);
-  const head = h('p', { class: 'q-card-head' }, c);
-  h('i', { class: `swatch ${cls}` }, head);
-  head.append(title);
-  if (badge) h('span', { class: 'badge', text: badge }, head);
-  h('p', { class: 'q-big', text: big }, c);
-  for (const l of lines) (l instanceof Node ? c.appendChild(l) : h('p', { class: 'q-line', text: l }, c));
-}
-
-function drawNeedleCards(d) {
-  const host = clear(view.cardsPanel);
-  const p = d.needles.published, m = d.needles.demo, info = d.demo_info;
-  const src = h('p', { class: 'q-line' });
-  src.append('Source: ');
-  h('a', { href: p.url, text: p.source, rel: 'noopener', target: '_blank' }, src);
-  needleCard(host, 'pub', `${p.model}, WikiText-2 (published)`,
-    `${fixed(p.baseline, 2)} → ${fixed(p.perplexity, 2)}  (${signed(p.relative_change)})`,
-    [`${LABEL[p.precision] || p.precision}: ${p.method}${p.group_size ? `, groups of ${p.group_size}` : ''}`, src], p.estimate ? 'estimate' : '');
-  const all = [...d.demo, ...d.demo_extra.filter((x) => x.variant !== 'int4_per_channel')];
-  const demoRows = h('p', { class: 'q-line q-demo-rows' });
-  demoRows.textContent = all.map((x) => `${LABEL[x.variant] || x.variant.toUpperCase()} ${fixed(x.perplexity, 1)}`).join(' · ');
-  const pc = d.demo_extra.find((x) => x.variant === 'int4_per_channel');
-  const change = (x) => x.perplexity / m.baseline - 1;
-  const mild = Math.max(...all.filter((x) => ['fp8', 'int8', 'int4', 'int3'].includes(x.variant)).map((x) => Math.abs(change(x))));
-  const int2 = all.find((x) => x.variant === 'int2');
-  const why = h('p', { class: 'q-line' });
-  why.textContent = `A tiny model shrugs off rounding: 8, 4, even 3 bits move its perplexity by at most ${pct(mild, 1)} ` +
-    `(INT4 with one scale per column: ${fixed(pc.perplexity, 1)}).` +
-    (int2 ? ` At 2 bits it breaks: ${signed(change(int2), 0)}.` : '') +
-    ' Large models are more sensitive, which is why methods such as GPTQ and AWQ choose their roundings with care.';
-  needleCard(host, 'demo', 'Our demo model, held-out Shakespeare (measured)',
-    `${fixed(m.baseline, 1)} → ${fixed(m.perplexity, 1)}  (${signed(m.relative_change, 2)} ± ${pct(m.relative_change_se, 2)})`,
-    [`${m.method}; ${num(info.tokens)} tokens, ${num(info.params)} parameters, weights really rounded.`, demoRows, why]);
 }
 
 // ---- published table and math --------------------------------------------------------------------
