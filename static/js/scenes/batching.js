@@ -1,19 +1,18 @@
 // scenes/batching.js: chapter 7: seats as lanes over time, static above continuous, one clock; readouts; CPU panel.
 
 import { svg, h, clear, setAttrs } from '../lib/svg.js';
-import { num, pct, duration, fixed, plural } from '../lib/format.js';
-import { mathDetails } from '../lib/math.js';
+import { num, fixed, plural } from '../lib/format.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
 import { fitted } from '../lib/fit.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
+import { TITLES, drawPanels, loadMeasured } from './batching-panels.js';
 
 const PLAY_MS = 16000; // one pass of the clock from 0 to the last finish
 const HOLD_MS = 2000; // rest on the finished picture before looping
 const QUEUE_COLS = 4;
 const QUEUE_ROWS = 6;
 const NUM_COLOURS = 6;
-const TITLES = { static: 'Static batching', continuous: 'Continuous batching' };
 let view = null;
 let ctx = null;
 let uid = 0;
@@ -47,7 +46,7 @@ export function mount(stage, context) {
     if (view.data && w && w !== view.seenWidth && !(fixedWidth() && view.width === FIXED_W)) layout();
   });
   view.ro.observe(view.chart);
-  if (!ctx.embed) loadMeasured();
+  if (!ctx.embed) loadMeasured(view.measured, ctx.fetchJSON, () => view);
 }
 
 export function unmount() {
@@ -62,7 +61,7 @@ export function update(data) {
   view.data = data;
   view.policies = data.policies;
   layout();
-  drawReadouts(data);
+  drawPanels(view, data);
   const still = ctx.reducedMotion || ctx.options.autoplay === '0';
   pause();
   setTime(still ? data.horizon_s : 0);
@@ -280,76 +279,4 @@ function legend() {
   item('req', 'a request in its seat, from its first step to its last token (one colour per request)');
   item('idle', 'seat empty while the engine runs');
   item('wait', 'waiting request');
-}
-
-// ---- readouts, engine note, show-the-math ---------------------------------------------------
-function drawReadouts(d) {
-  const [s, c] = d.policies;
-  clear(view.readouts);
-  const table = h('table', { class: 'bt-table' }, view.readouts);
-  const head = h('tr', {}, h('thead', {}, table));
-  for (const t of ['', TITLES.static, TITLES.continuous]) h('th', { scope: 'col', text: t }, head);
-  const body = h('tbody', {}, table);
-  const row = (label, a, b, note = '') => {
-    const tr = h('tr', {}, body);
-    h('th', { scope: 'row', text: label }, tr);
-    h('td', { text: a }, tr);
-    const td = h('td', { text: b }, tr);
-    if (note) h('span', { class: 'bt-ratio', text: note }, td);
-  };
-  const ratio = c.throughput_tokens_per_s / s.throughput_tokens_per_s;
-  row('Throughput', `${num(s.throughput_tokens_per_s)} tokens/s`, `${num(c.throughput_tokens_per_s)} tokens/s`,
-    `${fixed(ratio, 1)}×`);
-  row('Time to first token, p50 / p99', `${duration(s.ttft_ms_p50)} / ${duration(s.ttft_ms_p99)}`,
-    `${duration(c.ttft_ms_p50)} / ${duration(c.ttft_ms_p99)}`);
-  row('Latency, p50 / p99', `${duration(s.latency_ms_p50)} / ${duration(s.latency_ms_p99)}`,
-    `${duration(c.latency_ms_p50)} / ${duration(c.latency_ms_p99)}`);
-  row('Seat utilisation', pct(s.seat_utilization, 1), pct(c.seat_utilization, 1));
-  row('All requests done after', duration(s.makespan_s * 1e3), duration(c.makespan_s * 1e3));
-  const e = d.engine;
-  view.engine.textContent = `Simulated engine: ${e.model} (${e.precision.toUpperCase()}) on one ${e.gpu}. Every step ` +
-    `lasts what the cost model says for its batch: a decode step takes ${fixed(e.decode_step_ms_batch_1, 1)} ms for ` +
-    `one chat and ${fixed(e.decode_step_ms_all_seats, 1)} ms for all ${d.params.seats} seats. KV pool ` +
-    `${num(e.kv_capacity_tokens)} tokens in ${e.block_size}-token pages; ${num(d.params.requests)} requests arrive ` +
-    `at random, ${num(d.params.rate)} per second on average.`;
-  clear(view.math);
-  const box = h('details', { class: 'math bt-mathbox' }, view.math);
-  h('summary', { text: 'How are these computed?' }, box);
-  for (const p of d.policies) {
-    h('h4', { text: TITLES[p.name] }, box);
-    for (const k of ['throughput_tokens_per_s', 'ttft_ms_p50', 'latency_ms_p50', 'seat_utilization']) {
-      if (p.math[k]) box.appendChild(mathDetails(p.math[k], k.replace(/_/g, ' ')));
-    }
-  }
-  h('h4', { text: 'The engine' }, box);
-  box.appendChild(mathDetails(e.math.decode_step_ms_all_seats, 'decode step time'));
-  box.appendChild(mathDetails(e.math.kv_capacity_tokens, 'KV pool size'));
-}
-
-// ---- measured, not only simulated: the demo model on this server's CPU ----------------------
-async function loadMeasured() {
-  const box = view.measured;
-  h('h3', { text: 'Measured, not simulated: batching on this server' }, box);
-  const note = h('p', { class: 'bt-engine', text: 'Measuring the demo model on this server’s CPU…' }, box);
-  let m;
-  try {
-    m = await ctx.fetchJSON('/api/batching/measured');
-  } catch (err) {
-    note.textContent = `The CPU measurement needs the live server (${err.message}).`;
-    return;
-  }
-  if (!view || view.measured !== box) return;
-  if (!m.available) { note.textContent = `Not measured: ${m.reason}.`; return; }
-  note.textContent = `The tour’s demo transformer (${m.model.name}, ${num(m.model.num_params / 1e6, 2)} M parameters, ` +
-    `${m.model.layers} layers) decoding ${m.context_tokens}-token chats in numpy on ${m.measured_on} ` +
-    `(${m.cpu.name}, ${m.cpu.logical_cores} cores). One step reads every weight once, whatever the batch:`;
-  const max = Math.max(...m.batches.map((b) => b.tokens_per_s));
-  const list = h('div', { class: 'bt-bars', 'aria-live': 'polite' }, box);
-  for (const b of m.batches) {
-    const row = h('div', { class: 'bt-bar' }, list);
-    h('span', { class: 'bt-bar-label', text: `batch ${b.batch_size}` }, row);
-    const track = h('span', { class: 'bt-bar-track' }, row);
-    h('i', {}, track).style.width = `${(100 * b.tokens_per_s) / max}%`;
-    h('span', { class: 'bt-bar-value', text: `${num(b.tokens_per_s)} tokens/s · ${fixed(b.ms_per_step, 1)} ms per step` }, row);
-  }
 }
