@@ -123,3 +123,19 @@ def test_reduced_motion_shows_a_still_frame(browser, base_url):
     assert WASTE.match(page.locator(".kv-right .kv-waste .value").first.inner_text())
     assert errors == []
     ctx.close()
+
+
+def test_phone_sized_embed_keeps_the_two_grids_readable(page, base_url):
+    """A phone-sized slide frame drops the block table and the policy table, so the grids fit without scrolling."""
+    page.set_viewport_size({"width": 390, "height": 700})
+    page.goto(base_url + "/embed/kv-cache?step=4")
+    ready(page)
+    page.wait_for_load_state("networkidle")
+    assert page.locator(".kv-grid").nth(1).is_visible()
+    assert page.locator(".kv-bt").is_hidden() and page.locator(".kv-summary").is_hidden()
+    page.wait_for_function("() => !document.querySelector('#stage').classList.contains('fit-scroll')")
+    fit = float(page.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--fit')"))
+    assert fit > 0.7, f"type shrunk to {fit:.0%} of its size"
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.wait_for_function("() => getComputedStyle(document.querySelector('.kv-bt')).display !== 'none'")
+    assert page.console_errors == []

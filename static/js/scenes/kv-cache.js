@@ -32,8 +32,8 @@ export function mount(stage, context) {
     clockText: h('output', { class: 'kv-clock', 'aria-live': 'off' }, bar),
     grids: h('div', { class: 'kv-panels' }, wrap),
     legend: h('div', { class: 'legend kv-legend' }, wrap),
-    bt: h('section', { class: 'kv-bt', 'aria-label': 'Block table' }, wrap),
-    summary: h('div', { class: 'kv-summary' }, wrap),
+    bt: h('section', { class: 'kv-bt', 'aria-label': 'Block table', 'data-narrow-secondary': '' }, wrap),
+    summary: h('div', { class: 'kv-summary', 'data-narrow-secondary': '' }, wrap),
   };
   view.play.addEventListener('click', () => (view.clock ? pause() : play()));
   view.scrub.addEventListener('input', () => { pause(); showFrame(Number(view.scrub.value)); });
