@@ -1,6 +1,7 @@
 // scenes/batching.js: chapter 7: seats as lanes over time, static above continuous, one clock; readouts; CPU panel.
 
 import { svg, h, clear, setAttrs } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, fixed, plural } from '../lib/format.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
@@ -270,13 +271,9 @@ function axis(root, y, x1) {
 }
 
 function legend() {
-  const item = (style, text) => {
-    const s = h('span', {}, view.legend);
-    const i = h('i', {}, s);
-    i.className = style;
-    s.append(text);
-  };
-  item('req', 'a request in its seat, from its first step to its last token (one colour per request)');
-  item('idle', 'seat empty while the engine runs');
-  item('wait', 'waiting request');
+  swatches(view.legend, [
+    ['req', 'a request in its seat, from its first step to its last token (one colour per request)'],
+    ['idle', 'seat empty while the engine runs'],
+    ['wait', 'waiting request'],
+  ]);
 }

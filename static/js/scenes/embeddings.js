@@ -1,6 +1,7 @@
 // scenes/embeddings.js: chapter 2: the prompt's real embedding rows rise floor by floor through the demo model.
 
 import { svg, h, clear, root } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
@@ -115,11 +116,11 @@ function drawNote(d) {
 }
 
 function drawLegend() {
-  clear(view.legend);
-  const item = (cls, text) => { const sp = h('span', {}, view.legend); h('i', { class: cls }, sp); sp.append(text); };
-  item('sw-change', 'how much the layer changed the vector: ‖out − in‖ / ‖in‖ (full bar = 100%, ×n past it)');
-  item('sw-guess', 'text above a block: the likeliest next token if the model stopped on that floor');
-  item('sw-fallback', 'dashed chip: a piece outside the demo vocabulary, spelled byte by byte');
+  swatches(view.legend, [
+    ['sw-change', 'how much the layer changed the vector: ‖out − in‖ / ‖in‖ (full bar = 100%, ×n past it)'],
+    ['sw-guess', 'text above a block: the likeliest next token if the model stopped on that floor'],
+    ['sw-fallback', 'dashed chip: a piece outside the demo vocabulary, spelled byte by byte'],
+  ]);
 }
 
 // ---- the tower -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // scenes/gpu.js: chapter 4: the GPU package (HBM stacks, L2, SMs with tensor cores) and one decode step streaming through it.
 
 import { h, clear } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, bytes, duration, fixed, pct } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop, prefersReducedMotion } from '../lib/tween.js';
@@ -112,19 +113,16 @@ function drawNote(d) {
 }
 
 function drawLegend(d) {
-  clear(view.legend);
-  const item = (cls, text) => {
-    const s = h('span', {}, view.legend);
-    h('i', { class: cls }, s);
-    s.append(text);
-  };
-  item('sw-weights', `weights (each tile ≈ ${bytes(d.stream.tile_bytes)})`);
-  if (d.stream.kv_tiles > 0) item('sw-kv', 'KV cache');
-  item('sw-memory', d.layout.hbm_stacks ? `${d.layout.memory_type} stack: memory` : `${d.layout.memory_type}: memory`);
-  const core = d.layout.sm_label === 'CU' ? 'matrix core' : 'tensor core';
-  item('sw-compute', `${core} (${d.layout.tensor_cores_per_sm} per ${d.layout.sm_label})`);
-  item('sw-smem', `${d.layout.sm_label} on-chip memory (glows as weights land)`);
-  if (d.package.hbm_inactive_sites) item('sw-idle', 'unused HBM site');
+  const L = d.layout;
+  const core = L.sm_label === 'CU' ? 'matrix core' : 'tensor core';
+  swatches(view.legend, [
+    ['sw-weights', `weights (each tile ≈ ${bytes(d.stream.tile_bytes)})`],
+    d.stream.kv_tiles > 0 && ['sw-kv', 'KV cache'],
+    ['sw-memory', L.hbm_stacks ? `${L.memory_type} stack: memory` : `${L.memory_type}: memory`],
+    ['sw-compute', `${core} (${L.tensor_cores_per_sm} per ${L.sm_label})`],
+    ['sw-smem', `${L.sm_label} on-chip memory (glows as weights land)`],
+    d.package.hbm_inactive_sites && ['sw-idle', 'unused HBM site'],
+  ]);
 }
 
 function drawMath(d) {

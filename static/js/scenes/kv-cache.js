@@ -1,6 +1,7 @@
 // scenes/kv-cache.js: chapter 6: the KV cache as a grid of token slots, reserved regions beside pages, one clock.
 
 import { h, clear, cssVar } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop } from '../lib/tween.js';
@@ -224,15 +225,12 @@ function select(id) {
 
 // ---- legend, block table, summary ------------------------------------------------------------
 function buildLegend() {
-  const item = (cls, text) => {
-    const s = h('span', {}, view.legend);
-    h('i', { class: cls }, s);
-    s.append(text);
-  };
-  item('used', 'keys and values of a token (one colour per request)');
-  item('reserved', 'reserved, not written yet');
-  item('internal', 'reserved, never used (internal fragmentation)');
-  item('free', 'free');
+  swatches(view.legend, [
+    ['used', 'keys and values of a token (one colour per request)'],
+    ['reserved', 'reserved, not written yet'],
+    ['internal', 'reserved, never used (internal fragmentation)'],
+    ['free', 'free'],
+  ]);
 }
 
 function buildBlockTable() {

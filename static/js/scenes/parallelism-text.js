@@ -2,6 +2,7 @@
 // cards, one step's time breakdown, sources and the show-the-math list.
 
 import { h, clear } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, bytes, duration, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 
@@ -84,16 +85,12 @@ function drawBreakdown(els, d, phase) {
   const bar = h('div', { class: 'par-bar', role: 'img', 'aria-label': `${label}: ${duration(p.step_ms)}` }, b);
   const parts = [['gemm_ms', 'matrix math (GEMMs)', 'compute'], ['attention_ms', 'attention', 'attention'],
     ['comm_ms', 'NVLink traffic', 'memory'], ['overhead_ms', 'launch overhead', 'idle']];
-  const legend = h('div', { class: 'legend' }, b);
-  for (const [k, name, cls] of parts) {
-    if (!p[k]) continue;
-    const share = p[k] / p.step_ms;
+  const shown = parts.filter(([k]) => p[k]);
+  for (const [k, name, cls] of shown) {
     const seg = h('span', { class: `seg ${cls}`, title: `${name}: ${duration(p[k])}` }, bar);
-    seg.style.width = `${share * 100}%`;
-    const s = h('span', {}, legend);
-    h('i', { class: cls }, s);
-    s.append(`${name} ${duration(p[k])}`);
+    seg.style.width = `${(p[k] / p.step_ms) * 100}%`;
   }
+  swatches(h('div', { class: 'legend' }, b), shown.map(([k, name, cls]) => [cls, `${name} ${duration(p[k])}`]));
 }
 
 function shortSource(s) {

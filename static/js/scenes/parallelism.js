@@ -1,6 +1,7 @@
 // scenes/parallelism.js: chapter 10: an 8-GPU board with its NVSwitch chips; TP all-reduce pulses, PP stages and bubbles.
 
 import { svg, h, clear } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, duration, plural } from '../lib/format.js';
 import { prefersReducedMotion } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
@@ -57,18 +58,14 @@ export function update(data, params) {
 }
 
 function drawLegend() {
-  const l = clear(view.legend);
-  const item = (cls, text, round = false) => {
-    const s = h('span', {}, l);
-    h('i', { class: `${cls}${round ? ' dot' : ''}` }, s);
-    s.append(text);
-  };
-  item('k-weights', 'weights');
-  item('k-kv', 'KV cache');
-  item('k-reserve', 'runtime reserve');
-  item('k-cap', 'GPU memory');
-  item('k-tp', 'all-reduce traffic (size ∝ bytes)', true);
-  item('k-pp', 'activations handed to the next stage', true);
+  swatches(view.legend, [
+    ['k-weights', 'weights'],
+    ['k-kv', 'KV cache'],
+    ['k-reserve', 'runtime reserve'],
+    ['k-cap', 'GPU memory'],
+    ['k-tp dot', 'all-reduce traffic (size ∝ bytes)'],
+    ['k-pp dot', 'activations handed to the next stage'],
+  ]);
 }
 
 const phaseOf = () => (view.params.phase === 'decode' ? 'decode' : 'prefill');

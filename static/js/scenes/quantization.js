@@ -1,6 +1,7 @@
 // scenes/quantization.js: chapter 8: a real weight tile losing bits, the model-size bars, and a two-needle perplexity meter.
 
 import { svg, h, clear } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween } from '../lib/tween.js';
@@ -149,16 +150,9 @@ function drawTile(d) {
     });
   });
   t.scales.forEach((rect) => { rect.style.display = f.scales ? '' : 'none'; });
-  clear(t.legend);
   const fields = f.fields.map(([name]) => name).concat(f.scales ? ['scale'] : []);
-  for (const name of fields) {
-    const it = h('span', {}, t.legend);
-    h('i', { class: name }, it);
-    it.append({ code: 'integer code', scale: 'shared scale' }[name] || name);
-  }
-  const gh = h('span', {}, t.legend);
-  h('i', { class: 'ghost' }, gh);
-  gh.append('the same tile at 16 bits');
+  swatches(t.legend, [...fields.map((name) => [name, { code: 'integer code', scale: 'shared scale' }[name] || name]),
+    ['ghost', 'the same tile at 16 bits']]);
   t.scaleLbl.textContent = !f.scales ? 'No scale: each number stands alone.'
     : f.precision === 'fp8' ? `▲ one fp32 scale per column of ${d.tile.matrix_shape[0]} weights`
       : `▲ one fp16 scale per ${d.tile.group_size} weights of a column (+${fixed(16 / d.tile.group_size, 3)} bits each)`;

@@ -1,6 +1,7 @@
 // scenes/roofline.js: chapter 5: a log-log roofline with prefill and decode on it; batch moves the decode point up the slope.
 
 import { svg, h, clear, root } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, pct } from '../lib/format.js';
 import { log } from '../lib/scale.js';
 import { mathDetails } from '../lib/math.js';
@@ -97,17 +98,13 @@ function drawNote(d) {
 }
 
 function drawLegend(d) {
-  clear(view.legend);
-  const item = (cls, text) => {
-    const s = h('span', {}, view.legend);
-    h('i', { class: cls }, s);
-    s.append(text);
-  };
-  item('sw-memory', `memory roof: ${num(d.roof.bandwidth_bytes_per_s / 1e12)} TB/s`);
-  item('sw-compute', `compute roof: ${tflops(d.roof.peak_flops_per_s)} TFLOP/s ${d.roof.math.toUpperCase()} dense`);
-  item('sw-curve', 'decode at batch 1 … 1,024');
-  item('sw-gap', 'gap to the ideal roof: kernel efficiency, launches, all-reduces');
-  if (d.decode_curve.fits.some((f) => !f)) item('sw-nofit', 'batch does not fit in memory');
+  swatches(view.legend, [
+    ['sw-memory', `memory roof: ${num(d.roof.bandwidth_bytes_per_s / 1e12)} TB/s`],
+    ['sw-compute', `compute roof: ${tflops(d.roof.peak_flops_per_s)} TFLOP/s ${d.roof.math.toUpperCase()} dense`],
+    ['sw-curve', 'decode at batch 1 … 1,024'],
+    ['sw-gap', 'gap to the ideal roof: kernel efficiency, launches, all-reduces'],
+    d.decode_curve.fits.some((f) => !f) && ['sw-nofit', 'batch does not fit in memory'],
+  ]);
 }
 
 function drawMath(d) {

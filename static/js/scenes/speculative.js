@@ -1,6 +1,7 @@
 // scenes/speculative.js: chapter 9: the draft's ghost guesses, one big-model pass that keeps or fixes them, pass by pass.
 
 import { h, clear } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { num, pct, fixed, plural } from '../lib/format.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
@@ -265,14 +266,11 @@ function drawReadouts(d, passes, written) {
 }
 
 function legend() {
-  const item = (cls, text) => {
-    const s = h('span', {}, view.legend);
-    h('i', { class: cls }, s);
-    s.append(text);
-  };
-  item('sw-ghost', 'draft guess, not yet checked');
-  item('sw-kept', 'guess the big model agrees with: kept');
-  item('sw-rejected', 'first mistake: rejected');
-  item('sw-dropped', 'guesses after the mistake: thrown away');
-  item('sw-own', 'the big model’s own token (the fix, or a free bonus)');
+  swatches(view.legend, [
+    ['sw-ghost', 'draft guess, not yet checked'],
+    ['sw-kept', 'guess the big model agrees with: kept'],
+    ['sw-rejected', 'first mistake: rejected'],
+    ['sw-dropped', 'guesses after the mistake: thrown away'],
+    ['sw-own', 'the big model’s own token (the fix, or a free bonus)'],
+  ]);
 }

@@ -1,6 +1,7 @@
 // scenes/tokens.js: chapter 1: the prompt as coloured token chips, ids, and the words-per-token readout.
 
 import { h, clear } from '../lib/svg.js';
+import { swatches } from '../lib/legend.js';
 import { fixed, num } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 
@@ -82,15 +83,10 @@ function drawMeter(d) {
 }
 
 function drawLegend(chat, d) {
-  clear(view.legend);
-  const item = (color, text) => {
-    const s = h('span', {}, view.legend);
-    h('i', {}, s).style.background = color;
-    s.append(text);
-  };
-  item('var(--chip-0)', chat ? 'your message' : 'one colour per token');
-  if (chat) item('var(--panel-2)', 'template tokens the chat adds (Llama 3 format)');
-  else item('var(--panel-2)', 'hex = part of a character split across tokens');
+  swatches(view.legend, [
+    ['', chat ? 'your message' : 'one colour per token', 'var(--chip-0)'],
+    ['', chat ? 'template tokens the chat adds (Llama 3 format)' : 'hex = part of a character split across tokens', 'var(--panel-2)'],
+  ]);
   if (!chat) view.legend.append(` · ${d.encoding}`);
 }
 
