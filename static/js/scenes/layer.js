@@ -239,7 +239,7 @@ function heatImage(rows, pal) {
 }
 
 function drawAttends(d) {
-  const box = h('div', { class: 'ly-attends', 'aria-live': 'polite' }, view.attn);
+  const box = h('div', { class: 'ly-attends', 'aria-live': 'polite', 'data-narrow-secondary': '' }, view.attn);
   const title = h('p', { class: 'ly-attends-title' }, box);
   const grid = h('div', { class: 'ly-attends-grid' }, box);
   const rows = d.heads.map((hd) => {
