@@ -121,7 +121,7 @@ function shortTokens(x) {
 
 /** The TPOT-vs-context chart: fixed SVG nodes whose attributes are tweened between answers. */
 export function createCurve(parent) {
-  const box = h('section', { class: 'dials-card dials-curve', 'aria-labelledby': 'dials-curve-title' }, parent);
+  const box = h('section', { class: 'dials-card dials-curve', 'aria-labelledby': 'dials-curve-title', 'data-narrow-secondary': '' }, parent);
   const head = h('div', { class: 'card-head' }, box);
   h('h3', { id: 'dials-curve-title', text: 'Each token gets slower as the chat grows' }, head);
   let W = 560;

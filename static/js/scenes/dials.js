@@ -163,7 +163,7 @@ function meter(parent, label, cls) {
 }
 
 function roofCard(parent) {
-  const box = h('section', { class: 'dials-card dials-roof', 'aria-labelledby': 'dials-roof-title' }, parent);
+  const box = h('section', { class: 'dials-card dials-roof', 'aria-labelledby': 'dials-roof-title', 'data-narrow-secondary': '' }, parent);
   const head = h('div', { class: 'card-head' }, box);
   h('h3', { id: 'dials-roof-title', text: 'Which roof binds' }, head);
   const btn = h('button', { type: 'button', class: 'math-btn', text: 'show the math', 'aria-expanded': 'false',
