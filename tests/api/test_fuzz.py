@@ -15,13 +15,12 @@ Checks left out, and why:
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
-import anyio
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi import checks as openapi_checks
 
+from asgi_stream import read_then_leave
 from inside_llm.app import create_app
 
 MAX_EXAMPLES = 20
@@ -39,50 +38,13 @@ def _is_stream(case) -> bool:
     return "text/event-stream" in content
 
 
-def _stream_status(path: str, query: dict) -> tuple[int, bytes]:
-    """Open the stream through ASGI, read its first chunk, disconnect: the app must stop within STOP_SECONDS."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "path": path,
-             "raw_path": path.encode(), "query_string": urlencode(query or {}, doseq=True).encode(), "headers": [],
-             "client": ("127.0.0.1", 1), "server": ("testserver", 80), "scheme": "http", "root_path": ""}
-    out = {"status": 0, "body": b""}
-
-    async def main():
-        gone, first = anyio.Event(), [True]
-
-        async def receive():
-            if first[0]:
-                first[0] = False
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message):
-            if message["type"] == "http.response.start":
-                out["status"] = message["status"]
-            elif message.get("body"):
-                out["body"] += message["body"]
-                gone.set()                                     # the client leaves after the first chunk
-
-        async with anyio.create_task_group() as tg:
-            async def run():
-                await APP(scope, receive, send)
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(run)
-            await gone.wait()
-            await anyio.sleep(STOP_SECONDS)
-            raise AssertionError(f"{path}?{scope['query_string'].decode()[:200]} kept running after a disconnect")
-
-    anyio.run(main)
-    return out["status"], out["body"]
-
-
 @schema.parametrize()
 @settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None,
           suppress_health_check=list(HealthCheck))
 def test_api_holds_under_generated_input(case):
     if _is_stream(case):
-        status, body = _stream_status(case.formatted_path, case.query)
+        # read the first event, disconnect: the app must stop within STOP_SECONDS
+        status, body, _ = read_then_leave(APP, case.formatted_path, case.query, stop_within_s=STOP_SECONDS)
         assert status < 500, (case.query, status, body[:300])
         if status != 200:
             assert json.loads(body)["detail"], body[:300]

@@ -13,6 +13,7 @@ import anyio
 import pytest
 from fastapi.testclient import TestClient
 
+from asgi_stream import read_then_leave
 from inside_llm.app import create_app
 from inside_llm.paths import static_dir
 
@@ -240,43 +241,11 @@ def _stream_operations(app) -> list[tuple[str, dict]]:
     return out
 
 
-async def _read_then_leave(app, path: str, query: dict, events_before_leaving: int) -> tuple[int, bytes, float]:
-    """Read `events_before_leaving` events, disconnect, and time how long the app takes to return."""
-    from urllib.parse import urlencode
-
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "path": path,
-             "raw_path": path.encode(), "query_string": urlencode(query).encode(), "headers": [],
-             "client": ("127.0.0.1", 1), "server": ("testserver", 80), "scheme": "http", "root_path": ""}
-    out = {"status": 0, "body": b"", "left_at": None}
-    gone = anyio.Event()
-    first = [True]
-
-    async def receive():
-        if first[0]:
-            first[0] = False
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message):
-        if message["type"] == "http.response.start":
-            out["status"] = message["status"]
-            return
-        out["body"] += message.get("body", b"")
-        if out["body"].count(b"\n\n") >= events_before_leaving and not gone.is_set():
-            out["left_at"] = anyio.current_time()
-            gone.set()
-
-    with anyio.fail_after(60):
-        await app(scope, receive, send)
-    return out["status"], out["body"], anyio.current_time() - (out["left_at"] or anyio.current_time())
-
-
 def test_streams_end_when_the_client_disconnects(app):
     ops = _stream_operations(app)
     assert ops, "no text/event-stream operation in the schema"
     for path, query in ops:
-        status, body, after = anyio.run(_read_then_leave, app, path, query, 3)
+        status, body, after = read_then_leave(app, path, query, events=3, stop_within_s=5.0)
         assert status == 200, (path, body[:300])
         assert after < 5.0, f"{path} ran {after:.1f} s after the client left"
         assert b"event: done" not in body, f"{path} ran to the end although the client left"
