@@ -18,6 +18,8 @@ const els = {
   status: document.getElementById('stage-status'),
   form: document.getElementById('controls'),
 };
+// Enter in a text field must not submit the form (no inline handlers: the CSP forbids them).
+els.form?.addEventListener('submit', (e) => e.preventDefault());
 const hooks = { onRender, onParams: syncURL };
 let ctl = createController(page, els, hooks);
 let fitter = null;
