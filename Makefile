@@ -19,6 +19,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@test -x /usr/bin/chromium || { echo "Browser tests need Debian's Chromium: sudo apt-get install -y chromium"; exit 1; }
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

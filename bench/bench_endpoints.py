@@ -12,7 +12,6 @@ import statistics
 import time
 
 import httpx
-
 from _server import percentile, serve
 
 REPEATS = 40             # steady-state requests per endpoint (after the cold one)

@@ -54,9 +54,9 @@ def run() -> list[dict]:
     rows = []
     for enc in ("cl100k_base", "llama3"):
         n = len(tk.encode(text, enc))
-        rows += _rows(f"encode_{enc}", _times(lambda: tk.encode(text, enc)), len(text), n,
+        rows += _rows(f"encode_{enc}", _times(lambda enc=enc: tk.encode(text, enc)), len(text), n,
                       f"ids only; {len(text):,} chars of {source}")
-        rows += _rows(f"tokenize_{enc}", _times(lambda: tk.tokenize(text, enc)), len(text), n,
+        rows += _rows(f"tokenize_{enc}", _times(lambda enc=enc: tk.tokenize(text, enc)), len(text), n,
                       "ids + byte/char spans per token")
     client = TestClient(create_app())
     n = client.post("/api/tokens", json={"text": text}).json()["num_tokens"]

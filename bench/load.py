@@ -97,7 +97,7 @@ async def _worker(i: int, host: str, port: int, stop_at: float, budget: list[int
             ok = status == (304 if kind == "etag" else 200)
             if not ok:
                 stats.error(f"{status} {path}")
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, RuntimeError, ValueError) as e:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, RuntimeError, ValueError) as e:
             stats.error(f"{type(e).__name__} {path}")
             if writer is not None:
                 writer.close()

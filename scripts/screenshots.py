@@ -64,7 +64,7 @@ def main() -> None:
                     for name, (w, hgt) in SIZES.items():
                         page = browser.new_page(viewport={"width": w, "height": hgt}, color_scheme=theme)
                         errors: list[str] = []
-                        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
                         kind = "embed" if args.embed else "tour"
                         page.goto(f"http://127.0.0.1:{port}/{kind}/{slug}?{args.query}")
                         page.wait_for_timeout(args.wait_ms)

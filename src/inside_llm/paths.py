@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-@lru_cache(maxsize=None)
+@cache
 def site_dir() -> Path:
     """Folder holding scenes/, templates/ and static/ (wheel install first, then source tree)."""
     for root in (PACKAGE_DIR / "_site", PACKAGE_DIR.parents[1]):
@@ -27,7 +27,3 @@ def templates_dir() -> Path:
 
 def static_dir() -> Path:
     return site_dir() / "static"
-
-
-def data_dir() -> Path:
-    return PACKAGE_DIR / "data"

@@ -13,10 +13,9 @@ class Settings:
     frame_ancestors: str = "'self'"
     max_body_bytes: int = 1_000_000        # request bodies above this get 413
     cache_max_age_s: int = 3600            # responses are pure functions of the URL
-    max_text_chars: int = 100_000          # chapter 1 input cap
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         env = os.environ.get
         return cls(
             frame_ancestors=env("INSIDE_LLM_FRAME_ANCESTORS", cls.frame_ancestors),

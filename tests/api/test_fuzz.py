@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 
 import schemathesis
+from asgi_stream import read_then_leave
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi import checks as openapi_checks
 
-from asgi_stream import read_then_leave
 from inside_llm.app import create_app
 
 MAX_EXAMPLES = 20

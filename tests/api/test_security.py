@@ -11,9 +11,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from asgi_stream import read_then_leave
 from fastapi.testclient import TestClient
 
-from asgi_stream import read_then_leave
 from inside_llm.app import create_app
 from inside_llm.paths import static_dir
 

@@ -6,13 +6,12 @@ import functools
 import http.server
 import re
 import threading
-from pathlib import Path
 
 import pytest
+from stepping_scene import NUM_STEPS, live_chapters, use_stepping_scene
 
 from inside_llm.api.registry import chapter_module
 from inside_llm.paths import static_dir
-from stepping_scene import NUM_STEPS, live_chapters, use_stepping_scene
 
 pytestmark = pytest.mark.browser
 

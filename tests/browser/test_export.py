@@ -8,9 +8,9 @@ import struct
 import xml.etree.ElementTree as ET
 
 import pytest
+from stepping_scene import live_chapters
 
 from inside_llm.export import export_bundle
-from stepping_scene import live_chapters
 
 pytestmark = pytest.mark.browser
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

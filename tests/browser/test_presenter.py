@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from stepping_scene import NUM_STEPS, use_stepping_scene
 
 pytestmark = pytest.mark.browser

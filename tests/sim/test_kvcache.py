@@ -1,6 +1,6 @@
 """KV-cache paging: the block pool's bookkeeping, and the guide's waste claim reproduced by the sim."""
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from inside_llm.sim.kvpolicies import KVRun, reservation_slots
 from inside_llm.sim.workloads import make_trace
 
 
-@lru_cache(maxsize=None)
+@cache
 def sim(**kw):
     return simulate_kv(**kw)
 

@@ -3,8 +3,14 @@
 import pytest
 
 from inside_llm.sim import catalog
-from inside_llm.sim.models import (ModelSpec, expected_experts_touched, from_hf_config, kv_bytes_per_token,
-                                   param_counts, prefill_attention_keys)
+from inside_llm.sim.models import (
+    ModelSpec,
+    expected_experts_touched,
+    from_hf_config,
+    kv_bytes_per_token,
+    param_counts,
+    prefill_attention_keys,
+)
 
 LLAMA_31_70B_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "hidden_size": 8192, "intermediate_size": 28672,

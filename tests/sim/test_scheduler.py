@@ -1,6 +1,6 @@
 """Batching: static vs continuous on one trace, with the engine's invariants checked step by step."""
 
-from functools import lru_cache
+from functools import cache
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,7 +12,7 @@ from inside_llm.sim.stepcost import SimpleStepCost
 from inside_llm.sim.workloads import make_trace
 
 
-@lru_cache(maxsize=None)
+@cache
 def batching(**kw):
     return simulate_batching(**kw)
 
@@ -21,7 +21,7 @@ def by_name(result):
     return {p["name"]: p for p in result["policies"]}
 
 
-@lru_cache(maxsize=None)
+@cache
 def engine(policy, num_blocks=2048, seats=4, num_requests=40, rate=3.0, budget=2048, fast_forward=True,
            workload="alpaca", seed=0):
     trace = make_trace(workload, num_requests, seed, rate)

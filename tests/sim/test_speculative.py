@@ -5,7 +5,6 @@ import pytest
 
 from inside_llm.sim import speculative as sp
 
-
 # ---- toy models: trigram logit tables with a cache that supports truncate ---------------------------
 
 class ListCache:

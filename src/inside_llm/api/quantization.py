@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..sim import catalog, demo_quality, serving
 from ..sim import quantization as qz
 from ..sim.costmodel import GB, EngineConfig, memory_per_gpu
-from ..sim.derivation import derive, math_dict
+from ..sim.derivation import derive
 from ..sim.transformer import load_model
 
 router = APIRouter(tags=["8 · quantization"])

@@ -8,7 +8,7 @@ fact sentence quotes). A chapter whose module does not exist yet is served as "b
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache
 from types import ModuleType
 
 CHAPTER_SLUGS = ("tokens", "embeddings", "layer", "gpu", "roofline", "kv-cache", "batching",
@@ -19,7 +19,7 @@ def module_name(slug: str) -> str:
     return "inside_llm.api." + slug.replace("-", "_")
 
 
-@lru_cache(maxsize=None)
+@cache
 def chapter_module(slug: str) -> ModuleType | None:
     """The chapter's router module, or None while the chapter is being built."""
     try:
@@ -30,7 +30,7 @@ def chapter_module(slug: str) -> ModuleType | None:
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def chapter_facts(slug: str) -> dict[str, str]:
     """Formatted figures for the scene's fact sentence ({} when the chapter is not built)."""
     mod = chapter_module(slug)

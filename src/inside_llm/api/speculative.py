@@ -10,7 +10,6 @@ and max_tokens).
 from __future__ import annotations
 
 import json
-
 import threading
 from functools import lru_cache
 from typing import Annotated, Any, Literal

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+
 from .hardware import ACTIVATION_BYTES, GPU, kv_bytes_per_value, math_rate, weight_bytes_per_param
 from .models import ModelSpec, expected_experts_touched, param_counts
 
@@ -94,7 +95,7 @@ class EngineConfig:
         kv_bytes_per_value(self.kv_precision)
 
     @cached_property
-    def shard(self) -> "Shard":
+    def shard(self) -> Shard:
         return Shard.of(self)
 
 
@@ -117,7 +118,7 @@ class Shard:
     bf16_flops_per_s: float
 
     @classmethod
-    def of(cls, cfg: EngineConfig) -> "Shard":
+    def of(cls, cfg: EngineConfig) -> Shard:
         m, tp, pp = cfg.model, cfg.tp, cfg.pp
         pc = param_counts(m)
         wb = weight_bytes_per_param(cfg.precision)

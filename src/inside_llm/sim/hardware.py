@@ -10,9 +10,9 @@ Precisions are named by the storage format of the weights (`precision`) and of t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
 KV_PRECISIONS = ("bf16", "fp8", "int8", "int4")

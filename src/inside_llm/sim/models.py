@@ -14,8 +14,9 @@ Model: embedding V*d, final norm d, lm_head V*d unless tied.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 REQUIRED_HF_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                       "vocab_size")
@@ -134,11 +135,6 @@ def expected_experts_touched(m: ModelSpec, num_tokens: float) -> float:
         return 0.0
     e, k = m.num_local_experts, m.num_experts_per_tok
     return e * (1.0 - (1.0 - k / e) ** num_tokens)
-
-
-def attention_flops_per_key(m: ModelSpec) -> float:
-    """FLOPs one query token spends on one cached key, summed over layers: QK^T plus PV = 4 * q_dim * L."""
-    return 4.0 * m.q_dim * m.num_hidden_layers
 
 
 def prefill_attention_keys(prompt_lengths: list[int] | tuple[int, ...]) -> int:

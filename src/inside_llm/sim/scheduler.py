@@ -37,8 +37,18 @@ from collections import deque
 import numpy as np
 
 from inside_llm.sim.kvcache import BlockPool, KVCacheManager
-from inside_llm.sim.schedrecords import (POLICIES, frames, log_segment, metrics_math, request_records, run_metrics,
-                                         sample_steps, seat_spans, step_starts, validate_batching)
+from inside_llm.sim.schedrecords import (
+    POLICIES,
+    frames,
+    log_segment,
+    metrics_math,
+    request_records,
+    run_metrics,
+    sample_steps,
+    seat_spans,
+    step_starts,
+    validate_batching,
+)
 from inside_llm.sim.stepcost import SimpleStepCost, StepTimeFn, describe_step_time, seconds
 from inside_llm.sim.workloads import Trace, make_trace
 

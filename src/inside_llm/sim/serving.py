@@ -256,7 +256,7 @@ METRICS = {"tokens_per_s_total": "tokens_per_s_total", "ttft_ms": "ttft_ms", "tp
            "e2e_latency_ms": "e2e_latency_ms"}
 
 
-def reference_params(ref: "catalog.Reference") -> ServingParams:
+def reference_params(ref: catalog.Reference) -> ServingParams:
     """ServingParams reproducing a published measurement's conditions.
 
     When the engine chose the batch (ref.batch is None) we use the largest batch that fits in our
@@ -272,7 +272,7 @@ def reference_params(ref: "catalog.Reference") -> ServingParams:
     return ServingParams(**{**base.__dict__, "batch": max(1, min(fit, ref.max_batch or MAX_BATCH))})
 
 
-def predict(ref: "catalog.Reference") -> tuple[float, ServingEstimate]:
+def predict(ref: catalog.Reference) -> tuple[float, ServingEstimate]:
     """The model's value for a reference's metric, and the estimate it came from."""
     if ref.metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(METRICS)}; got {ref.metric!r}")

@@ -10,8 +10,9 @@ Routers pass inside_llm.sim.costmodel's calibrated model; tests use SimpleStepCo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any, Callable
+from typing import Any
 
 StepTimeFn = Callable[[int, int, int], Any]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import tiktoken
@@ -63,7 +63,7 @@ def _llama3() -> tiktoken.Encoding:
                              special_tokens=specials)
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_encoding(name: str) -> tiktoken.Encoding:
     """The named encoding; loaded once per process."""
     if name == "cl100k_base":
@@ -199,7 +199,7 @@ def chat_tokens(prompt: str, system: str | None = None) -> list[dict]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference_samples() -> tuple[dict, ...]:
     """Public-domain English passages (data/samples.toml) with their titles and sources."""
     import tomllib
@@ -208,7 +208,7 @@ def reference_samples() -> tuple[dict, ...]:
     return tuple(tomllib.loads(path.read_text(encoding="utf-8"))["sample"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference_ratio(encoding: str) -> dict:
     """Words per token measured on the reference passages: {words, tokens, words_per_token, samples}."""
     rows = []

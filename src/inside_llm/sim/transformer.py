@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -103,10 +103,6 @@ class KVCache:
         """Bytes of keys and values actually held (num_tokens of them), float32."""
         per_token = sum(a.shape[0] * a.shape[2] * a.itemsize for a in self.k + self.v)
         return self.num_tokens * per_token
-
-    def layer_kv(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
-        """Views k, v [Hkv, num_tokens, hd] of what layer `layer` has cached."""
-        return self.k[layer][:, :self.num_tokens], self.v[layer][:, :self.num_tokens]
 
     def reserve(self, num_tokens: int) -> None:
         """Grow the buffers (doubling) so they hold at least num_tokens positions."""
@@ -250,8 +246,8 @@ class DemoModel:
         k = apply_rope((h @ w.wk).reshape(N, c.n_kv_heads, c.head_dim).transpose(1, 0, 2), cos, sin)
         v = (h @ w.wv).reshape(N, c.n_kv_heads, c.head_dim).transpose(1, 0, 2)        # [Hkv, N, hd]
         o = np.empty((N, c.n_heads * c.head_dim), np.float32)                          # [N, H*hd]
-        for cache, rows in spans:
-            o[rows], att = self._attend_cached(i, cache, q[:, rows], k[:, rows], v[:, rows], pos[rows])
+        for seq_cache, rows in spans:
+            o[rows], att = self._attend_cached(i, seq_cache, q[:, rows], k[:, rows], v[:, rows], pos[rows])
         attn_out = o @ w.wo                                                            # [N, dim]
         mid = x + attn_out
         h2 = rms_norm(mid, w.mlp_norm, c.norm_eps)
@@ -288,7 +284,7 @@ class DemoModel:
                 logits = self.forward([token], cache).logits[-1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_model(name: str = "main") -> DemoModel:
     """The shipped model `name` ("main" or "draft"), loaded once per process."""
     if name not in MODEL_NAMES:
@@ -296,7 +292,7 @@ def load_model(name: str = "main") -> DemoModel:
     return DemoModel.from_npz(DEMO_DIR / f"{name}.npz", name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def model_card() -> dict:
     """The numbers of demo/model_card.json (sizes, training, validation loss), as written by training."""
     return json.loads((DEMO_DIR / "model_card.json").read_text())
