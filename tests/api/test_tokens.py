@@ -64,3 +64,14 @@ def test_etag_and_conditional_get(client):
     assert again.status_code == 304 and again.content == b""
     other = client.get("/api/tokens", params={"text": "cache you"})
     assert other.headers["etag"] != etag
+
+
+def test_characters_per_token_and_the_rule_of_thumb_verdict(client):
+    text = "🦙🚀 日本語のテキストも分割されます。"
+    d = client.get("/api/tokens", params={"text": text}).json()
+    assert d["chars_per_token"] == round(len(text) / d["num_tokens"], 3)
+    assert d["profile"]["kind"] == "other script" and d["profile"]["rule_applies"] is False
+    d = client.get("/api/tokens", params={"text": "It is a truth universally acknowledged."}).json()
+    assert d["profile"]["rule_applies"] is True
+    corpus = d["reference"]["corpus"]
+    assert corpus["words"] > 10_000 and corpus["words_per_token"] == round(corpus["words"] / corpus["tokens"], 3)

@@ -83,3 +83,27 @@ def test_chat_view_shows_split_characters_as_bytes():
     partial = [t for t in toks if t["text"] is None]
     assert partial and all(t["bytes"] for t in partial)
     assert not any(t["text"] and "\ufffd" in t["text"] for t in toks)
+
+
+def test_words_per_token_is_also_measured_on_the_shipped_shakespeare():
+    from inside_llm.sim.demo_quality import heldout_text
+
+    text = heldout_text()
+    c = tk.corpus_ratio("cl100k_base")
+    assert c["chars"] == len(text) > 100_000 and c["words"] == tk.count_words(text)
+    assert c["tokens"] == len(tk.encode(text, "cl100k_base"))
+    assert "GREMIO" in text  # the decoded held-out split is the play text, not ids
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("It is a truth universally acknowledged, that a single man must be in want of a wife.", "A–Z letters"),
+    ("Der schnelle braune Fuchs springt über den faulen Hund.", "A–Z letters"),
+    ("日本語のテキストも分割されます。", "other script"),
+    ("Привет, как дела?", "other script"),
+    ("🦙🚀🎉 wow", "emoji"),
+    ("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)", "code"),
+    ("   ", "empty"),
+])
+def test_text_profile_says_when_the_three_quarter_rule_applies(text, kind):
+    p = tk.text_profile(text)
+    assert p["kind"] == kind and p["rule_applies"] == (kind == "A–Z letters")

@@ -60,7 +60,11 @@ class TokensResponse(BaseModel):
     num_bytes: int
     tokens_per_word: float | None
     words_per_token: float | None
-    reference: dict = Field(description="Words per token measured on public-domain English passages.")
+    chars_per_token: float | None = Field(description="num_chars / num_tokens: meaningful in every script.")
+    profile: dict = Field(description="What the text is made of (shares of non-space characters) and whether "
+                          "the 3/4-word rule of thumb applies to it (sim.tokenizer.text_profile).")
+    reference: dict = Field(description="Words and characters per token measured on public-domain English "
+                            "passages, and (corpus) on the held-out Shakespeare that ships with the package.")
     chat: ChatView
     math: dict
 
@@ -78,7 +82,8 @@ def tokenize_text(p: TokensParams) -> TokensResponse:
         encoding=p.encoding, tokens=[t.to_dict() for t in toks], num_tokens=n, num_words=words,
         num_chars=len(p.text), num_bytes=len(p.text.encode("utf-8")),
         tokens_per_word=round(n / words, 3) if words else None,
-        words_per_token=round(words / n, 3) if n else None, reference=ref,
+        words_per_token=round(words / n, 3) if n else None,
+        chars_per_token=round(len(p.text) / n, 3) if n else None, profile=tk.text_profile(p.text), reference=ref,
         chat=ChatView(tokens=chat, num_tokens=len(chat),
                       num_template_tokens=sum(t["kind"] == "template" for t in chat)),
         math=math_dict(words_per_token=wpt))
@@ -98,5 +103,7 @@ def post_tokens(p: TokensParams) -> TokensResponse:
 
 def facts() -> dict[str, str]:
     ref = tk.reference_ratio("cl100k_base")
+    corpus = ref["corpus"]
     return {"words_per_token": f"{ref['words_per_token']:.2f}", "num_samples": str(len(ref["samples"])),
-            "num_words": f"{ref['words']:,}"}
+            "num_words": f"{ref['words']:,}", "corpus_words": f"{corpus['words']:,}",
+            "corpus_words_per_token": f"{corpus['words_per_token']:.2f}"}

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .demo_vocab import DemoVocab
 from .quantization import SCALE_BITS, bits_per_weight, int_quantize, quantize_dequantize
 from .transformer import DEMO_DIR, DemoModel, load_model
 
@@ -59,6 +60,14 @@ LOW_BITS = {"int3": 3, "int2": 2}
 def heldout_ids() -> np.ndarray:
     """The held-out split as model ids [N] (int64), from the file shipped in the package."""
     return np.load(HELDOUT_FILE).astype(np.int64)
+
+
+@lru_cache(maxsize=1)
+def heldout_text() -> str:
+    """The held-out split as text: its ids through the vocabulary stored beside the weights (weights not loaded)."""
+    with np.load(DEMO_DIR / "main.npz") as z:
+        vocab = DemoVocab(z["vocab_cl100k"])
+    return vocab.decode(heldout_ids().tolist())
 
 
 def encode_heldout(text: str, model: DemoModel) -> np.ndarray:

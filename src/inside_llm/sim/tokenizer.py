@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -217,5 +218,65 @@ def reference_ratio(encoding: str) -> dict:
         rows.append({"title": s["title"], "source": s["source"], "words": words, "tokens": tokens,
                      "words_per_token": round(words / tokens, 3)})
     words, tokens = sum(r["words"] for r in rows), sum(r["tokens"] for r in rows)
-    return {"encoding": encoding, "words": words, "tokens": tokens,
-            "words_per_token": round(words / tokens, 3), "samples": rows}
+    chars = sum(len(s["text"]) for s in reference_samples())
+    return {"encoding": encoding, "words": words, "tokens": tokens, "chars": chars,
+            "words_per_token": round(words / tokens, 3), "chars_per_token": round(chars / tokens, 3),
+            "samples": rows, "corpus": corpus_ratio(encoding)}
+
+
+@lru_cache(maxsize=None)
+def corpus_ratio(encoding: str) -> dict:
+    """Words and characters per token on a larger text that ships with the package: the demo model's
+    held-out Tiny Shakespeare (demo/heldout_ids.npy, decoded), about 20,000 words of verse and dialogue."""
+    from .demo_quality import heldout_text  # local: demo_quality -> transformer -> demo_vocab -> tokenizer
+
+    text = heldout_text()
+    words, tokens = count_words(text), len(encode(text, encoding))
+    return {"title": "Shakespeare, held out from the demo model's training text",
+            "source": "Tiny Shakespeare (public domain), last 10% by characters; shipped as demo/heldout_ids.npy",
+            "words": words, "tokens": tokens, "chars": len(text),
+            "words_per_token": round(words / tokens, 3), "chars_per_token": round(len(text) / tokens, 3)}
+
+
+# When "a token is about 3/4 of an English word" stops describing a text, decided from its characters.
+FOREIGN_LETTERS = 0.2   # share of letters outside A-Z/a-z above which the text is not English
+EMOJI_SHARE = 0.1       # share of non-space characters that are emoji or other symbols
+CODE_SHARE = 0.12       # share of non-space characters that are code punctuation
+CODE_CHARS = frozenset("{}[]()<>=;_#/\\*+|&^%$@`~")
+
+
+def _is_symbol(ch: str) -> bool:
+    """Emoji and pictographs (So), modifiers, and the joiners/selectors that glue emoji together."""
+    if ch.isascii():
+        return False
+    return unicodedata.category(ch) in ("So", "Sk", "Cs") or ch in "\u200d\ufe0f" or 0x1F3FB <= ord(ch) <= 0x1F3FF
+
+
+def text_profile(text: str) -> dict:
+    """What the text is made of, and whether the 3/4-word rule of thumb applies to it.
+
+    Shares are of non-whitespace characters (letters: of letters). The rule is measured on English
+    prose, so it does not apply when many letters are not A-Z (other scripts, where words may not even
+    be separated by spaces), when emoji are common, or when the text is mostly code punctuation.
+    """
+    chars = [c for c in text if not c.isspace()]
+    n = len(chars) or 1
+    letters = [c for c in chars if c.isalpha()]
+    ascii_letters = sum(c.isascii() for c in letters)
+    foreign = (len(letters) - ascii_letters) / (len(letters) or 1)
+    symbols = sum(_is_symbol(c) for c in chars) / n
+    code = sum(c in CODE_CHARS for c in chars) / n
+    if not chars:
+        kind, applies = "empty", False
+    elif foreign > FOREIGN_LETTERS:
+        kind, applies = "other script", False
+    elif symbols > EMOJI_SHARE:
+        kind, applies = "emoji", False
+    elif code > CODE_SHARE:
+        kind, applies = "code", False
+    else:
+        kind, applies = "A–Z letters", True
+    return {"kind": kind, "rule_applies": applies, "non_ascii_letter_share": round(foreign, 3),
+            "symbol_share": round(symbols, 3), "code_share": round(code, 3),
+            "thresholds": {"non_ascii_letter_share": FOREIGN_LETTERS, "symbol_share": EMOJI_SHARE,
+                           "code_share": CODE_SHARE}}
