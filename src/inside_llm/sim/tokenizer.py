@@ -224,7 +224,7 @@ def reference_ratio(encoding: str) -> dict:
             "samples": rows, "corpus": corpus_ratio(encoding)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def corpus_ratio(encoding: str) -> dict:
     """Words and characters per token on a larger text that ships with the package: the demo model's
     held-out Tiny Shakespeare (demo/heldout_ids.npy, decoded), about 20,000 words of verse and dialogue."""
