@@ -143,23 +143,27 @@ def test_perplexity_helpers():
 
 # ---- the tile ----------------------------------------------------------------------------------------
 
-def test_weight_tile_shapes_and_bits():
-    t = q.weight_tile(seed=0)
-    assert t == q.weight_tile(seed=0)                      # deterministic
-    assert [r["precision"] for r in t["precisions"]] == list(q.PRECISIONS)
-    width = {"bf16": (8, 7), "fp16": (5, 10), "fp8": (4, 3)}
-    for r in t["precisions"]:
-        assert np.array(r["values"]).shape == (8, 8) and r["samples"]
-        for s in r["samples"]:
-            f = s["fields"]
-            if r["precision"] in width:
-                assert (len(f["exponent"]), len(f["mantissa"])) == width[r["precision"]]
-            else:
-                assert len(f["code"]) == q.INT_BITS[r["precision"]]
-    first = t["precisions"][2]["samples"][0]                # largest weight -> E4M3 max 448
-    assert first["fields"] == {"sign": first["fields"]["sign"], "exponent": "1111", "mantissa": "110"}
-    bits = [r["bits_per_weight"] for r in t["precisions"]]
-    assert bits[0] == 16 and bits[-1] < bits[-2] < bits[0]
+def test_weight_tile_bits_decode_to_the_values():
+    w = (np.random.default_rng(0).standard_t(4, size=(256, 12)) * 0.02).astype(np.float32)
+    t = q.weight_tile(w, tile=8, group_size=128)
+    assert t["shape"] == [8, 8] and t["matrix_shape"] == [256, 12]
+    assert [r["precision"] for r in t["precisions"]] == list(q.TILE_FORMATS)
+    by = {r["precision"]: r for r in t["precisions"]}
+    for p, r in by.items():
+        assert np.array(r["values"]).shape == (8, 8)
+        assert all(len(b) == r["code_bits"] for row in r["bits"] for b in row)
+    assert by["fp16"]["code_bits"] == 16 and by["fp8"]["code_bits"] == 8 and by["int4"]["code_bits"] == 4
+    # fp16 bits are the half-precision pattern of the value
+    v = np.array([[int(b, 2) for b in row] for row in by["fp16"]["bits"]], np.uint16).view(np.float16)
+    assert np.array_equal(v.astype(np.float32), np.array(by["fp16"]["values"], np.float32))
+    # int4: two's-complement code x the column's first-group scale is the value
+    codes = np.array([[int(b, 2) - 16 * (b[0] == "1") for b in row] for row in by["int4"]["bits"]])
+    assert np.allclose(codes * np.array(by["int4"]["scales"]), by["int4"]["values"], atol=1e-7)
+    # fp8: the column's largest weight lands on E4M3's max (1111 110 = 448)
+    col = int(np.argmax(np.abs(w[:8, 0]))) if np.abs(w[:8, 0]).max() == np.abs(w[:, 0]).max() else None
+    if col is not None:
+        assert by["fp8"]["bits"][col][0][1:] == "1111110"
+    assert by["int4"]["bits_per_weight"] == 4.125 and by["int4"]["error"]["relative_rms"] > by["int8"]["error"]["relative_rms"]
 
 
 # ---- published perplexities -----------------------------------------------------------------------

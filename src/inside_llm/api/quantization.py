@@ -12,7 +12,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -117,55 +116,14 @@ def _row(model: str, gpu: str, precision: str, batch: int) -> dict[str, Any]:
             "tokens_per_s_per_user_8_gpus": eight.tokens_per_s_per_user if eight else None}
 
 
-# ---- the weight tile: real weights, every bit -------------------------------------------------
-
-FIELDS = {"fp16": [("sign", 1), ("exponent", 5), ("mantissa", 10)], "bf16": [("sign", 1), ("exponent", 8), ("mantissa", 7)],
-          "fp8": [("sign", 1), ("exponent", 4), ("mantissa", 3)], "int8": [("code", 8)], "int4": [("code", 4)]}
-
-
-def _bits(precision: str, w: np.ndarray) -> list[list[str]]:
-    """Stored bit pattern of each weight of w [in, out], quantized along the input axis (groups of 128)."""
-    if precision == "fp16":
-        return [[format(int(x), "016b") for x in row] for row in w.astype(np.float16).view(np.uint16)]
-    if precision == "bf16":
-        return [[format(int(x), "016b") for x in row] for row in qz.round_bf16(w).view(np.uint32) >> 16]
-    if precision == "fp8":
-        codes = qz.round_e4m3(w / qz.fp8_scale(w, axis=0))
-        return [["".join((str(s), format(e, "04b"), format(m, "03b"))) for s, e, m in map(qz.e4m3_fields, row)]
-                for row in codes]
-    bits = qz.INT_BITS[precision]
-    codes, _, _ = qz.int_quantize(w, bits, demo_quality.GROUP_SIZE, axis=0)
-    return [[format(int(c) & (2 ** bits - 1), f"0{bits}b") for c in row] for row in codes]
-
-
-def _scales(precision: str, w: np.ndarray) -> list[float] | None:
-    """The scale each column of w [in, out] uses for its first rows (fp8: per column; int: per group)."""
-    if precision == "fp8":
-        return [float(s) for s in qz.fp8_scale(w, axis=0)[0]]
-    if precision in qz.INT_BITS:
-        _, scale, _ = qz.int_quantize(w, qz.INT_BITS[precision], demo_quality.GROUP_SIZE, axis=0)
-        return [float(s) for s in scale[:, 0, 0]]                # scale [out, groups, 1]
-    return None
-
+# ---- the weight tile: real weights, every bit (sim.quantization.weight_tile) ---------------------
 
 @lru_cache(maxsize=1)
 def weight_tile() -> dict[str, Any]:
-    """Top-left TILE x TILE of the demo model's layer-1 query matrix in each format (bits, values, error).
-
-    Columns are quantized whole (all input rows), so scales and groups are those of the real model.
-    """
-    full = load_model(DEMO_MODEL).layers[0].wq                       # [dim_in, q_out] float32 of float16
-    cols = full[:, :TILE]                                        # [dim_in, TILE]: whole columns
-    rows = []
-    for p in ("fp16", *PRECISIONS):
-        wq = qz.quantize_dequantize(cols, p, demo_quality.GROUP_SIZE, axis=0)
-        rows.append({"precision": p, "code_bits": sum(n for _, n in FIELDS[p]), "fields": FIELDS[p],
-                     "bits_per_weight": qz.bits_per_weight(p, demo_quality.GROUP_SIZE, row_length=full.shape[0]),
-                     "values": wq[:TILE].tolist(), "bits": _bits(p, cols)[:TILE], "scales": _scales(p, cols),
-                     "error": qz.weight_error(full, qz.quantize_dequantize(full, p, demo_quality.GROUP_SIZE, axis=0))})
+    """Top-left TILE x TILE of the demo model's layer-1 query matrix in each format."""
+    full = load_model(DEMO_MODEL).layers[0].wq                   # [dim_in, q_out] float32 of float16
     return {"source": "demo model 'main', layer 1, query projection wq [in, out]: input rows 1-8 x output columns 1-8",
-            "shape": [TILE, TILE], "matrix_shape": list(full.shape), "group_size": demo_quality.GROUP_SIZE,
-            "original": cols[:TILE].tolist(), "precisions": rows}
+            **qz.weight_tile(full, TILE, demo_quality.GROUP_SIZE)}
 
 
 # ---- perplexities: published (with sources) and the demo model's own -----------------------------

@@ -36,14 +36,14 @@ from typing import Any
 import numpy as np
 
 from .demo_vocab import DemoVocab
-from .quantization import SCALE_BITS, bits_per_weight, int_quantize, quantize_dequantize
+from .quantization import bits_per_weight, quantize_dequantize
 from .transformer import DEMO_DIR, DemoModel, load_model
 
 HELDOUT_FILE = DEMO_DIR / "heldout_ids.npy"
 QUALITY_FILE = DEMO_DIR / "quality.json"
 VAL_FRACTION = 0.1   # the trainer's split: last 10% of characters
 GROUP_SIZE = 128
-# name -> (format, group size, description); format "intN" with N < 4 uses int_quantize directly
+# name -> (format, group size, description)
 VARIANTS: dict[str, tuple[str | None, int, str]] = {
     "fp16": (None, 0, "float16 as shipped (the baseline)"),
     "bf16": ("bf16", 0, "bfloat16: round to nearest even, 7 mantissa bits"),
@@ -54,7 +54,6 @@ VARIANTS: dict[str, tuple[str | None, int, str]] = {
     "int3": ("int3", GROUP_SIZE, "INT3 round-to-nearest, symmetric, fp16 scale per 128 weights (contrast)"),
     "int2": ("int2", GROUP_SIZE, "INT2 round-to-nearest, symmetric, fp16 scale per 128 weights (contrast)"),
 }
-LOW_BITS = {"int3": 3, "int2": 2}
 
 
 def heldout_ids() -> np.ndarray:
@@ -85,16 +84,7 @@ def quantized_model(model: DemoModel, variant: str) -> DemoModel:
     precision, group, _ = VARIANTS[variant]
     if precision is None:
         return model
-    if precision in LOW_BITS:
-        return model.map_weights(lambda _f, w: int_dequantize(w, LOW_BITS[precision], group), f"{model.name}-{variant}")
     return model.map_weights(lambda _f, w: quantize_dequantize(w, precision, group, axis=0), f"{model.name}-{variant}")
-
-
-def int_dequantize(w: np.ndarray, bits: int, group: int) -> np.ndarray:
-    """Symmetric round-to-nearest with any bit width, along the input axis of w [in, out], and back."""
-    codes, scale, zero = int_quantize(w, bits, group, axis=0)   # scale, zero: [out, groups, 1]
-    c = codes.T.astype(np.float32).reshape(scale.shape[0], scale.shape[1], -1)  # [out, groups, g]
-    return ((c - zero) * scale).reshape(w.shape[1], w.shape[0]).T.astype(np.float32)
 
 
 def window_nll(model: DemoModel, ids: np.ndarray, num_windows: int | None = None) -> np.ndarray:
@@ -108,8 +98,6 @@ def _bits(variant: str, model: DemoModel) -> float:
     """Stored bits per quantized weight, scales included, averaged over every layer matrix [in, out]."""
     precision, group, _ = VARIANTS[variant]
     shapes = [getattr(w, f).shape for w in model.layers for f in ("wq", "wk", "wv", "wo", "w1", "w2", "w3")]
-    if precision in LOW_BITS:
-        return LOW_BITS[precision] + SCALE_BITS / group
     bits = sum(i * o * bits_per_weight(precision or "fp16", group, row_length=i) for i, o in shapes)
     return bits / sum(i * o for i, o in shapes)
 

@@ -26,7 +26,7 @@ import numpy as np
 from inside_llm.sim.derivation import Derivation, derive
 
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
-INT_BITS = {"int8": 8, "int4": 4}
+INT_BITS = {"int8": 8, "int4": 4, "int3": 3, "int2": 2}   # int3/int2: for contrast only
 E4M3_MAX = 448.0          # (1 + 6/8) * 2^(15 - 7): exponent field 1111 with mantissa 111 is NaN
 E4M3_MIN_NORMAL_EXP = -6  # exponent field 0001 -> 2^(1 - 7)
 E4M3_MANTISSA_BITS = 3
@@ -40,8 +40,8 @@ FORMAT_SOURCES = (
 
 
 def _check(precision: str) -> None:
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision not in PRECISIONS and precision not in INT_BITS:
+        raise ValueError(f"precision must be one of {PRECISIONS + tuple(INT_BITS)}, got {precision!r}")
 
 
 def bits_per_weight(precision: str, group_size: int = 128, symmetric: bool = True,
@@ -258,48 +258,56 @@ def perplexity_math(nll_per_token: np.ndarray, label: str = "held-out text") -> 
                   [f"teacher-forced next-token loss on {label}"])
 
 
-# ---- the stage's tile and the published meter ----------------------------------------------------
+# ---- the stage's tile: real weights, every stored bit ---------------------------------------------
 
-def demo_tile(seed: int = 0, shape: tuple[int, int] = (8, 8)) -> np.ndarray:
-    """A small weight-like matrix: bell-shaped, std ~0.03, heavy tails (Student-t, 4 dof) for outliers."""
-    return (np.random.default_rng(seed).standard_t(4, size=shape) * 0.02).astype(np.float32)
+TILE_FORMATS = ("fp16", "bf16", "fp8", "int8", "int4")
+FIELDS = {"fp16": [("sign", 1), ("exponent", 5), ("mantissa", 10)], "bf16": [("sign", 1), ("exponent", 8), ("mantissa", 7)],
+          "fp8": [("sign", 1), ("exponent", 4), ("mantissa", 3)], "int8": [("code", 8)], "int4": [("code", 4)]}
 
 
-def _bit_string(precision: str, w: np.ndarray, wq: np.ndarray, idx: tuple, g: int) -> dict[str, str]:
-    if precision in ("bf16", "fp16"):
-        u = int(np.float32(wq[idx]).view(np.uint32)) >> 16 if precision == "bf16" \
-            else int(np.float16(wq[idx]).view(np.uint16))
-        ne, nm = (8, 7) if precision == "bf16" else (5, 10)
-        b = format(u, f"0{1 + ne + nm}b")
-        return {"sign": b[0], "exponent": b[1:1 + ne], "mantissa": b[1 + ne:]}
+def stored_bits(precision: str, w: np.ndarray, group_size: int = 128) -> list[list[str]]:
+    """Stored bit pattern of each weight of w [in, out], quantized along the input axis (axis 0)."""
+    if precision == "fp16":
+        return [[format(int(x), "016b") for x in row] for row in w.astype(np.float16).view(np.uint16)]
+    if precision == "bf16":
+        return [[format(int(x), "016b") for x in row] for row in round_bf16(w).view(np.uint32) >> 16]
     if precision == "fp8":
-        s, e, m = e4m3_fields(float(round_e4m3(w[idx] / fp8_scale(w)[idx[0], 0])))
-        return {"sign": str(s), "exponent": format(e, "04b"), "mantissa": format(m, "03b")}
+        codes = round_e4m3(w / fp8_scale(w, axis=0))
+        return [["".join((str(s), format(e, "04b"), format(m, "03b"))) for s, e, m in map(e4m3_fields, row)]
+                for row in codes]
     bits = INT_BITS[precision]
-    code = int(int_quantize(w, bits, g)[0][idx])
-    return {"code": format(code & (2 ** bits - 1), f"0{bits}b"), "code_value": str(code)}
+    codes, _, _ = int_quantize(w, bits, group_size, axis=0)
+    return [[format(int(c) & (2 ** bits - 1), f"0{bits}b") for c in row] for row in codes]
 
 
-def weight_tile(w: np.ndarray | None = None, seed: int = 0, shape: tuple[int, int] = (8, 8),
-                group_size: int | None = None, num_samples: int = 4) -> dict:
-    """What chapter 8's stage animates: one tile quantized to every precision.
+def first_scales(precision: str, w: np.ndarray, group_size: int = 128) -> list[float] | None:
+    """The scale each column of w [in, out] uses for its first rows (fp8: per column; int: per group)."""
+    if precision == "fp8":
+        return [float(s) for s in fp8_scale(w, axis=0)[0]]
+    if precision in INT_BITS:
+        _, scale, _ = int_quantize(w, INT_BITS[precision], group_size, axis=0)
+        return [float(s) for s in scale[:, 0, 0]]                # scale [out, groups, 1]
+    return None
 
-    Per precision: dequantized values, stored bits per weight, error vs the original, and the bit
-    fields of a few sample weights (the largest-magnitude weight first, since it sets the scale).
-    group_size defaults to the tile's row length (one int group per row). Rows are output channels.
+
+def weight_tile(matrix: np.ndarray, tile: int = 8, group_size: int = 128) -> dict:
+    """Top-left tile x tile of `matrix` [in, out] in each format: stored bits, values, scales, error.
+
+    Whole columns are quantized (all input rows), so the scales and groups are those the full matrix
+    gets; `error` is over the whole matrix.
     """
-    w = demo_tile(seed, shape) if w is None else np.asarray(w, np.float32)
-    g = group_size or w.shape[-1]
-    flat = [int(np.argmax(np.abs(w)))] + list(np.linspace(0, w.size - 1, num_samples - 1).astype(int))
-    picks = [tuple(int(i) for i in np.unravel_index(f, w.shape)) for f in dict.fromkeys(flat)]
+    full = np.asarray(matrix, np.float32)
+    cols = full[:, :tile]                                        # [in, tile]: whole columns
     rows = []
-    for p in PRECISIONS:
-        wq = quantize_dequantize(w, p, g)
-        samples = [{"index": list(ix), "weight": float(w[ix]), "quantized": float(wq[ix]),
-                    "fields": _bit_string(p, w, wq, ix, g)} for ix in picks]
-        rows.append({"precision": p, "bits_per_weight": bits_per_weight(p, g, row_length=w.shape[-1]),
-                     "values": wq.tolist(), "error": weight_error(w, wq), "samples": samples})
-    return {"shape": list(w.shape), "group_size": g, "original": w.tolist(), "precisions": rows}
+    for p in TILE_FORMATS:
+        wq = quantize_dequantize(cols, p, group_size, axis=0)
+        rows.append({"precision": p, "code_bits": sum(n for _, n in FIELDS[p]), "fields": FIELDS[p],
+                     "bits_per_weight": bits_per_weight(p, group_size, row_length=full.shape[0]),
+                     "values": wq[:tile].tolist(), "bits": stored_bits(p, cols, group_size)[:tile],
+                     "scales": first_scales(p, cols, group_size),
+                     "error": weight_error(full, quantize_dequantize(full, p, group_size, axis=0))})
+    return {"shape": [tile, tile], "matrix_shape": list(full.shape), "group_size": group_size,
+            "original": cols[:tile].tolist(), "precisions": rows}
 
 
 @lru_cache(maxsize=1)
