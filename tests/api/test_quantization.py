@@ -73,6 +73,42 @@ def test_needles_follow_the_precision(client):
     assert _get(client, precision="bf16")["needles"]["published"]["relative_change"] == 0
 
 
+def test_reads_faster_at_equal_gpu_count(client):
+    d = _get(client, precision="int4")
+    rows = {r["precision"]: r for r in d["rows"]}
+    same = d["same_gpus"]
+    assert same == max(r["gpus_needed"] for r in d["rows"]) == rows["bf16"]["gpus_needed"] == 4
+    for p, r in rows.items():                  # every format on the same 4 GPUs, as the cost model says
+        est = serving.estimate(serving.ServingParams(gpus=same, tp=same, precision=p, batch=16))
+        assert r["tokens_per_s_per_user_same_gpus"] == pytest.approx(est.tokens_per_s_per_user)
+        assert r["speedup_same_gpus"] == pytest.approx(est.tokens_per_s_per_user / rows["bf16"]["tokens_per_s_per_user_same_gpus"])
+    # fewer bytes per step: faster on equal GPUs, while on its fewest GPUs INT4 is not faster than BF16
+    assert rows["int4"]["speedup_same_gpus"] > rows["fp8"]["speedup_same_gpus"] > 1.3
+    assert rows["int4"]["tokens_per_s_per_user"] < rows["bf16"]["tokens_per_s_per_user"]
+    assert d["speedup_same_gpus"] == rows["int4"]["speedup_same_gpus"]
+    assert d["math"]["tokens_per_s_per_user_same_gpus"]["value"] == pytest.approx(d["tokens_per_s_per_user_same_gpus"])
+
+
+@pytest.mark.parametrize("precision,baseline,differs", [("bf16", 3.53, False), ("fp8", 3.53, False),
+                                                         ("int8", 6.17, True), ("int4", 3.53, False)])
+def test_each_needle_says_whose_baseline_it_uses(client, precision, baseline, differs):
+    n = _get(client, precision=precision)["needles"]["published"]
+    assert n["baseline"] == baseline and n["reference_baseline"] == 3.53
+    note = n["baseline_note"]
+    assert note.startswith(f"Baseline {baseline:.2f}:")
+    assert ("Not the 3.53" in note) == differs
+    if differs:
+        assert "SmoothQuant" in note and "own FP16" in note
+    if precision == "fp8":
+        assert "SmoothQuant" in note and "estimate" not in note.lower() or n["estimate"]
+
+
+def test_no_developer_notes_leak_into_the_response(client):
+    for precision in ("bf16", "fp8", "int8", "int4"):
+        body = client.get("/api/quantization", params={"precision": precision}).text
+        assert "quantization.toml" not in body and "see comment" not in body
+
+
 def test_demo_perplexities_are_the_measurement(client):
     d = _get(client)
     q = {v["variant"]: v["perplexity"] for v in demo_quality.quality("main")["variants"]}

@@ -51,6 +51,40 @@ def test_precision_control_changes_bits_size_and_needles(page, base_url):
     assert page.console_errors == []
 
 
+def test_speed_is_compared_on_the_same_gpus(page, base_url):
+    page.goto(base_url + "/tour/quantization")
+    page.wait_for_selector(".q-same .q-speed")
+    d = page.evaluate("() => fetch('/api/quantization').then((r) => r.json())")
+    assert f"same {d['same_gpus']} GPUs" in page.locator(".q-same h4").inner_text()
+    bars = page.evaluate("""() => [...document.querySelectorAll('.q-speed')].map((el) => ({
+        p: el.dataset.precision, w: el.querySelector('.q-speed-bar').getBoundingClientRect().width,
+        t: el.querySelector('.q-speed-track').getBoundingClientRect().width, text: el.innerText}))""")
+    assert [b["p"] for b in bars] == ["bf16", "fp8", "int8", "int4"]
+    rows = {r["precision"]: r for r in d["rows"]}
+    top = max(r["tokens_per_s_per_user_same_gpus"] for r in d["rows"])
+    for b in bars:                             # bar lengths are the tokens/s on the same GPUs, to scale
+        assert b["w"] == pytest.approx(b["t"] * rows[b["p"]]["tokens_per_s_per_user_same_gpus"] / top, abs=1.5)
+        assert f"{rows[b['p']]['speedup_same_gpus']:.1f}×" in b["text"]
+    assert bars[3]["w"] > 1.9 * bars[0]["w"]   # INT4 reads twice as fast as BF16 on equal GPUs
+    assert "as BF16" in page.locator(".q-scene .readouts").text_content()
+    assert page.console_errors == []
+
+
+def test_int8_says_its_baseline_is_smoothquants(page, base_url):
+    page.goto(base_url + "/tour/quantization?precision=int8")
+    page.wait_for_selector(".q-baseline")
+    base = page.locator(".q-card.pub .q-baseline")
+    text = base.inner_text()
+    assert text.startswith("Baseline 6.17") and "Not the 3.53" in text and "SmoothQuant" in text
+    assert "differs" in base.get_attribute("class")
+    assert page.locator(".q-card.pub .q-big").inner_text().startswith("6.17 → 6.20")
+    page.select_option("#ctl-precision", "int4")
+    page.wait_for_function("() => document.querySelector('.q-card.pub .q-baseline')?.textContent.startsWith('Baseline 3.53')")
+    assert "differs" not in page.locator(".q-card.pub .q-baseline").get_attribute("class")
+    assert "quantization.toml" not in page.locator(".q-scene").inner_text()
+    assert page.console_errors == []
+
+
 def test_hovering_a_weight_explains_its_bits(page, base_url):
     page.goto(base_url + "/tour/quantization?precision=int8")
     page.wait_for_selector(".q-tile-svg .hit")

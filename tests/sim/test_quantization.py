@@ -149,7 +149,7 @@ def test_weight_tile_bits_decode_to_the_values():
     assert t["shape"] == [8, 8] and t["matrix_shape"] == [256, 12]
     assert [r["precision"] for r in t["precisions"]] == list(q.TILE_FORMATS)
     by = {r["precision"]: r for r in t["precisions"]}
-    for p, r in by.items():
+    for r in by.values():
         assert np.array(r["values"]).shape == (8, 8)
         assert all(len(b) == r["code_bits"] for row in r["bits"] for b in row)
     assert by["fp16"]["code_bits"] == 16 and by["fp8"]["code_bits"] == 8 and by["int4"]["code_bits"] == 4

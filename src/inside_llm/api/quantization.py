@@ -59,6 +59,10 @@ class QuantizationResponse(BaseModel):
     bits_per_weight: float
     size_ratio: float = Field(description="weights_gb / the 16-bit model's weights_gb.")
     gpus_needed: int | None = Field(description="Fewest GPUs (tensor parallel) that hold it; null if over 64.")
+    same_gpus: int | None = Field(description="GPU count every format is also compared on: the count the largest "
+                                  "format needs (null if that is over 64).")
+    tokens_per_s_per_user_same_gpus: float | None = Field(description="Tokens/s per chat at this precision on same_gpus.")
+    speedup_same_gpus: float | None = Field(description="tokens_per_s_per_user_same_gpus / BF16's on the same GPUs.")
     gpu_capacity_gb: float
     tokens_per_s_per_user: float | None
     ttft_ms: float | None
@@ -103,17 +107,36 @@ def _serving(model: str, gpu: str, precision: str, batch: int, n: int | None) ->
                                                   output_tokens=OUTPUT_TOKENS))
 
 
-def _row(model: str, gpu: str, precision: str, batch: int) -> dict[str, Any]:
+def _fits(model: str, gpu: str, precision: str, batch: int, n: int) -> bool:
+    return _valid_tp(model, gpu, precision, n) and \
+        memory_per_gpu(_cfg(model, gpu, precision, n), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits
+
+
+def _row(model: str, gpu: str, precision: str, batch: int, same_gpus: int | None = None) -> dict[str, Any]:
+    """One format on its fewest GPUs, and (same_gpus) on a count every format fits on."""
     cfg = _cfg(model, gpu, precision)
     n = gpus_needed(model, gpu, precision, batch)
     est = _serving(model, gpu, precision, batch, n)
-    eight = _serving(model, gpu, precision, batch, 8) if _valid_tp(model, gpu, precision, 8) and \
-        memory_per_gpu(_cfg(model, gpu, precision, 8), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits else None
+    same = _serving(model, gpu, precision, batch, same_gpus) \
+        if same_gpus and _fits(model, gpu, precision, batch, same_gpus) else None
     return {"precision": precision, "bits_per_weight": cfg.shard.wbytes * 8, "weights_gb": cfg.shard.weight_bytes / GB,
             "gpus_needed": n, "tokens_per_s_per_user": est.tokens_per_s_per_user if est else None,
+            "tokens_per_s_per_gpu": est.tokens_per_s_per_user * batch / n if est and n else None,
             "ttft_ms": est.ttft_ms if est else None,
             "cost_per_million_tokens_usd": est.cost_per_million_tokens_usd if est else None,
-            "tokens_per_s_per_user_8_gpus": eight.tokens_per_s_per_user if eight else None}
+            "tokens_per_s_per_user_same_gpus": same.tokens_per_s_per_user if same else None}
+
+
+def rows_for(model: str, gpu: str, batch: int) -> tuple[list[dict[str, Any]], int | None]:
+    """Every format's row, and the GPU count they are compared on: the count the largest format needs."""
+    needs = [gpus_needed(model, gpu, p, batch) for p in PRECISIONS]
+    same = None if None in needs else max(needs)
+    rows = [_row(model, gpu, p, batch, same) for p in PRECISIONS]
+    base = rows[0]["tokens_per_s_per_user_same_gpus"]
+    for r in rows:
+        v = r["tokens_per_s_per_user_same_gpus"]
+        r["speedup_same_gpus"] = v / base if v and base else None
+    return rows, same
 
 
 # ---- the weight tile: real weights, every bit (sim.quantization.weight_tile) ---------------------
@@ -129,14 +152,37 @@ def weight_tile() -> dict[str, Any]:
 # ---- perplexities: published (with sources) and the demo model's own -----------------------------
 
 def published() -> list[dict[str, Any]]:
-    """Every published row, each with its own table's 16-bit baseline and the relative change from it."""
+    """Every published row, each with its own table's 16-bit baseline (value and source) and the change from it."""
     rows = qz.published_perplexities()
-    base = {(r["source_key"], r["model"]): r["perplexity"] for r in rows if r["precision"] == "fp16"}
+    fp16 = {(r["source_key"], r["model"]): r for r in rows if r["precision"] == "fp16"}
     out = []
     for r in rows:
-        b = r.get("baseline") or base.get((r["source_key"], r["model"]))
-        out.append({**r, "baseline": b, "relative_change": r["perplexity"] / b - 1 if b else None})
+        b = fp16.get((r["source_key"], r["model"]))
+        value = r.get("baseline") or (b["perplexity"] if b else None)
+        origin = b or next((x for x in rows if x["model"] == r["model"] and x["precision"] == "fp16"
+                            and x["perplexity"] == value), None)
+        out.append({**r, "baseline": value, "relative_change": r["perplexity"] / value - 1 if value else None,
+                    "baseline_source": origin["source"] if origin else None,
+                    "baseline_context_tokens": origin["context_tokens"] if origin else None})
     return out
+
+
+def _baseline_note(pick: dict[str, Any], reference: float) -> str:
+    """Which 16-bit perplexity this row is measured against, and why (in words, numbers from the rows)."""
+    b = pick["baseline"]
+    paper = ",".join((pick["baseline_source"] or "").split(",")[:2])
+    where = f"FP16 in {paper}" if pick["estimate"] or pick["precision"] == "fp16" \
+        else f"the FP16 row of the same table ({paper})"
+    ctx = pick["baseline_context_tokens"]
+    note = f"Baseline {b:.2f}: {where}" + (f", scored in windows of {ctx:,} tokens." if ctx else ".")
+    if pick["precision"] == "fp16":
+        note += " The tables report FP16, which stores 16 bits like BF16."
+    if abs(b - reference) > 1e-9:
+        note += (f" Not the {reference:.2f} of GPTQ and AWQ: {pick.get('context_note') or 'another evaluation setting'}."
+                 " A paper's quantized result is compared only with its own FP16, so the change is what carries over.")
+    if pick.get("note"):
+        note += f" {pick['note']}"
+    return note
 
 
 def _published_needle(precision: str, rows: list[dict]) -> dict[str, Any]:
@@ -144,7 +190,9 @@ def _published_needle(precision: str, rows: list[dict]) -> dict[str, Any]:
     mine = [r for r in rows if r["model"] == PUBLISHED_MODEL]
     pick = next(r for r in mine if r["source_key"] == key and (r["precision"] == method or r["method"].startswith(method)))
     others = [r for r in mine if r["precision"] == pick["precision"] and r is not pick and r["precision"] != "fp16"]
-    return {**pick, "others": others}
+    reference = next(r["perplexity"] for r in mine if r["source_key"] == NEEDLE_ROW["bf16"][0] and r["precision"] == "fp16")
+    return {**pick, "others": others, "reference_baseline": reference,
+            "baseline_note": _baseline_note(pick, reference)}
 
 
 def demo_rows() -> tuple[list[dict], list[dict], dict]:
@@ -170,7 +218,7 @@ def demo_rows() -> tuple[list[dict], list[dict], dict]:
 
 @lru_cache(maxsize=256)
 def quantization(model: str, gpu: str, precision: str, batch: int) -> dict[str, Any]:
-    rows = [_row(model, gpu, p, batch) for p in PRECISIONS]
+    rows, same_gpus = rows_for(model, gpu, batch)
     me = next(r for r in rows if r["precision"] == precision)
     pub = published()
     demo, extra, info = demo_rows()
@@ -181,7 +229,9 @@ def quantization(model: str, gpu: str, precision: str, batch: int) -> dict[str, 
            "batch": batch, **{k: me[k] for k in ("weights_gb", "bits_per_weight", "gpus_needed", "tokens_per_s_per_user",
                                                  "ttft_ms", "cost_per_million_tokens_usd")},
            "size_ratio": me["weights_gb"] / rows[0]["weights_gb"], "gpu_capacity_gb": float(g.hbm_capacity_gb),
-           "rows": rows, "tile": weight_tile(), "published": pub, "published_model": PUBLISHED_MODEL,
+           "rows": rows, "same_gpus": same_gpus,
+           "tokens_per_s_per_user_same_gpus": me["tokens_per_s_per_user_same_gpus"],
+           "speedup_same_gpus": me["speedup_same_gpus"], "tile": weight_tile(), "published": pub, "published_model": PUBLISHED_MODEL,
            "demo": demo, "demo_extra": extra, "demo_info": info,
            "needles": {"published": _published_needle(precision, pub),
                        "demo": {**d, "baseline": base_demo}}}
@@ -210,6 +260,9 @@ def _math(model: str, gpu: str, precision: str, batch: int, o: dict) -> dict[str
     }
     if est is not None:
         out.update({k: est.math[k] for k in ("tokens_per_s_per_user", "cost_per_million_tokens_usd", "ttft_ms")})
+    same = o["same_gpus"] and _serving(model, gpu, precision, batch, o["same_gpus"])
+    if same:
+        out["tokens_per_s_per_user_same_gpus"] = same.math["tokens_per_s_per_user"]
     return {k: (v if isinstance(v, dict) else v.to_dict()) for k, v in out.items()}
 
 

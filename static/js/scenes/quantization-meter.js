@@ -98,9 +98,10 @@ function drawNeedleCards(panel, d) {
   const src = h('p', { class: 'q-line' });
   src.append('Source: ');
   h('a', { href: p.url, text: p.source, rel: 'noopener', target: '_blank' }, src);
+  const base = h('p', { class: `q-line q-baseline${Math.abs(p.baseline - p.reference_baseline) > 1e-9 ? ' differs' : ''}`, text: p.baseline_note });
   needleCard(host, 'pub', `${p.model}, WikiText-2 (published)`,
     `${fixed(p.baseline, 2)} → ${fixed(p.perplexity, 2)}  (${signed(p.relative_change)})`,
-    [`${LABEL[p.precision] || p.precision}: ${p.method}${p.group_size ? `, groups of ${p.group_size}` : ''}`, src], p.estimate ? 'estimate' : '');
+    [`${LABEL[p.precision] || p.precision}: ${p.method}${p.group_size ? `, groups of ${p.group_size}` : ''}`, base, src], p.estimate ? 'estimate' : '');
   const all = [...d.demo, ...d.demo_extra.filter((x) => x.variant !== 'int4_per_channel')];
   const demoRows = h('p', { class: 'q-line q-demo-rows' });
   demoRows.textContent = all.map((x) => `${LABEL[x.variant] || x.variant.toUpperCase()} ${fixed(x.perplexity, 1)}`).join(' · ');

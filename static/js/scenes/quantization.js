@@ -15,6 +15,7 @@ const VARIANTS = {
 const NARROW_BELOW = 640;
 const TILE_FORMAT = { bf16: 'bf16', fp8: 'fp8', int8: 'int8', int4: 'int4' };
 const MATH_KEYS = [['weights_gb', 'Model size'], ['gpus_needed', 'GPUs needed'], ['tokens_per_s_per_user', 'Tokens/s per chat'],
+  ['tokens_per_s_per_user_same_gpus', 'Tokens/s per chat, same GPUs'],
   ['cost_per_million_tokens_usd', 'Cost per million tokens'], ['demo_perplexity', 'Demo perplexity']];
 
 let view = null;
@@ -78,7 +79,11 @@ function drawReadouts(d) {
   readout(r, 'Model size', num(d.weights_gb), `GB · ${pct(d.size_ratio, 0)} of 16-bit`);
   const servers = d.gpus_needed > 8 ? ` · ${Math.ceil(d.gpus_needed / 8)} servers of 8` : '';
   readout(r, 'GPUs needed', d.gpus_needed === null ? 'over 64' : num(d.gpus_needed), `× ${gpu}${servers}`);
-  readout(r, 'Per chat', d.tokens_per_s_per_user === null ? '–' : num(d.tokens_per_s_per_user), 'tokens/s on those GPUs');
+  readout(r, 'Per chat', d.tokens_per_s_per_user === null ? '–' : num(d.tokens_per_s_per_user), `tok/s on ${plural(d.gpus_needed || 0, 'GPU')}`);
+  if (d.same_gpus) {
+    readout(r, `Same ${plural(d.same_gpus, 'GPU')} as BF16`, num(d.tokens_per_s_per_user_same_gpus),
+      `tok/s · ${fixed(d.speedup_same_gpus, 1)}×`);
+  }
   readout(r, 'Cost', d.cost_per_million_tokens_usd === null ? '–' : usd(d.cost_per_million_tokens_usd), 'per 1M tokens');
 }
 
@@ -233,6 +238,26 @@ function drawSizes(d) {
     h('p', { class: 'q-size-foot', text: `${gpus} · ${row.tokens_per_s_per_user ? `${num(row.tokens_per_s_per_user)} tok/s per chat` : '–'}` +
       ` · ${row.cost_per_million_tokens_usd ? `${usd(row.cost_per_million_tokens_usd)} per 1M tokens` : '–'}` }, div);
   }
+  drawSameGpus(host, d);
+}
+
+/** Tokens/s per chat of every format on one GPU count (the count the largest format needs): fewer bytes read per step. */
+function drawSameGpus(host, d) {
+  if (!d.same_gpus) return;
+  const box = h('div', { class: 'q-same', 'aria-label': `Speed on the same ${d.same_gpus} GPUs` }, host);
+  const bf = d.rows[0];
+  h('h4', { text: `Reads faster: every format on the same ${plural(d.same_gpus, 'GPU')}` }, box);
+  h('p', { class: 'q-sub', text: `The count ${LABEL[bf.precision]} needs, so the GPUs are equal and only the bytes read per step differ.` }, box);
+  const max = Math.max(...d.rows.map((r) => r.tokens_per_s_per_user_same_gpus || 0));
+  for (const row of d.rows) {
+    const on = row.precision === d.precision;
+    const line = h('div', { class: `q-speed${on ? ' on' : ''}`, 'data-precision': row.precision }, box);
+    h('b', { text: LABEL[row.precision] }, line);
+    const track = h('span', { class: 'q-speed-track' }, line);
+    const bar = h('span', { class: 'q-speed-bar' }, track);
+    bar.style.width = `${((row.tokens_per_s_per_user_same_gpus || 0) / max) * 100}%`;
+    h('span', { class: 'q-speed-val', text: `${num(row.tokens_per_s_per_user_same_gpus)} tok/s · ${fixed(row.speedup_same_gpus, 1)}×` }, line);
+  }
 }
 
 // ---- published table and math --------------------------------------------------------------------
@@ -245,7 +270,7 @@ function drawPublished(d) {
     'The often-quoted 3.85 for a 4-bit 65B model is not in these tables; they give 3.84 (GPTQ) and 3.92 (plain rounding) with one scale per row.' }, box);
   const t = h('table', { class: 'q-table' }, box);
   const head = h('tr', {}, h('thead', {}, t));
-  for (const c of ['Model', 'Format', 'Method', 'Group', 'Perplexity', 'vs 16-bit', 'Source']) h('th', { text: c }, head);
+  for (const c of ['Model', 'Format', 'Method', 'Group', 'Perplexity', 'Its 16-bit', 'Change', 'Source']) h('th', { text: c }, head);
   const body = h('tbody', {}, t);
   for (const r of d.published) {
     const tr = h('tr', { class: r.precision === d.precision || (d.precision === 'bf16' && r.precision === 'fp16') ? 'on' : '' }, body);
@@ -254,6 +279,7 @@ function drawPublished(d) {
     h('td', { text: r.method }, tr);
     h('td', { text: r.group_size ? String(r.group_size) : 'row' }, tr);
     h('td', { class: 'num', text: fixed(r.perplexity, 2) }, tr);
+    h('td', { class: 'num', text: r.precision === 'fp16' ? '–' : fixed(r.baseline, 2), title: r.baseline_source || '' }, tr);
     h('td', { class: 'num', text: r.precision === 'fp16' ? 'baseline' : signed(r.relative_change) }, tr);
     const s = h('td', {}, tr);
     h('a', { href: r.url, text: r.source.split(',').slice(0, 2).join(','), title: r.source, rel: 'noopener', target: '_blank' }, s);
