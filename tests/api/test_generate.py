@@ -1,4 +1,5 @@
-"""GET /api/generate: server-sent tokens equal the model's generate(), paced, bounded, stopped by a disconnect."""
+"""GET /api/generate with model=toy: server-sent tokens equal the model's generate(), paced, bounded, stopped
+by a disconnect. The real model's stream (model=smollm2) is tested in test_generate_smollm.py."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def events(text: str) -> list[tuple[str, dict]]:
 
 
 def stream(client, **params):
-    r = client.get("/api/generate", params={"prompt": PROMPT, **params})
+    r = client.get("/api/generate", params={"prompt": PROMPT, "model": "toy", **params})
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/event-stream") and "etag" not in r.headers
     return events(r.text)
@@ -113,7 +114,7 @@ def test_openapi_states_the_event_contract(client):
 
 
 def test_stream_stops_when_the_client_disconnects(base_url):
-    params = {"prompt": PROMPT, "max_tokens": 512, "tokens_per_s": 10}
+    params = {"prompt": PROMPT, "model": "toy", "max_tokens": 512, "tokens_per_s": 10}
     with httpx.Client(timeout=10) as c, c.stream("GET", base_url + "/api/generate", params=params) as r:
         seen = 0
         for line in r.iter_lines():

@@ -1,6 +1,8 @@
-"""GET /api/generate: the demo transformer writes, one server-sent event per token (chapter 11's chat box).
+"""GET /api/generate: a model on this server writes, one server-sent event per token (chapter 11's chat box).
 
-Also the demo model's web helpers shared by chapters 2 and 3: which shipped model is served, prompt
+model=smollm2 (the default when its file is fetched): SmolLM2-135M-Instruct answers `prompt` as a user
+turn in its own chat template and stops at <|im_end|>. model=toy: the shipped demo transformer continues
+`prompt` as plain text. Also the demo model's web helpers shared by chapters 2 and 3: which shipped model is served, prompt
 checks that name the field and the bound, token rows, and rounding that keeps payloads small.
 Unlike the chapter endpoints this stream is not a pure function of its URL in time (its pacing and
 elapsed_ms are wall-clock), though its tokens are (seeded sampling); it is sent with no-store.
@@ -13,7 +15,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Literal
 
 import anyio
 import numpy as np
@@ -21,6 +23,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .. import modelfile
 from ..sim import tokenizer as tk
 from ..sim.demo_vocab import byte_token_ids
 from ..sim.transformer import DEMO_DIR, DemoConfig, DemoModel, load_model
@@ -36,7 +39,8 @@ MAX_STREAMS = 8  # concurrent generations per process; more get 503
 MAX_STREAMS_PER_CLIENT = 2  # per client address, so one client cannot hold every slot
 MIN_TOKENS_PER_S = 0.5  # a paced stream ends within max_tokens / 0.5 s (1,024 s at most)
 MIN_TEMPERATURE = 0.05  # below this, softmax(logits / T) overflows float32; 0 means greedy
-DEFAULT_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?\n"
+DEFAULT_PROMPT = "What is the capital of France?"
+ModelName = Literal["smollm2", "toy"]
 
 
 # ---- the served model and prompts ------------------------------------------------------------
@@ -66,6 +70,34 @@ def check_prompt(text: str, max_tokens: int, min_tokens: int = 1) -> str:
     if n > max_tokens:
         raise ValueError(f"the prompt is {n} tokens for the demo model; at most {max_tokens} tokens are allowed")
     return text
+
+
+def served_model(name: str | None) -> DemoModel:
+    """The model `name` asks for: smollm2 (the real chat model; the default when its file is fetched)
+    or toy (the shipped demo transformer). ValueError (a 422 on `model`) if smollm2 is not installed."""
+    if name in (None, "smollm2"):
+        real = modelfile.served_smollm()
+        if real is not None:
+            return real
+        if name == "smollm2":
+            raise ValueError(f"model smollm2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
+                             "model=toy works without it")
+    return demo_model()
+
+
+def generation_ids(m: DemoModel, prompt: str) -> list[int]:
+    """What the model reads: a chat model gets prompt as a user turn in its chat template; the toy, the text.
+    ValueError naming `prompt` and the bound unless that is 1..MAX_GENERATE_PROMPT_TOKENS tokens."""
+    if not prompt.strip():
+        raise ValueError("the prompt must hold at least 1 token")
+    if hasattr(m, "chat_ids"):
+        ids, where = m.chat_ids(prompt), f"{m.name}'s chat template"
+    else:
+        ids, where = m.encode(prompt), "the demo model"
+    if len(ids) > MAX_GENERATE_PROMPT_TOKENS:
+        raise ValueError(f"the prompt is {len(ids)} tokens in {where}; at most {MAX_GENERATE_PROMPT_TOKENS} "
+                         "tokens are allowed")
+    return ids
 
 
 def model_info(m: DemoModel) -> dict:
@@ -121,17 +153,23 @@ def sig(a, digits: int = 4):
 
 # ---- the stream --------------------------------------------------------------------------------
 
-CONTRACT = """Streams the demo transformer's continuation of `prompt` as server-sent events (text/event-stream).
+CONTRACT = """Streams a model's answer to `prompt` as server-sent events (text/event-stream).
+
+`model=smollm2` (the default when the server has fetched it; `inside-llm fetch-model`): SmolLM2-135M-Instruct
+reads `prompt` as a user turn in its own chat template (ChatML) and answers until `<|im_end|>` or `max_tokens`.
+`model=toy`: the shipped demo transformer (6M parameters, trained on Shakespeare) continues `prompt` as text;
+it also serves when smollm2 is absent. Both run in numpy on this server's CPU.
 
 Events, in order (each `data:` is one JSON object):
 
-* `start` — `{model, num_prompt_tokens, max_tokens, tokens_per_s, temperature, top_k, seed}` once, before any work.
+* `start` — `{model, num_prompt_tokens, max_tokens, tokens_per_s, temperature, top_k, seed, template}` once,
+  before any work; `template` is the exact text the model reads (the chat template applied) or null for the toy.
 * `token` — one per generated token: `{index, id, cl100k_id, text, elapsed_ms}`. `index` counts from 0;
-  `id` is the demo model's id and `cl100k_id` the cl100k_base id chapter 1 shows; `text` is the decoded
+  `id` is the model's id and `cl100k_id` the cl100k_base id chapter 1 shows (null for smollm2); `text` is the decoded
   piece, with partial UTF-8 held back until its character completes (so it may be `""`), so that the
   concatenated `text` of all token events equals the decoded answer exactly; `elapsed_ms` counts from
   the start of the stream (after the prompt is checked).
-* `done` — last: `{num_prompt_tokens, num_tokens, finish_reason ("length"), elapsed_ms, ttft_ms,
+* `done` — last: `{num_prompt_tokens, num_tokens, finish_reason ("stop" at <|im_end|>, else "length"), elapsed_ms, ttft_ms,
   tokens_per_s, decode_tokens_per_s}`; `ttft_ms` is the time to the first token (prefill included),
   `tokens_per_s` = num_tokens / elapsed, `decode_tokens_per_s` = (num_tokens - 1) / (last - first token time).
 * `error` — `{detail}` if the model fails mid-stream (the stream then ends).
@@ -150,8 +188,11 @@ es.addEventListener('done', (e) => { es.close(); finish(JSON.parse(e.data)); });
 class GenerateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text to continue (characters; at most {MAX_PROMPT_CHARS:,}, and 1-{MAX_GENERATE_PROMPT_TOKENS} "
-        "demo-model tokens)."))
+        f"The question (smollm2) or text to continue (toy) (characters; at most {MAX_PROMPT_CHARS:,}, and "
+        f"1-{MAX_GENERATE_PROMPT_TOKENS} tokens of what the model reads, the chat template included)."))
+    model: ModelName | None = Field(None, description=(
+        "smollm2 (SmolLM2-135M-Instruct, a real chat model) or toy (the demo transformer); "
+        "default smollm2 when the server has it, else toy."))
     max_tokens: int = Field(64, ge=1, le=MAX_NEW_TOKENS, description=f"Tokens to generate (tokens; 1-{MAX_NEW_TOKENS}).")
     tokens_per_s: float = Field(0.0, ge=0, le=MAX_TOKENS_PER_S, description=(
         f"Pace of the stream (tokens/s; 0 = as fast as possible, else {MIN_TOKENS_PER_S:g}-{MAX_TOKENS_PER_S:g})."))
@@ -159,11 +200,6 @@ class GenerateParams(BaseModel):
         f"Sampling temperature (no unit; 0 = greedy, else {MIN_TEMPERATURE:g}-2)."))
     top_k: int = Field(40, ge=1, le=1000, description="Sample among the k likeliest tokens (tokens; 1-1000).")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed (no unit; 0-2147483647; same seed, same tokens).")
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt(cls, v: str) -> str:
-        return check_prompt(v, MAX_GENERATE_PROMPT_TOKENS)
 
     @field_validator("tokens_per_s")
     @classmethod
@@ -203,8 +239,8 @@ async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
     if _active["streams"] >= MAX_STREAMS or _per_client.get(client, 0) >= MAX_STREAMS_PER_CLIENT:
         return JSONResponse({"detail": f"at most {MAX_STREAMS} concurrent streams, {MAX_STREAMS_PER_CLIENT} per "
                                        "client; retry shortly"}, status_code=503, headers={"retry-after": "2"})
-    m = demo_model()
-    ids = m.encode(p.prompt)
+    m = served_model(p.model)
+    ids = generation_ids(m, p.prompt)
     return StreamingResponse(_events(request, m, ids, p, client), media_type="text/event-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
@@ -219,10 +255,10 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
         ms = lambda t: round(1e3 * (t - t0), 2)  # noqa: E731
         yield sse("start", {"model": m.name, "num_prompt_tokens": len(ids), "max_tokens": p.max_tokens,
                             "tokens_per_s": p.tokens_per_s, "temperature": p.temperature, "top_k": p.top_k,
-                            "seed": p.seed})
+                            "seed": p.seed, "template": m.decode(ids) if hasattr(m, "chat_ids") else None})
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         first = last = t0
-        n = 0
+        n, finish, stops = 0, "length", getattr(m, "stop_ids", frozenset())
         while n < p.max_tokens:
             if await request.is_disconnected():
                 return
@@ -232,6 +268,9 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
                 yield sse("error", {"detail": f"the model failed ({type(e).__name__})"})
                 return
             if token is None:
+                break
+            if token in stops:  # the end of the assistant's turn: not shown
+                finish = "stop"
                 break
             last = time.perf_counter()
             if n == 0:
@@ -244,7 +283,7 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
                                 "elapsed_ms": ms(last)})
             n += 1
         elapsed = max(last - t0, 1e-9)
-        yield sse("done", {"num_prompt_tokens": len(ids), "num_tokens": n, "finish_reason": "length",
+        yield sse("done", {"num_prompt_tokens": len(ids), "num_tokens": n, "finish_reason": finish,
                            "elapsed_ms": ms(last), "ttft_ms": ms(first) if n else None,
                            "tokens_per_s": round(n / elapsed, 2),
                            "decode_tokens_per_s": round((n - 1) / (last - first), 2) if n > 1 and last > first else None})

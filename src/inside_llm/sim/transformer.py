@@ -195,11 +195,12 @@ class DemoModel:
         return ids
 
     def forward(self, ids: Sequence[int], cache: KVCache | None = None,
-                intermediates: bool = False) -> Forward:
+                intermediates: bool = False, last_only: bool = False) -> Forward:
         """Logits [T, V] for T new tokens that follow the cache's tokens (positions continue from it).
 
         With a cache, the new tokens' keys/values are appended to it; without, a fresh one is used.
         Feeding tokens all at once or in pieces gives the same logits (up to float rounding).
+        last_only: logits [1, V] of the last token only (what generation needs; skips T-1 head rows).
         """
         ids = self._check_ids(ids)
         cache = cache if cache is not None else KVCache(self.config, capacity=len(ids))
@@ -213,7 +214,7 @@ class DemoModel:
             if trace is not None:
                 out.layers.append(trace)
         cache.num_tokens = p0 + len(ids)
-        out.logits = self.head(x)
+        out.logits = self.head(x[-1:] if last_only else x)
         return out
 
     def decode_step_batch(self, ids: Sequence[int], caches: Sequence[KVCache]) -> np.ndarray:
@@ -276,7 +277,7 @@ class DemoModel:
         if max_new_tokens < 0:
             raise ValueError("max_new_tokens must be >= 0")
         rng, cache = np.random.default_rng(seed), KVCache(self.config)
-        logits = self.forward(prompt_ids, cache).logits[-1]  # [V]
+        logits = self.forward(prompt_ids, cache, last_only=True).logits[-1]  # [V]
         for n in range(max_new_tokens):
             token = sample(logits, temperature, top_k, rng)
             yield token

