@@ -55,9 +55,13 @@ def test_export_writes_pages_data_manifest_and_bundle(tmp_path, capsys):
     assert '<a class="btn primary" id="next" rel="next" href="../tour/roofline.html">' in html
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     tokens = manifest["scenes"][0]
-    assert tokens["slug"] == "tokens" and len(tokens["responses"]) == len(variants(scene_by_slug("tokens")))
-    first = tokens["responses"][0]
+    n = len(variants(scene_by_slug("tokens")))
+    urls = [r["url"] for r in tokens["responses"]]
+    assert tokens["slug"] == "tokens" and len(urls) == 2 * n, "each state: the chapter's response and its facts"
+    assert sum(u.startswith("/api/tokens?") for u in urls) == n and sum(u.startswith("/api/facts/tokens?") for u in urls) == n
+    first, facts = tokens["responses"][0], tokens["responses"][1]
     assert first["url"].startswith("/api/tokens?") and json.loads((tmp_path / first["file"]).read_text())["tokens"]
+    assert "words per token" in json.loads((tmp_path / facts["file"]).read_text())["text"]
     data = (tmp_path / "data" / "tokens.js").read_text()
     assert data.split("\n", 1)[1].startswith("(globalThis.insideLLMOffline")
 

@@ -6,9 +6,10 @@ import re
 
 import pytest
 
-from inside_llm.api.registry import CHAPTER_SLUGS, chapter_facts, chapter_module
+from inside_llm.api.registry import CHAPTER_SLUGS, chapter_module
 from inside_llm.paths import static_dir
 from inside_llm.scenes import load_scenes
+from inside_llm.web.facts import facts_for
 from inside_llm.web.pages import rendered_fact
 
 SCENES = load_scenes()
@@ -31,7 +32,7 @@ def test_scene_has_js_module_and_endpoint(scene):
 
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.slug)
 def test_fact_figures_come_from_the_simulation(scene):
-    facts = chapter_facts(scene.slug)
+    facts = facts_for(scene.slug)
     assert set(scene.fact_fields()) <= set(facts), f"unfilled: {set(scene.fact_fields()) - set(facts)}"
     text = rendered_fact(scene)
     bare = re.sub(r"\{[^}]*\}", "", scene.fact)

@@ -12,7 +12,7 @@ from . import __version__
 from .api.registry import CHAPTER_SLUGS, chapter_module
 from .paths import static_dir
 from .settings import Settings
-from .web import pages
+from .web import facts, pages
 from .web.middleware import BodyLimit, ETagCache, SecurityHeaders, security_headers
 
 
@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(mod.router if mod is not None else _pending_router(slug))
         for extra in getattr(mod, "extra_routers", ()):
             app.include_router(extra)
+    app.include_router(facts.router)
     app.include_router(pages.router)
 
     @app.get("/healthz", tags=["meta"])

@@ -17,10 +17,11 @@ const els = {
   stage: document.getElementById('stage'),
   status: document.getElementById('stage-status'),
   form: document.getElementById('controls'),
+  fact: document.getElementById('fact'),
 };
 // Enter in a text field must not submit the form (no inline handlers: the CSP forbids them).
 els.form?.addEventListener('submit', (e) => e.preventDefault());
-const hooks = { onRender, onParams: syncURL };
+const hooks = { onRender };
 let ctl = createController(page, els, hooks);
 let fitter = null;
 
@@ -130,7 +131,7 @@ async function swapTo(slug, step) {
   st.options = { ...opts, step: String(step) };
   ctl.destroy();
   els.stage.dataset.slug = slug;
-  ctl = createController(st, { ...els, form: null }, hooks);
+  ctl = createController(st, { ...els, form: null, fact: null }, hooks);
   await ctl.start();
   syncURL(true);
 }
@@ -154,6 +155,7 @@ addEventListener('popstate', () => location.reload());
 
 // ---- render hook, keys ----------------------------------------------------------------------
 function onRender() {
+  syncURL();
   if (fitter) fitter.refit();
   presenter.update();
 }

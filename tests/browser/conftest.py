@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from pagekit import unexpected_errors, watch_console
 
 CHROMIUM = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -31,10 +32,10 @@ def browser():
 
 @pytest.fixture()
 def page(browser):
+    """A 1280x860 page. Strict: the test fails when the page logged an error it did not allow."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 860})
-    pg = ctx.new_page()
-    pg.console_errors = []
-    pg.on("console", lambda m: pg.console_errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    pg = watch_console(ctx.new_page())
     yield pg
+    errors = unexpected_errors(pg)
     ctx.close()
+    assert errors == [], f"console errors: {errors}"

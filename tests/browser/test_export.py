@@ -8,6 +8,7 @@ import struct
 import xml.etree.ElementTree as ET
 
 import pytest
+from pagekit import unexpected_errors, watch_console
 from stepping_scene import live_chapters
 
 from inside_llm.export import export_bundle
@@ -20,12 +21,11 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def clip_page(browser):
     ctx = browser.new_context(viewport={"width": 1280, "height": 860}, accept_downloads=True)
     ctx.grant_permissions(["clipboard-read", "clipboard-write"])
-    pg = ctx.new_page()
-    pg.console_errors = []
-    pg.on("console", lambda m: pg.console_errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    pg = watch_console(ctx.new_page())
     yield pg
+    errors = unexpected_errors(pg)
     ctx.close()
+    assert errors == [], f"console errors: {errors}"
 
 
 def download(page, tool: str) -> tuple[str, bytes]:
@@ -164,11 +164,11 @@ def offline_page(browser):
     pg = ctx.new_page()
     pg.network = []
     ctx.route(re.compile(r"^https?://"), lambda route: (pg.network.append(route.request.url), route.abort()))
-    pg.console_errors = []
-    pg.on("console", lambda m: pg.console_errors.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
+    watch_console(pg)
     yield pg
+    errors = unexpected_errors(pg)
     ctx.close()
+    assert errors == [], f"console errors: {errors}"
 
 
 def test_bundle_tour_works_from_disk(offline_page, bundle_dir):

@@ -187,14 +187,15 @@ def get_batching(p: Annotated[BatchingParams, Query()]) -> Response:
     return Response(content=batching_json(p), media_type="application/json")
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
+def facts(p: BatchingParams | None = None) -> dict[str, str]:
+    p = p or BatchingParams()
     import json
 
-    d = json.loads(batching_json(BatchingParams()))
+    d = json.loads(batching_json(p))
     pols = {pol["name"]: pol for pol in d["policies"]}
     ratio = pols["continuous"]["throughput_tokens_per_s"] / pols["static"]["throughput_tokens_per_s"]
-    return {"num_requests": str(d["params"]["requests"]), "throughput_ratio": f"{ratio:.1f}",
+    return {"num_requests": f"{d['params']['requests']:,}", "throughput_ratio": f"{ratio:.1f}",
+            "rate": f"{p.rate:g}",
             "seats": str(d["params"]["seats"]), "model": d["engine"]["model"], "gpu": d["engine"]["gpu"]}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -220,12 +219,11 @@ def get_dials(p: Annotated[DialsParams, Query()]) -> DialsResponse:
     return dials(p)
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
-    """The default configuration's figures, for the scene's fact sentence."""
-    p = DialsParams()
-    e = serving.estimate(serving_params(p))
-    return {"model_name": catalog.model(p.model).name, "gpu_name": catalog.gpu(p.gpu).name, "gpus": str(p.gpus),
+def facts(p: DialsParams | None = None) -> dict[str, str]:
+    """The chosen configuration's figures, for the scene's fact sentence."""
+    p = p or DialsParams()
+    e, r = serving.estimate(serving_params(p)), dials(p)
+    return {"model_name": r.model["name"], "gpu_name": r.gpu.name, "gpus": str(p.gpus),
             "price_per_gpu_hour": f"{p.price_per_gpu_hour:g}", "batch": str(p.batch),
             "prompt_tokens": f"{p.prompt_tokens:,}", "output_tokens": f"{p.output_tokens:,}",
             "ttft_ms": f"{e.ttft_ms:,.0f}", "tokens_per_s_per_user": f"{e.tokens_per_s_per_user:.0f}",

@@ -160,10 +160,11 @@ def get_embeddings(p: Annotated[PromptParams, Query()]) -> Response:
     return Response(content=embeddings_json(p.prompt), media_type="application/json")
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
+def facts(p: PromptParams | None = None) -> dict[str, str]:
+    p = p or PromptParams()
     real, c = real_model(), demo_model().config
-    return {"model_name": real["name"], "hidden_size": f"{real['hidden_size']:,}", "num_layers": str(real["num_layers"]),
+    num_tokens = json.loads(embeddings_json(p.prompt))["num_tokens"]
+    return {"num_tokens": f"{num_tokens:,} token{'' if num_tokens == 1 else 's'}", "num_numbers": f"{num_tokens * c.dim:,}", "model_name": real["name"], "hidden_size": f"{real['hidden_size']:,}", "num_layers": str(real["num_layers"]),
             "demo_dim": f"{c.dim:,}", "demo_layers": str(c.n_layers)}
 
 

@@ -8,7 +8,6 @@ so the page can show one step in a few seconds and say by how much time was slow
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -141,10 +140,10 @@ def get_gpu(p: Annotated[GpuParams, Query()]) -> GpuResponse:
     return gpu_view(p)
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
-    """The scene's fact: the default GPU's memory and SMs, and the default model's decode step on it."""
-    d = gpu_view(GpuParams())
+def facts(p: GpuParams | None = None) -> dict[str, str]:
+    """The scene's fact: the chosen GPU's memory and SMs, and the chosen model's decode step on it."""
+    p = p or GpuParams()
+    d = gpu_view(p)
     lay, s = d.layout, d.stream
     return {"gpu_name": d.gpu["name"], "hbm_capacity_gb": f"{lay['hbm_capacity_gb']:g}",
             "memory_type": lay["memory_type"], "hbm_stacks": str(lay["hbm_stacks"]),

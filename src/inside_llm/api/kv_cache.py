@@ -177,15 +177,17 @@ def get_kv_cache(p: Annotated[KVCacheParams, Query()]) -> Response:
     return Response(content=kv_cache_json(p), media_type="application/json")
 
 
-def default_policies() -> dict[str, dict]:
+COMPARE_WORDS = {"contiguous": "a full-length region per chat", "pow2": "a power-of-two region per chat",
+                 "oracle": "exactly each chat's final length"}
+
+
+def facts(p: KVCacheParams | None = None) -> dict[str, str]:
+    """Waste of the compared reservation and of paging, on the chosen trace."""
+    p = p or KVCacheParams()
     import json
 
-    return {pol["name"]: pol for pol in json.loads(kv_cache_json(KVCacheParams()))["policies"]}
-
-
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
-    pols = default_policies()
-    return {"contiguous_waste_pct": f"{pols['contiguous']['waste_fraction']:.0%}",
+    pols = {pol["name"]: pol for pol in json.loads(kv_cache_json(p))["policies"]}
+    return {"num_requests": f"{p.requests:,}", "compare_words": COMPARE_WORDS[p.compare],
+            "compare_waste_pct": f"{pols[p.compare]['waste_fraction']:.0%}",
             "paged_waste_pct": f"{pols['paged']['waste_fraction']:.1%}",
             "block_size": str(pols["paged"]["block_size"])}

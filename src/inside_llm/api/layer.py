@@ -145,10 +145,11 @@ def get_layer(p: Annotated[LayerParams, Query()]) -> Response:
     return Response(content=layer_json(p.prompt, p.layer), media_type="application/json")
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
-    r = catalog.model(SCALE_MODEL)
-    return {"model_name": r.name, "num_heads": str(r.num_attention_heads), "num_kv_heads": str(r.num_key_value_heads),
+def facts(p: LayerParams | None = None) -> dict[str, str]:
+    p = p or LayerParams()
+    r, d = catalog.model(SCALE_MODEL), json.loads(layer_json(p.prompt, p.layer))
+    return {"layer": str(p.layer), "demo_layers": str(d["model"]["n_layers"]), "num_tokens": f"{d['num_tokens']:,} token{'' if d['num_tokens'] == 1 else 's'}",
+            "demo_heads": str(d["model"]["n_heads"]), "demo_kv_heads": str(d["model"]["n_kv_heads"]), "model_name": r.name, "num_heads": str(r.num_attention_heads), "num_kv_heads": str(r.num_key_value_heads),
             "hidden_size": f"{r.hidden_size:,}", "ffn_dim": f"{r.intermediate_size:,}"}
 
 

@@ -89,11 +89,13 @@ def get_parallelism(p: Annotated[ParallelismParams, Query()]) -> ParallelismResp
     return ParallelismResponse(**_compute(par.ParallelParams(**p.model_dump())))
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
-    d = par.parallelism(par.ParallelParams())
-    node, pp8 = d["node"], par.parallelism(par.ParallelParams(tp=1, pp=8))
-    return {"model_name": d["model_name"], "weights_gb": f"{d['model_weights_gb']:.0f}",
+def facts(p: ParallelismParams | None = None) -> dict[str, str]:
+    """The chosen split: weights per GPU; the server's NVLink; the model's layers over an 8-stage pipeline."""
+    p = p or ParallelismParams()
+    d = _compute(par.ParallelParams(**p.model_dump()))
+    node, pp8 = d["node"], _compute(par.ParallelParams(model=p.model, gpu=p.gpu, precision=p.precision, tp=1, pp=8))
+    return {"tp": str(p.tp), "pp": str(p.pp), "per_gpu_gb": f"{d['weights_gb']:.1f}",
+            "precision": p.precision.upper(), "model_name": d["model_name"], "weights_gb": f"{d['model_weights_gb']:.0f}",
             "gpu_name": re.sub(r"^NVIDIA |\s*\d+GB$", "", d["gpu_name"]),
             "hbm_capacity_gb": f"{d['capacity_gb']:.0f}", "nvlink_gb_s": f"{node['nvlink_bandwidth_gb_s']:.0f}",
             "busbw_gb_s": f"{d['prefill']['tensor']['busbw_gb_s']:.0f}",

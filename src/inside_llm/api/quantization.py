@@ -276,15 +276,19 @@ def get_quantization(p: Annotated[QuantizationParams, Query()]) -> QuantizationR
     return QuantizationResponse(**quantization(p.model, p.gpu, p.precision, p.batch))
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
+def facts(q: QuantizationParams | None = None) -> dict[str, str]:
+    """Sizes of the chosen model at three precisions, the chosen one's GPU count, and the perplexity sources."""
+    q = q or QuantizationParams()
     weight_tile()                                   # warm the demo model once, before the stage asks
-    rows = {p: _row(catalog.DEFAULT_MODEL, catalog.DEFAULT_GPU, p, 16) for p in ("bf16", "fp8", "int4")}
+    rows = {p: _row(q.model, q.gpu, p, q.batch) for p in ("bf16", "fp8", "int4", q.precision)}
+    chosen = rows[q.precision]
     pub = {(r["source_key"], r["precision"], r["method"].split(" ")[0]): r["perplexity"] for r in published()
            if r["model"] == PUBLISHED_MODEL}
     demo, _, _ = demo_rows()
     dm = {d["precision"]: d["perplexity"] for d in demo}
-    return {"model_name": catalog.model().name, **{f"{p}_gb": f"{r['weights_gb']:.0f}" for p, r in rows.items()},
+    return {"model_name": catalog.model(q.model).name, **{f"{p}_gb": f"{r['weights_gb']:.0f}" for p, r in rows.items()},
+            "precision": q.precision.upper(), "precision_gb": f"{chosen['weights_gb']:.0f}",
+            "gpus_needed": f"{chosen['gpus_needed']} {catalog.gpu(q.gpu).name} GPU{'s' if chosen['gpus_needed'] != 1 else ''}",
             "published_model": PUBLISHED_MODEL, "benchmark": "WikiText-2", "ppl_fp16": f"{pub[('gptq-readme', 'fp16', 'none')]:.2f}",
             "ppl_int4_rtn_g128": f"{pub[('awq-table4', 'int4', 'RTN')]:.2f}",
             "ppl_int4_gptq": f"{pub[('gptq-readme', 'int4', 'GPTQ')]:.2f}",

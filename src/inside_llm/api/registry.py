@@ -1,8 +1,8 @@
 """The eleven chapters, in tour order, and where each one's router lives.
 
 A chapter's router is the module `inside_llm.api.<slug with _ for ->`, exposing `router`
-(an APIRouter serving GET /api/<slug>) and `facts() -> dict[str, str]` (the figures its scene's
-fact sentence quotes). A chapter whose module does not exist yet is served as "being built".
+(an APIRouter serving GET /api/<slug>) and `facts(p) -> dict[str, str]` (the figures its scene's
+fact sentence quotes, for the chapter's parameter model p; served by web/facts.py). A chapter whose module does not exist yet is served as "being built".
 """
 
 from __future__ import annotations
@@ -29,9 +29,3 @@ def chapter_module(slug: str) -> ModuleType | None:
             raise
         return None
 
-
-@cache
-def chapter_facts(slug: str) -> dict[str, str]:
-    """Formatted figures for the scene's fact sentence ({} when the chapter is not built)."""
-    mod = chapter_module(slug)
-    return dict(mod.facts()) if mod is not None and hasattr(mod, "facts") else {}

@@ -7,7 +7,6 @@ decode curve for batch 1..1024 with which batches fit in memory, and show-the-ma
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -114,11 +113,12 @@ def get_roofline(p: Annotated[RooflineParams, Query()]) -> RooflineResponse:
     return roofline_view(p)
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
-    """Decoding one chat on the default server: the share of the chip's math it uses."""
-    d = roofline_view(RooflineParams())
-    share = d.decode.share_of_peak * 100
-    return {"model_name": d.model["name"], "gpu_name": d.gpu["name"], "decode_math_pct": f"{share:.2g}%",
+def facts(p: RooflineParams | None = None) -> dict[str, str]:
+    """Decoding the chosen batch on the chosen server: where it sits against the ridge, and the math it uses."""
+    p = p or RooflineParams()
+    d = roofline_view(p)
+    share, ai, ridge = d.decode.share_of_peak * 100, d.decode.arithmetic_intensity, d.roof.ridge_flops_per_byte
+    side = "far left of" if ai < ridge / 10 else "left of" if ai < ridge else "right of"
+    return {"chats": "one chat" if p.batch == 1 else f"{p.batch:,} chats", "side": side, "model_name": d.model["name"], "gpu_name": d.gpu["name"], "decode_math_pct": f"{share:.2g}%",
             "decode_intensity": f"{d.decode.arithmetic_intensity:.1f}",
             "ridge": f"{d.roof.ridge_flops_per_byte:.0f}"}

@@ -156,10 +156,9 @@ def get_speculative(p: Annotated[SpeculativeParams, Query()]) -> Response:
     return Response(content=speculative_json(p), media_type="application/json")
 
 
-@lru_cache(maxsize=1)
-def facts() -> dict[str, str]:
-    """The default settings' analytic numbers: a draft a tenth the cost, accepted 80% of the time."""
-    p = SpeculativeParams()
+def facts(p: SpeculativeParams | None = None) -> dict[str, str]:
+    """The chosen settings' analytic numbers (the default: a draft a tenth the cost, accepted 80% of the time)."""
+    p = p or SpeculativeParams()
     a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
     return {"alpha": f"{p.alpha:.0%}", "gamma": str(p.gamma), "cost_ratio": f"{p.cost_ratio:.0%}",
             "tokens_per_pass": f"{a['expected_tokens_per_pass']:.1f}", "speedup": f"{a['speedup']:.1f}"}

@@ -101,9 +101,12 @@ def post_tokens(p: TokensParams) -> TokensResponse:
     return tokenize_text(p)
 
 
-def facts() -> dict[str, str]:
-    ref = tk.reference_ratio("cl100k_base")
+def facts(p: TokensParams | None = None) -> dict[str, str]:
+    """The visitor's text in tokens and words, beside the reference passages' words per token (same encoding)."""
+    p = p or TokensParams()
+    ref = tk.reference_ratio(p.encoding)
     corpus = ref["corpus"]
-    return {"words_per_token": f"{ref['words_per_token']:.2f}", "num_samples": str(len(ref["samples"])),
-            "num_words": f"{ref['words']:,}", "corpus_words": f"{corpus['words']:,}",
-            "corpus_words_per_token": f"{corpus['words_per_token']:.2f}"}
+    return {"encoding": p.encoding, "text_tokens": f"{len(tk.tokenize(p.text, p.encoding)):,}",
+            "text_words": f"{tk.count_words(p.text):,}", "words_per_token": f"{ref['words_per_token']:.2f}",
+            "num_samples": str(len(ref["samples"])), "num_words": f"{ref['words']:,}",
+            "corpus_words": f"{corpus['words']:,}", "corpus_words_per_token": f"{corpus['words_per_token']:.2f}"}

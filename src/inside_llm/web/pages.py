@@ -16,9 +16,10 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from .. import __version__
-from ..api.registry import chapter_facts, chapter_module
+from ..api.registry import chapter_module
 from ..paths import static_dir, templates_dir
 from ..scenes import Control, Scene, load_scenes, scene_by_slug
+from .facts import fact_text, facts_for, params_model
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(templates_dir()))
@@ -117,12 +118,15 @@ def embed_options(query: Mapping[str, str]) -> dict[str, str]:
     return opts
 
 
-def rendered_fact(scene: Scene) -> str | None:
-    """The fact sentence with its figures filled in from the simulation, or None if not yet built."""
-    facts = chapter_facts(scene.slug)
+def rendered_fact(scene: Scene, params: Mapping[str, Any] | None = None) -> str | None:
+    """The fact sentence for these control values (the defaults when None), filled from the simulation;
+    None when the combination is refused. The page refills it from /api/facts/<slug> after every draw."""
+    model = params_model(scene.slug)
     try:
-        return scene.fact.format_map(facts)
-    except KeyError:
+        p = None if model is None or params is None else model.model_validate(
+            {k: v for k, v in params.items() if k in model.model_fields})
+        return fact_text(scene, facts_for(scene.slug, p))
+    except ValueError:
         return None
 
 
@@ -136,6 +140,7 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
     i = scenes.index(scene)
     return {
         "slug": scene.slug, "number": scene.number, "title": scene.title, "api": f"/api/{scene.slug}",
+        "facts": f"/api/facts/{scene.slug}" if params_model(scene.slug) and scene.fact else None,
         "built": chapter_module(scene.slug) is not None, "embed": embed, "params": params,
         "defaults": scene.defaults(), "presets": list(scene.presets),
         "controls": [c.__dict__ | {"options": list(c.options)} for c in scene.controls],
@@ -162,7 +167,7 @@ def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Lin
     by_slug = {s.slug: s for s in scenes}
     return {"scene": scene, "scenes": scenes, "total": len(load_scenes()), "params": params,
             "prev_scene": by_slug.get(state["prev"]), "next_scene": by_slug.get(state["next"]),
-            "fact": rendered_fact(scene), "state_json": state_json(state), "opts": opts,
+            "fact": rendered_fact(scene, params), "state_json": state_json(state), "opts": opts,
             "version": __version__, "theme": opts.get("theme", "auto"), "u": links,
             "scale": opts.get("scale"), "show_controls": not embed or opts.get("controls") == "1",
             "scene_css": (static_dir() / "css" / "scenes" / f"{scene.slug}.css").is_file()}

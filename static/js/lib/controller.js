@@ -28,19 +28,36 @@ function buildingPanel(stage) {
   h('p', { text: 'The narration is ready; the live simulation for this chapter has not landed yet.' }, inner);
 }
 
+let renders = 0; // page-wide count of draws: <html data-rendered="n">, for tests and tools to await
+
 /**
- * Run one scene. state: the page-state object; els: {stage, status, form (may be null)}.
- * hooks.onRender() runs after every draw; hooks.onParams() after every parameter change.
+ * Run one scene. state: the page-state object; els: {stage, status, form (may be null), fact (may be null)}.
+ * hooks.onRender() runs after every draw (so the URL follows drawn states only). Each draw also fires
+ * `inside-llm:rendered` on document ({slug, count}) and counts up <html data-rendered>.
  */
 export function createController(state, els, hooks = {}) {
-  const { stage, status, form } = els;
+  const { stage, status, form, fact } = els;
   const controls = Object.fromEntries(state.controls.map((c) => [c.name, c]));
   const params = { ...state.params };
   const latest = state.offline ? createOfflineFetcher() : createFetcher();
-  let scene = null, lastData = null, timer = 0, alive = true;
+  const latestFacts = state.offline ? createOfflineFetcher() : createFetcher();
+  let scene = null, lastData = null, lastFacts = null, timer = 0, alive = true;
   let step = requestedStep(state.options);
 
-  const rendered = () => { if (hooks.onRender) hooks.onRender(); };
+  function rendered() {
+    if (hooks.onRender) hooks.onRender();
+    renders += 1;
+    document.documentElement.dataset.rendered = String(renders);
+    document.dispatchEvent(new CustomEvent('inside-llm:rendered', { detail: { slug: state.slug, count: renders } }));
+  }
+
+  /** "The number": the sentence for the params just drawn, or hidden when it could not be computed. */
+  function showFacts() {
+    if (!fact) return;
+    const text = fact.querySelector('.fact-text');
+    fact.hidden = !lastFacts;
+    if (lastFacts && text) text.textContent = lastFacts.text;
+  }
 
   function showValue(c) {
     const out = form && form.querySelector(`#out-${c.name}`);
@@ -73,7 +90,6 @@ export function createController(state, els, hooks = {}) {
     const c = controls[name];
     const el = form && form.elements.namedItem(name);
     if (c) (el && readControl(c, el) !== value ? writeControl(c, el) : showValue(c));
-    if (hooks.onParams) hooks.onParams();
     if (c && c.api === false) return redraw();
     refresh(delay);
   }
@@ -81,7 +97,6 @@ export function createController(state, els, hooks = {}) {
   function applyPreset(p) {
     Object.assign(params, p.params || p);
     writeAll();
-    if (hooks.onParams) hooks.onParams();
     refresh(0);
   }
 
@@ -106,16 +121,23 @@ export function createController(state, els, hooks = {}) {
     timer = setTimeout(load, delay);
   }
 
+  /** GET, or POST for a long query (typed text); the same for the chapter and its facts. */
+  const ask = (fetcher, path, p, q) => (q.length > 6000 ? fetcher(path, { body: p }) : fetcher(`${path}?${q}`));
+
   async function load() {
     if (!state.built || !scene || !alive) return;
     const p = apiParams();
     const q = toQuery(p);
     try {
       stage.setAttribute('aria-busy', 'true');
-      const data = q.length > 6000 ? await latest(state.api, { body: p }) : await latest(`${state.api}?${q}`);
-      if (!alive) return;
+      const facts = fact && state.facts ? ask(latestFacts, state.facts, p, q).catch((err) => (isAbort(err) ? err : null))
+        : Promise.resolve(null);
+      const data = await ask(latest, state.api, p, q);
+      const f = await facts;
+      if (!alive || isAbort(f)) return;
       status.textContent = '';
       lastData = data;
+      lastFacts = f;
       draw();
     } catch (err) {
       if (!isAbort(err) && alive) status.textContent = `Could not update: ${err.message}`;
@@ -140,6 +162,7 @@ export function createController(state, els, hooks = {}) {
     scene.update(lastData, { ...params });
     const i = stepIndex();
     if (i !== null) scene.showStep(i);
+    showFacts();
     rendered();
   }
 

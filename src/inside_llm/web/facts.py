@@ -1,0 +1,76 @@
+"""GET /api/facts/<slug>: a chapter's "the number" sentence for the same parameters as its stage.
+
+Each chapter module's `facts(p)` takes the chapter's own parameter model (the one its endpoint reads
+from the query), so this route validates exactly like the chapter endpoint and the page can fill the
+fact box from the state it just drew. The sentence is the scene's `fact` with `{placeholders}` filled.
+"""
+
+import inspect
+import typing
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from ..api.registry import CHAPTER_SLUGS, chapter_module
+from ..scenes import Scene, scene_by_slug
+
+router = APIRouter(tags=["facts"])
+
+
+class FactsResponse(BaseModel):
+    slug: str
+    text: str = Field(description="The scene's fact sentence with every figure filled in.")
+    values: dict[str, str] = Field(description="Each placeholder's formatted figure.")
+
+
+def params_model(slug: str) -> type[BaseModel] | None:
+    """The parameter model a chapter's `facts(p)` takes (the class of its default), or None."""
+    mod = chapter_module(slug)
+    fn = getattr(mod, "facts", None) if mod is not None else None
+    if fn is None:
+        return None
+    hints = typing.get_type_hints(fn)
+    first = next(iter(inspect.signature(fn).parameters), None)
+    kinds = typing.get_args(hints[first]) or (hints[first],) if first else ()
+    return next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+
+
+def facts_for(slug: str, p: BaseModel | None = None) -> dict[str, str]:
+    """The chapter's formatted figures for params p (its defaults when None); {} when it has no facts()."""
+    mod = chapter_module(slug)
+    fn = getattr(mod, "facts", None) if mod is not None else None
+    if fn is None:
+        return {}
+    return dict(fn(p) if p is not None else fn())
+
+
+def fact_text(scene: Scene, values: dict[str, str]) -> str | None:
+    try:
+        return scene.fact.format_map(values)
+    except KeyError:
+        return None
+
+
+def _route(slug: str, model: type[BaseModel]) -> Any:
+    scene = scene_by_slug(slug)
+
+    def get_facts(p: Annotated[model, Query()]) -> FactsResponse:  # type: ignore[valid-type]
+        values = facts_for(slug, p)
+        return FactsResponse(slug=slug, text=fact_text(scene, values) or "", values=values)
+
+    def post_facts(p: model) -> FactsResponse:  # type: ignore[valid-type]
+        """The same, with the parameters as a JSON body (for long text)."""
+        return get_facts(p)
+
+    get_facts.__doc__ = f"Chapter {scene.number}'s fact sentence ({scene.title}) for the same parameters as /api/{slug}."
+    return get_facts, post_facts
+
+
+for _slug in CHAPTER_SLUGS:
+    _model = params_model(_slug)
+    if _model is not None and scene_by_slug(_slug) is not None:
+        _get, _post = _route(_slug, _model)
+        for _fn, _method in ((_get, "GET"), (_post, "POST")):
+            router.add_api_route(f"/api/facts/{_slug}", _fn, methods=[_method], response_model=FactsResponse,
+                                 name=f"facts_{_slug.replace('-', '_')}_{_method.lower()}")
