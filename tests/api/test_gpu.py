@@ -110,3 +110,13 @@ def test_fact_figures_come_from_the_endpoint(client):
     f, d = facts(), client.get("/api/gpu").json()
     assert f["sm_count"] == "132" == str(d["layout"]["sm_count"])
     assert f["step_ms"] == f"{d['stream']['step_ms']:.1f}" and f["tp"] == "8"
+
+
+def test_step_time_parts_add_up_to_the_step(client):
+    """The stage's "why 1.51 of 3.35 TB/s" bar: the parts of one step sum to step_ms; one GPU has no all-reduce."""
+    for params in ({}, {"tp": 1, "model": "llama-3.1-8b"}, {"batch": 512, "context": 4096}):
+        s = client.get("/api/gpu", params=params).json()["stream"]
+        assert s["ideal_ms"] == pytest.approx(s["bytes_per_step"] / (s["peak_tb_s"] * 1e12) * 1e3)
+        assert s["ideal_ms"] <= s["memory_ms"] <= s["kernel_ms"]
+        assert s["kernel_ms"] + s["comm_ms"] + s["overhead_ms"] == pytest.approx(s["step_ms"])
+        assert (s["comm_ms"] == 0) == (params.get("tp") == 1)

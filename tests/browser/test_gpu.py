@@ -59,6 +59,8 @@ def test_phone_width_and_reduced_motion_keep_the_numbers(browser, base_url):
     page.goto(base_url + "/tour/gpu?gpu=mi300x")
     sm_count(page, 304)
     assert page.locator("#stage .gpu-svg.gpu-narrow").count() == 1
+    tile = page.locator("#stage rect.tile").first.evaluate("t => t.getBoundingClientRect().width")
+    assert tile >= 8  # was 5.5 px on a phone
     text = page.locator("#stage .gpu-clock-text").inner_text()
     assert text.startswith("One step:") and "GB" in text and "ms" in text
     first = page.evaluate("() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')")
@@ -66,3 +68,57 @@ def test_phone_width_and_reduced_motion_keep_the_numbers(browser, base_url):
     assert page.evaluate("() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')") == first
     assert errors == []
     ctx.close()
+
+
+def test_weight_stream_is_big_and_l2_labels_stay_readable(page, base_url):
+    """Tiles are large enough to see, flow lanes mark the path, and L2 labels sit on opaque pills above the tiles."""
+    page.goto(base_url + "/tour/gpu")
+    sm_count(page, 132)
+    page.wait_for_function("() => [...document.querySelectorAll('#stage rect.tile')].some(t => t.getAttribute('visibility') === 'visible')")
+    tile = page.evaluate("""() => { const t = [...document.querySelectorAll('#stage rect.tile')]
+      .find(t => t.getAttribute('visibility') === 'visible').getBoundingClientRect(); return [t.width, t.height]; }""")
+    sm = page.locator(f"{SM} rect.sm-body").first.bounding_box()
+    assert tile[0] >= 12 and tile[1] >= 12, tile  # was 8 px
+    assert tile[0] >= 0.45 * sm["width"]  # a tile is a visible fraction of an SM, not a speck
+    assert page.locator("#stage .gpu-lane").count() == 5  # one flow lane per active HBM stack
+    flow = page.locator("#stage .gpu-flow-label").evaluate_all("els => els.map(e => e.textContent)")
+    assert flow.count("weights →") == 3 and flow.count("← weights") == 2
+    pills = page.evaluate("""() => [...document.querySelectorAll('#stage .gpu-l2-pill')].map(p => {
+      const tiles = document.querySelector('#stage .gpu-tiles');
+      const r = p.querySelector('rect'), t = p.querySelector('text');
+      const rb = r.getBoundingClientRect(), tb = t.getBoundingClientRect();
+      return { text: t.textContent, above: !!(tiles.compareDocumentPosition(p) & Node.DOCUMENT_POSITION_FOLLOWING),
+        fill: getComputedStyle(r).fill, opacity: getComputedStyle(r).fillOpacity,
+        contains: tb.left >= rb.left && tb.right <= rb.right && tb.top >= rb.top - 1 && tb.bottom <= rb.bottom + 1 };
+    })""")
+    assert [p["text"] for p in pills] == ["L2 cache · 25 MB"] * 2
+    assert all(p["above"] and p["contains"] and p["fill"] != "none" and p["opacity"] == "1" for p in pills), pills
+    assert page.console_errors == []
+
+
+def test_stage_explains_the_average_rate_from_the_response(page, base_url):
+    page.goto(base_url + "/tour/gpu")
+    sm_count(page, 132)
+    s = page.request.get(base_url + "/api/gpu").json()["stream"]
+    head = page.locator("#stage .gpu-budget-head").inner_text()
+    assert head.startswith(f"Why {s['effective_tb_s']:.2f} of {s['peak_tb_s']:.2f} TB/s?")
+    assert f"({round(100 * s['bandwidth_share'])}% of peak)" in head
+    segs = page.evaluate("""() => { const bar = document.querySelector('#stage .gpu-budget-bar').getBoundingClientRect().width;
+      return [...document.querySelectorAll('#stage .gpu-budget-bar .seg')].map(e => [e.className.split(' ')[1],
+        e.getBoundingClientRect().width / bar]); }""")
+    kinds = [k for k, _ in segs]
+    assert kinds == ["reading", "below-peak", "comm", "overhead"]  # decode of 70B on 8 GPUs: no math wait
+    want = {"reading": s["ideal_ms"], "below-peak": s["memory_ms"] - s["ideal_ms"], "comm": s["comm_ms"],
+            "overhead": s["overhead_ms"]}
+    for k, share in segs:
+        assert share == pytest.approx(want[k] / s["step_ms"], abs=0.01), k
+    assert sum(share for _, share in segs) == pytest.approx(1, abs=0.01)
+    keys = page.locator("#stage .gpu-budget-key .item").all_inner_texts()
+    assert keys[2].endswith("all-reduces with the 7 other GPUs: HBM idle")
+    # One GPU: no all-reduce segment, and the numbers follow the response.
+    page.select_option("#ctl-tp", "1")
+    page.wait_for_function("() => document.querySelectorAll('#stage .gpu-budget-bar .seg.comm').length === 0")
+    s1 = page.request.get(base_url + "/api/gpu?tp=1").json()["stream"]
+    assert page.locator("#stage .gpu-budget-head").inner_text().startswith(
+        f"Why {s1['effective_tb_s']:.2f} of {s1['peak_tb_s']:.2f} TB/s?")
+    assert page.console_errors == []

@@ -88,6 +88,12 @@ class StreamOut(BaseModel):
     effective_tb_s: float = Field(description="bytes_per_step / step time: the average rate over the step, TB/s.")
     peak_tb_s: float
     bandwidth_share: float = Field(description="effective_tb_s / peak_tb_s: how busy HBM is over the whole step.")
+    ideal_ms: float = Field(description="bytes_per_step at the datasheet peak bandwidth, ms: the step if HBM never paused.")
+    kernel_ms: float = Field(description="The kernels' time (each the longer of its reads and its math), ms; "
+                             "the part over memory_ms is math the reads wait for.")
+    comm_ms: float = Field(description="All-reduces with the other tensor-parallel GPUs in the step, ms (HBM idle).")
+    overhead_ms: float = Field(description="Kernel launches and per-step work in the step, ms (HBM idle).")
+    hbm_efficiency: float = Field(description="Share of the peak bandwidth a streaming kernel reaches (calibrated).")
     tokens_per_s: float = Field(description="Tokens per second of the whole batch (one per chat per step).")
     bound: Literal["memory", "compute"]
     slow_motion: float = Field(description="Time on screen / real time (a 1-2-5 factor).")

@@ -72,6 +72,13 @@ def decode_stream(cfg: EngineConfig, batch: int = 1, context_tokens: int = 1024)
         "memory_ms": st.memory_s * 1e3,
         "effective_tb_s": nbytes / st.seconds / 1e12,
         "peak_tb_s": cfg.gpu.hbm_bandwidth_tb_s,
+        # Where the step's time goes (they add up to step_ms): the bytes at the datasheet peak, the
+        # rest of the kernels' time (HBM below peak, or math longer than the reads), all-reduces, launches.
+        "ideal_ms": nbytes / cfg.gpu.hbm_bytes_per_s * 1e3,
+        "kernel_ms": (st.gemm_s + st.attention_s) * 1e3,
+        "comm_ms": st.comm_s * 1e3,
+        "overhead_ms": st.overhead_s * 1e3,
+        "hbm_efficiency": cfg.efficiency.hbm,
         "tokens_per_s": batch / st.seconds,
         "bound": st.bound,
     }

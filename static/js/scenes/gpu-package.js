@@ -163,6 +163,33 @@ function text(parent, x, y, str, cls, anchor = 'middle') {
   return svg('text', { x, y, class: cls, 'text-anchor': anchor, 'dominant-baseline': 'middle', text: str }, parent);
 }
 
+/** A label on an opaque pill, drawn above the travelling tiles so they pass under it and never hide it. */
+function pill(parent, x, y, str, charW, h, cls) {
+  const w = str.length * charW + 12;
+  const grp = svg('g', { class: cls }, parent);
+  svg('rect', { x: x - w / 2, y: y - h / 2, width: w, height: h, rx: h / 2, class: 'pill' }, grp);
+  text(grp, x, y + 0.5, str, 'gpu-small');
+  return grp;
+}
+
+/** The paths weights take: from each active stack across the die edge and along its L2 band (flow marks move). */
+function drawLanes(g, layer) {
+  for (const st of g.active) {
+    const side = st.side === 'left' || st.side === 'right';
+    const c = mid(st);
+    const sx = side ? (st.side === 'left' ? st.x + st.w - 4 : st.x + 4) : c.x;
+    const sy = side ? c.y : (st.side === 'top' ? st.y + st.h - 4 : st.y + 4);
+    const ex = st.side === 'left' ? g.chip.x : st.side === 'right' ? g.chip.x + g.chip.w : sx;
+    const ey = st.side === 'top' ? g.chip.y : st.side === 'bottom' ? g.chip.y + g.chip.h : sy;
+    const near = g.l2.reduce((a, b) => (Math.hypot(mid(b).x - ex, mid(b).y - ey) < Math.hypot(mid(a).x - ex, mid(a).y - ey) ? b : a));
+    const ly = mid(near).y, far = st.side === 'right' ? near.x + 6 : near.x + near.w - 6;
+    const pts = side ? [[sx, sy], [ex, sy], [ex, ly], [far, ly]] : [[sx, sy], [sx, ly], [far, ly]];
+    svg('polyline', { points: pts.map((p) => p.map((n) => n.toFixed(1)).join(',')).join(' '), class: 'gpu-lane' }, layer);
+  }
+}
+
+const FLOW = { left: 'weights →', right: '← weights', top: 'weights ↓', bottom: 'weights ↑' };
+
 function drawStacks(g, d, layer) {
   const L = d.layout, v = g.v;
   for (const s of g.stacks) {
@@ -180,7 +207,8 @@ function drawStacks(g, d, layer) {
     const lines = !s.active ? [[v.label ? 'unused site' : '–', 'gpu-small muted']]
       : s.board ? [[L.memory_type, 'gpu-label'], [`${num(L.hbm_capacity_gb)} GB`, 'gpu-small'], ...(v.label ? [['on the board', 'gpu-small muted']] : [])]
         : s.w > 60 && s.h > 48 ? [[L.memory_type, 'gpu-label'], [`${num(L.hbm_gb_per_stack)} GB`, 'gpu-small'],
-          [`${fixed(L.hbm_tb_s_per_stack, 2)} TB/s`, 'gpu-small muted']]
+          [`${fixed(L.hbm_tb_s_per_stack, 2)} TB/s`, 'gpu-small muted'],
+          ...(s.h > 90 ? [[FLOW[s.side], 'gpu-small gpu-flow-label']] : [])]
           : [[L.memory_type, 'gpu-label'], [`${num(L.hbm_gb_per_stack)} GB`, 'gpu-small']];
     const step = v.label ? 15 : 12;
     lines.forEach(([str, cls], i) => text(layer, c.x, c.y + (i - (lines.length - 1) / 2) * step, str, cls));
@@ -192,14 +220,15 @@ function drawChip(g, d, layer, labels) {
   for (const die of g.dies) svg('rect', { x: die.x, y: die.y, width: die.w, height: die.h, rx: 6, class: die.io ? 'gpu-iod' : 'gpu-die' }, layer);
   for (const c of g.caches) {
     svg('rect', { x: c.x, y: c.y, width: c.w, height: c.h, rx: 3, class: 'gpu-cache' }, layer);
-    if (v.label) text(labels, mid(c).x, mid(c).y, `Infinity Cache ${num(L.infinity_cache_mb / P.io_dies)} MB`, 'gpu-small halo');
+    if (v.label) pill(labels, mid(c).x, mid(c).y, `Infinity Cache ${num(L.infinity_cache_mb / P.io_dies)} MB`, 6.4, Math.min(c.h - 3, 17), 'gpu-l2-pill');
   }
   for (const x of g.xcds) svg('rect', { x: x.x, y: x.y, width: x.w, height: x.h, rx: 3, class: 'gpu-xcd' }, layer);
   g.l2.forEach((b) => {
     svg('rect', { x: b.x, y: b.y, width: b.w, height: b.h, rx: 3, class: 'gpu-l2' }, layer);
     if (b.w < 40) return;
-    const label = v.label ? `L2${P.io_dies ? '' : ' cache'} · ${num(P.l2_mb_per_partition)} MB` : `L2 ${num(P.l2_mb_per_partition)} MB`;
-    text(labels, mid(b).x, mid(b).y, b.w > label.length * 6.2 ? label : 'L2', 'gpu-small halo');
+    const long = v.label ? `L2${P.io_dies ? '' : ' cache'} · ${num(P.l2_mb_per_partition)} MB` : `L2 ${num(P.l2_mb_per_partition)} MB`;
+    const label = b.w > long.length * 6.8 + 12 ? long : 'L2';
+    pill(labels, mid(b).x, mid(b).y, label, v.label ? 6.6 : 5.4, Math.min(b.h - 4, v.label ? 18 : 13), 'gpu-l2-pill');
   });
   for (const gr of g.groups) {
     svg('rect', { x: gr.x, y: gr.y, width: gr.w, height: gr.h, rx: 4, class: 'gpu-group' }, layer);
@@ -239,8 +268,11 @@ export function drawPackage(fig, d, v, poolSize) {
   svg('rect', { x: g.pkg.x, y: g.pkg.y, width: g.pkg.w, height: g.pkg.h, rx: 10, class: 'gpu-package' }, s);
   const base = svg('g', {}, s);
   drawStacks(g, d, base);
-  const smLayer = svg('g', {}, s), tiles = svg('g', { class: 'gpu-tiles', 'aria-hidden': 'true' }, s);
+  const smLayer = svg('g', {}, s);
+  const lanes = svg('g', { class: 'gpu-lanes', 'aria-hidden': 'true' }, s);
+  const tiles = svg('g', { class: 'gpu-tiles', 'aria-hidden': 'true' }, s);
   drawChip(g, d, base, svg('g', {}, s));
+  drawLanes(g, lanes);
   const smMem = drawSMs(g, smLayer);
   if (v.label) {
     const arch = d.gpu.architecture ? ` · ${d.gpu.architecture}` : '';
@@ -248,7 +280,7 @@ export function drawPackage(fig, d, v, poolSize) {
   }
   const pool = [];
   for (let i = 0; i < poolSize; i++) {
-    pool.push({ el: svg('rect', { width: v.tile, height: v.tile, x: -v.tile / 2, y: -v.tile / 2, rx: 1.5, class: 'tile', visibility: 'hidden' }, tiles), shown: false, kv: false });
+    pool.push({ el: svg('rect', { width: v.tile, height: v.tile, x: -v.tile / 2, y: -v.tile / 2, rx: v.tile * 0.18, class: 'tile', visibility: 'hidden' }, tiles), shown: false, kv: false });
   }
   return { g, pool, smMem, hot: new Map() };
 }

@@ -10,8 +10,8 @@ import { drawPackage, route, along } from './gpu-package.js';
 
 // Two drawings: px-for-px at desktop and at phone width (the viewBox matches the width it is drawn for).
 const VARIANTS = {
-  wide: { name: 'wide', W: 960, H: 540, pad: 12, gap: 12, stackW: 92, stackH: 62, band: 28, label: true, tile: 8, travelMs: 1600 },
-  narrow: { name: 'narrow', W: 360, H: 440, pad: 6, gap: 7, stackW: 42, stackH: 40, band: 18, label: false, tile: 5.5, travelMs: 1400 },
+  wide: { name: 'wide', W: 960, H: 540, pad: 12, gap: 12, stackW: 92, stackH: 62, band: 30, label: true, tile: 15, travelMs: 1900 },
+  narrow: { name: 'narrow', W: 360, H: 440, pad: 6, gap: 7, stackW: 42, stackH: 40, band: 20, label: false, tile: 10, travelMs: 1700 },
 };
 const NARROW_BELOW = 620; // stage width (px) under which the phone drawing is used
 const POOL = 96; // travelling tiles drawn at most at once (fixed set of SVG elements, moved every frame)
@@ -30,6 +30,7 @@ export function mount(stage, context) {
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     note: h('p', { class: 'gpu-note' }, wrap),
     figure: h('div', { class: 'gpu-figure' }, wrap),
+    budget: h('div', { class: 'gpu-budget' }, wrap),
     clock: h('div', { class: 'gpu-clock' }, wrap),
     legend: h('div', { class: 'legend gpu-legend' }, wrap),
     math: h('div', { class: 'gpu-math' }, wrap),
@@ -38,6 +39,7 @@ export function mount(stage, context) {
   buildClock();
   view.ro = new ResizeObserver(() => {
     if (view && view.data && variantFor() !== view.variant) draw(view.data);
+    if (view) fitBudgetLabels();
   });
   view.ro.observe(stage);
 }
@@ -54,6 +56,7 @@ export function update(data) {
   view.data = data;
   drawReadouts(data);
   drawNote(data);
+  drawBudget(data);
   drawLegend(data);
   drawMath(data);
   draw(data);
@@ -109,6 +112,46 @@ function drawNote(d) {
     const who = d.tp === 1 ? 'the GPU' : 'each GPU';
     h('strong', { class: 'gpu-warn', text: ` It does not fit: ${who} would need ${num(m.shortfall_gb)} GB more ` +
       `than its ${num(m.capacity_gb)} GB, so no real server runs it this way.` }, view.note);
+  }
+}
+
+/**
+ * Why the average rate is below the peak, on the stage: one step's time, added up. Only the first part moves
+ * bytes at the datasheet rate; the rest is HBM below peak, math the reads wait for, all-reduces and launches.
+ */
+function drawBudget(d) {
+  const s = d.stream, b = clear(view.budget);
+  const others = d.tp - 1;
+  const parts = [
+    ['reading', s.ideal_ms, `reading ${bytes(s.bytes_per_step)} at the full ${fixed(s.peak_tb_s, 2)} TB/s`],
+    ['below-peak', s.memory_ms - s.ideal_ms, `HBM reaches ~${pct(s.hbm_efficiency, 0)} of its peak in real kernels`],
+    ['math', s.kernel_ms - s.memory_ms, 'math the reads wait for'],
+    ['comm', s.comm_ms, `all-reduces with the ${others} other GPU${others === 1 ? '' : 's'}: HBM idle`],
+    ['overhead', s.overhead_ms, 'kernel launches and per-step work: HBM idle'],
+  ].filter(([, ms]) => ms > s.step_ms * 0.005);
+  const head = h('p', { class: 'gpu-budget-head' }, b);
+  h('strong', { text: `Why ${fixed(s.effective_tb_s, 2)} of ${fixed(s.peak_tb_s, 2)} TB/s? ` }, head);
+  head.append(`${bytes(s.bytes_per_step)} ÷ ${duration(s.step_ms)} = ${fixed(s.effective_tb_s, 2)} TB/s on average ` +
+    `(${pct(s.bandwidth_share, 0)} of peak): HBM streams at full speed for only ${duration(s.ideal_ms)} of the step.`);
+  const bar = h('div', { class: 'gpu-budget-bar', role: 'img', 'aria-label': `One ${duration(s.step_ms)} step: ` +
+    parts.map(([, ms, text]) => `${duration(ms)} ${text}`).join('; ') }, b);
+  const key = h('div', { class: 'gpu-budget-key' }, b);
+  for (const [cls, ms, text] of parts) {
+    const seg = h('span', { class: `seg ${cls}`, title: `${duration(ms)}: ${text}` }, bar);
+    seg.style.width = `${(ms / s.step_ms) * 100}%`;
+    h('b', { text: duration(ms) }, seg);
+    const k = h('span', { class: 'item' }, key);
+    h('i', { class: `seg ${cls}` }, k);
+    k.append(`${duration(ms)} ${text}`);
+  }
+  fitBudgetLabels();
+}
+
+/** Show a segment's duration inside it only where it fits. */
+function fitBudgetLabels() {
+  for (const b of view.budget.querySelectorAll('.seg > b')) {
+    b.hidden = false;
+    b.hidden = b.offsetWidth + 8 > b.parentElement.clientWidth;
   }
 }
 
@@ -186,6 +229,7 @@ function startMotion(d) {
   const s = d.stream;
   view.clock.speed.textContent = `Slowed ${num(s.slow_motion)}×: one ${duration(s.step_ms)} step lasts ` +
     `${fixed(s.screen_step_s, 1)} s on screen.`;
+  view.figure.classList.toggle('still', stillMotion() || view.paused);
   if (stillMotion() || view.paused) {
     frame(s.screen_step_s * 1000 * (view.paused ? view.pausedAt : 0.5));
     if (!view.paused) showWholeStep(s);
