@@ -61,7 +61,7 @@ def test_partial_utf8_is_held_until_the_character_completes():
     class Fake:
         name, piece, cl100k_ids = "fake", m.piece, m.cl100k_ids
 
-        def generate(self, ids, n, *args):
+        def generate(self, ids, n, *args, **kwargs):
             yield from (byte_ids * 2)[:n]
 
     class Req:

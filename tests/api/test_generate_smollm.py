@@ -34,3 +34,11 @@ def test_without_the_file_the_toy_serves_and_smollm2_is_a_422(client, no_model):
     assert r.status_code == 422
     err = r.json()["detail"][0]
     assert err["loc"][-1] == "model" and "not installed" in err["msg"] and "fetch-model" in err["msg"]
+
+
+def test_a_long_prefill_is_read_in_pieces_and_gives_the_same_tokens(smollm):
+    ids = smollm.chat_ids("Explain, in two sentences, why the sky is blue and why sunsets are red. " * 2)
+    assert len(ids) > 64
+    whole = list(smollm.generate(ids, 6))
+    pieces = list(smollm.generate(ids, 6, prefill_chunk=32))
+    assert pieces.count(None) == (len(ids) - 1) // 32 and [t for t in pieces if t is not None] == whole

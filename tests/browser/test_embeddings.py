@@ -72,7 +72,7 @@ def test_generate_streams_to_an_eventsource(page, base_url):
     m = demo_model()
     page.goto(base_url + "/tour/embeddings?autoplay=0")
     got = page.evaluate("""() => new Promise((resolve, reject) => {
-      const es = new EventSource('/api/generate?prompt=ROMEO%3A&max_tokens=6&temperature=0&tokens_per_s=100');
+      const es = new EventSource('/api/generate?model=toy&prompt=ROMEO%3A&max_tokens=6&temperature=0&tokens_per_s=100');
       const out = { ids: [], text: '' };
       es.addEventListener('token', (e) => { const t = JSON.parse(e.data); out.ids.push(t.id); out.text += t.text; });
       es.addEventListener('done', (e) => { es.close(); out.done = JSON.parse(e.data); resolve(out); });

@@ -35,6 +35,8 @@ MAX_GENERATE_PROMPT_TOKENS = 256
 MAX_NEW_TOKENS = 512
 MAX_TOKENS_PER_S = 200.0
 MAX_PROMPT_CHARS = 4000
+PREFILL_CHUNK = 32  # prompt tokens per forward pass: a client that leaves stops the prefill within one piece
+_END = object()
 MAX_STREAMS = 8  # concurrent generations per process; more get 503
 MAX_STREAMS_PER_CLIENT = 2  # per client address, so one client cannot hold every slot
 MIN_TOKENS_PER_S = 0.5  # a paced stream ends within max_tokens / 0.5 s (1,024 s at most)
@@ -249,7 +251,8 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
                   client: str = "local") -> AsyncIterator[bytes]:
     _active["streams"] += 1
     _per_client[client] = _per_client.get(client, 0) + 1
-    steps = m.generate(ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k, p.seed)
+    steps = m.generate(ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k, p.seed,
+                       prefill_chunk=PREFILL_CHUNK)
     try:
         t0 = time.perf_counter()
         ms = lambda t: round(1e3 * (t - t0), 2)  # noqa: E731
@@ -263,11 +266,13 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
             if await request.is_disconnected():
                 return
             try:
-                token = await anyio.to_thread.run_sync(next, steps, None)
+                token = await anyio.to_thread.run_sync(next, steps, _END)
             except Exception as e:  # a broken model must end the stream with a reason, not a 500 mid-body
                 yield sse("error", {"detail": f"the model failed ({type(e).__name__})"})
                 return
-            if token is None:
+            if token is None:  # a piece of the prompt was read; look at the client again
+                continue
+            if token is _END:
                 break
             if token in stops:  # the end of the assistant's turn: not shown
                 finish = "stop"

@@ -268,21 +268,28 @@ class DemoModel:
         return attend(q, cache.k[i][:, lo:end], cache.v[i][:, lo:end], pos, np.arange(lo, end), window)
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
-                 top_k: int | None = None, seed: int = 0) -> Iterator[int]:
+                 top_k: int | None = None, seed: int = 0, prefill_chunk: int | None = None
+                 ) -> Iterator[int | None]:
         """Yields up to max_new_tokens new model ids, one forward pass of one token each (KV cache).
 
         Greedy when temperature == 0; otherwise sampled with numpy's Generator(seed), so the same
-        arguments always give the same tokens.
+        arguments always give the same tokens. prefill_chunk: read the prompt in pieces of that many
+        tokens and yield None after each piece but the last, a point where a caller may stop (a server
+        whose client left); the tokens are the same (up to float rounding for longer prompts).
         """
         if max_new_tokens < 0:
             raise ValueError("max_new_tokens must be >= 0")
         rng, cache = np.random.default_rng(seed), KVCache(self.config)
-        logits = self.forward(prompt_ids, cache, last_only=True).logits[-1]  # [V]
+        step = prefill_chunk or len(prompt_ids)
+        for i in range(0, len(prompt_ids), step):
+            logits = self.forward(prompt_ids[i:i + step], cache, last_only=True).logits[-1]  # [V]
+            if i + step < len(prompt_ids):
+                yield None
         for n in range(max_new_tokens):
             token = sample(logits, temperature, top_k, rng)
             yield token
             if n + 1 < max_new_tokens:
-                logits = self.forward([token], cache).logits[-1]
+                logits = self.forward([token], cache, last_only=True).logits[-1]
 
 
 @cache

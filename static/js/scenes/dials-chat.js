@@ -1,33 +1,46 @@
 // scenes/dials-chat.js: chapter 11's chat box: an answer streams one token at a time at the configuration's per-user speed.
 //
-// Token source: the demo model (GET /api/generate, server-sent events), a real transformer running on this
-// server's CPU; it sends as fast as it can and the box paces the tokens itself: after the configuration's time
-// to first token, tokens appear at tokens_per_s_per_user, and a new configuration changes the pace mid-answer
-// (the stream is re-anchored, never restarted). A token not yet generated simply waits.
+// Token source: GET /api/generate (server-sent events): SmolLM2-135M-Instruct, a real chat model running on this
+// server's CPU, answers the question in its chat template (greedy); without it the server's toy model continues
+// the text. The server generates as fast as its CPU can; the box replays the tokens at the configuration's pace:
+// after its time to first token, at tokens_per_s_per_user, and a new configuration changes the pace mid-answer
+// (the stream is re-anchored, never restarted). A token not yet generated simply waits. The note under the box
+// says which model wrote the words and how fast this CPU wrote them.
 
 import { h, clear } from '../lib/svg.js';
 import { num, fixed, duration } from '../lib/format.js';
 import { loop } from '../lib/tween.js';
 
-const DEFAULT_PROMPT = 'ROMEO: But soft, what light through yonder window breaks?';
+const DEFAULT_PROMPT = 'What is the capital of France?';
 const MAX_TTFT_MS = 8000; // a longer prefill is shortened on screen (and the footer says so)
-const MAX_TOKENS = 200; // one demo answer (the stream allows 512; the dials' output_tokens caps it lower)
-const SOURCE_NOTE = 'The words come from our tiny demo model (trained on Shakespeare, running on this server\'s ' +
-  'CPU); the pace is the real per-user speed of the configuration above.';
+const MAX_TOKENS = 512; // the stream's own cap; the dials' output tokens (the readouts' answer length) caps it lower
+const MODEL_NAMES = { smollm2: 'SmolLM2-135M-Instruct (135M parameters, a real chat model)' };
+const TOY_NOTE = 'The words come from our tiny toy model (trained on Shakespeare, running on this server\'s CPU: ' +
+  'it continues text, it cannot answer); this server has not fetched the real model (inside-llm fetch-model). ' +
+  'The pace is the real per-user speed of the configuration above.';
+
+/** Which model wrote the words, at what speed on this CPU, and that the box replays them at another pace. */
+function sourceNote(model, cpuRate) {
+  if (!MODEL_NAMES[model]) return TOY_NOTE;
+  const measured = cpuRate ? `, ${num(cpuRate, 3)} tokens/s on this server's CPU` : ' on this server\'s CPU';
+  return `Written by ${MODEL_NAMES[model]}${measured}; replayed here at the per-user speed ` +
+    'of the configuration above.';
+}
 
 /**
- * Open the demo model's stream; onToken(text) per token (partial UTF-8 already held back by the server),
- * onEnd() when it is complete, onError(message) if it fails. Returns a stop() function.
+ * Open the model's stream; onStart(start event), onToken(text) per token (partial UTF-8 already held back by
+ * the server), onEnd(done event) when it is complete, onError(message) if it fails. Returns a stop() function.
  */
-function openStream(prompt, maxTokens, { onToken, onEnd, onError }) {
+function openStream(prompt, maxTokens, { onStart, onToken, onEnd, onError }) {
   if (location.protocol === 'file:') {
-    onError('the demo model\'s answer needs the live server (this is an offline copy)');
+    onError('the model\'s answer needs the live server (this is an offline copy)');
     return () => {};
   }
-  const q = new URLSearchParams({ prompt, max_tokens: String(maxTokens), tokens_per_s: '0' });
+  const q = new URLSearchParams({ prompt, max_tokens: String(maxTokens), tokens_per_s: '0', temperature: '0' });
   const es = new EventSource(`/api/generate?${q}`);
+  es.addEventListener('start', (e) => onStart(JSON.parse(e.data)));
   es.addEventListener('token', (e) => onToken(JSON.parse(e.data).text));
-  es.addEventListener('done', () => { es.close(); onEnd(); });
+  es.addEventListener('done', (e) => { es.close(); onEnd(JSON.parse(e.data)); });
   es.addEventListener('error', (e) => {
     es.close();
     let detail = 'the stream failed (a prompt of at most 256 tokens is accepted)';
@@ -52,30 +65,60 @@ export function createChat(parent, ctx) {
   const form = h('form', { class: 'chat-ask' }, box);
   const input = h('input', { type: 'text', maxlength: 600, 'aria-label': 'Prompt', value: DEFAULT_PROMPT }, form);
   h('button', { class: 'btn primary', type: 'submit', text: 'Send' }, form);
-  h('p', { class: 'chat-note', text: SOURCE_NOTE }, box);
+  const note = h('p', { class: 'chat-note', text: sourceNote('smollm2', null) }, box);
   form.addEventListener('submit', (ev) => { ev.preventDefault(); start(); });
 
-  let data = null, tokens = [], shown = 0, phase = 'idle', clock = null, closeStream = null, ended = false;
+  let data = null, tokens = [], shown = 0, phase = 'idle', clock = null, closeStream = null, ended = false, model = '';
+  let written = ''; // request().key of the answer in `tokens`, once the server has written all of it
   let t0 = 0, ttftMs = 0, anchorCount = 0, anchorT = 0, rate = 1, blocked = false, streamS = 0, anchorS = 0;
 
+  /** The question and the answer length the readouts assume: the key of a generated answer. */
+  function request() {
+    const prompt = input.value.trim() || DEFAULT_PROMPT;
+    const want = Math.min(MAX_TOKENS, (data && data.params && data.params.output_tokens) || MAX_TOKENS);
+    return { prompt, want, key: `${want}\u0000${prompt}` };
+  }
+
+  /** Show the answer: replay the one already written for this question, else have the server write it. */
   function start() {
     stop();
-    const prompt = input.value.trim() || DEFAULT_PROMPT;
-    you.textContent = prompt;
+    const req = request();
+    you.textContent = req.prompt;
     clear(text);
     shown = 0;
-    tokens = [];
-    ended = false;
     answer.dataset.count = '0';
     if (data && !data.memory.fits) { phase = 'blocked'; return render(); }
-    const want = Math.min(MAX_TOKENS, (data && data.params && data.params.output_tokens) || MAX_TOKENS);
-    closeStream = openStream(prompt, want, {
-      onToken: (t) => { tokens.push(t); },
-      onEnd: () => { ended = true; if (still()) showAll(); },
+    if (written === req.key) return replay();
+    tokens = [];
+    ended = false;
+    written = '';
+    phase = 'writing';
+    foot.textContent = 'The server\'s CPU is writing the answer…';
+    closeStream = openStream(req.prompt, req.want, {
+      onStart: (s) => { model = s.model; note.textContent = sourceNote(model, null); },
+      onToken: (t) => {
+        tokens.push(t);
+        foot.textContent = `The server's CPU is writing the answer: ${num(tokens.length)} tokens so far…`;
+      },
+      onEnd: (d) => {
+        ended = true;
+        written = req.key;
+        closeStream = null;
+        note.textContent = sourceNote(model, d.decode_tokens_per_s);
+        replay();
+      },
       onError: (msg) => { ended = true; phase = 'error'; foot.textContent = `No answer: ${msg}.`; stop(); },
     });
+  }
+
+  /** Stream the written answer at the configuration's pace: its time to first token, then its per-user speed. */
+  function replay() {
+    stop();
+    clear(text);
+    shown = 0;
+    answer.dataset.count = '0';
+    if (still()) return showAll();
     t0 = performance.now();
-    if (still()) { phase = 'loading'; foot.textContent = 'Generating the answer…'; return; }
     phase = 'prefill';
     ttftMs = Math.min(data ? data.ttft_ms : 0, MAX_TTFT_MS);
     prefill.hidden = false;
