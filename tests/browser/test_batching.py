@@ -112,3 +112,34 @@ def test_embed_keeps_the_lanes_and_the_table_for_a_slide(page, base_url):
     fits = page.evaluate("() => document.scrollingElement.scrollHeight <= innerHeight + 1")
     assert fits, "a 16:9 frame shows the whole scene without scrolling"
     assert page.console_errors == []
+
+
+@pytest.mark.parametrize("seats", [2, 3, 4])
+def test_few_seats_still_draw_the_queue_stack_without_errors(page, base_url, seats):
+    page.goto(base_url + f"/tour/batching?seats={seats}&step=4")
+    ready(page)
+    sizes = page.eval_on_selector_all(".bt-waiting", "els => els.map(e => [+e.getAttribute('width'), +e.getAttribute('height')])")
+    assert len(sizes) == 2 * 24 and all(w >= 6 and h >= 6 for w, h in sizes), sizes[:4]
+    shown = page.eval_on_selector_all(".bt-panel[data-policy=static] .bt-waiting", "els => els.filter(e => e.style.display !== 'none').length")
+    assert shown > 0, "static batching with a few seats has a queue at this beat"
+    assert page.console_errors == []
+
+
+def test_default_load_queues_under_both_policies_and_one_chat_is_followed(page, base_url):
+    page.goto(base_url + "/tour/batching?step=0")
+    ready(page)
+    seen = {"static": 0, "continuous": 0}
+    for value in range(0, 1001, 50):
+        page.locator(".bt-transport input[type=range]").evaluate(
+            f"(el) => {{ el.value = {value}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}")
+        for name in seen:
+            seen[name] = max(seen[name], int(page.locator(f".bt-panel[data-policy={name}]").get_attribute("data-waiting")))
+    assert seen["static"] >= 3 and seen["continuous"] >= 1, seen
+    follow = page.locator(".bt-follow").inner_text()
+    m = re.search(r"chat #(\d+)", follow)
+    assert m and "static batching: waits" in follow and "continuous batching: waits" in follow, follow
+    for name in seen:  # its stay is outlined in both lanes, with an arrival mark
+        spans = page.locator(f".bt-panel[data-policy={name}] .bt-span.bt-followed")
+        assert spans.count() >= 1 and spans.first.get_attribute("data-request") == m.group(1)
+        assert page.locator(f".bt-panel[data-policy={name}] .bt-arrival").count() == 1
+    assert page.console_errors == []

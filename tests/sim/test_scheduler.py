@@ -18,7 +18,7 @@ def batching(**kw):
 
 
 def by_name(result):
-    return {p["name"]: p for p in result["policies"]}
+    return {p.name: p for p in result.policies}
 
 
 @cache
@@ -29,8 +29,17 @@ def engine(policy, num_blocks=2048, seats=4, num_requests=40, rate=3.0, budget=2
 
 
 def all_frames(e):
-    starts = step_starts(e)
-    return frames(e, np.arange(len(e.durations)), starts)
+    """Every step as a row: the frame columns, plus each seat's request and tokens from the step log."""
+    cols = vars(frames(e, np.arange(len(e.durations)), step_starts(e)))
+    rows = [dict(zip(cols, values)) for values in zip(*cols.values())]
+    for rec in e.log:
+        for j in range(rec.num_steps):
+            ids = rec.seat_request_ids
+            rows[rec.first_step + j].update(
+                seat_request_ids=ids,
+                seat_num_computed_tokens=[n + j if r is not None else 0 for r, n in zip(ids, rec.seat_num_computed_tokens)],
+                seat_num_output_tokens=[n + j if r is not None else 0 for r, n in zip(ids, rec.seat_num_output_tokens)])
+    return rows
 
 
 # -- the chapter's claim ----------------------------------------------------------------------
@@ -38,30 +47,32 @@ def all_frames(e):
 def test_continuous_beats_static_on_throughput_and_latency(seed):
     pols = by_name(batching(seed=seed))
     s, c = pols["static"], pols["continuous"]
-    assert c["throughput_tokens_per_s"] > 1.5 * s["throughput_tokens_per_s"]
-    assert c["latency_ms_p50"] < s["latency_ms_p50"] / 5
-    assert c["ttft_ms_p50"] < s["ttft_ms_p50"]
-    assert c["seat_utilization"] > s["seat_utilization"]
+    assert c.throughput_tokens_per_s > 1.5 * s.throughput_tokens_per_s
+    assert c.latency_ms_p50 < s.latency_ms_p50 / 5
+    assert c.ttft_ms_p50 < s.ttft_ms_p50
+    assert c.seat_utilization > s.seat_utilization
 
 
 def test_response_shape():
     result = batching()
-    assert [p["name"] for p in result["policies"]] == ["static", "continuous"]
-    for p in result["policies"]:
+    assert [p.name for p in result.policies] == ["static", "continuous"]
+    assert len(result.requests.arrival_s) == len(result.requests.num_output_tokens) == 200
+    for p in result.policies:
         for key in ("throughput_tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "latency_ms_p50",
                     "latency_ms_p99", "seat_utilization"):
-            assert isinstance(p[key], float) and p[key] > 0
-        assert 0 < p["seat_utilization"] <= 1 and p["ttft_ms_p50"] <= p["ttft_ms_p99"]
-        assert len(p["requests"]) == 200 and 0 < len(p["frames"]) <= 200
-        assert {"throughput_tokens_per_s", "seat_utilization"} <= set(p["math"])
-        times = [f["time_s"] for f in p["frames"]]
-        assert times == sorted(times) and all(len(f["seat_request_ids"]) == 16 for f in p["frames"])
+            assert isinstance(getattr(p, key), float) and getattr(p, key) > 0
+        assert 0 < p.seat_utilization <= 1 and p.ttft_ms_p50 <= p.ttft_ms_p99
+        assert len(p.requests.finish_s) == 200 and 0 < len(p.frames.time_s) <= 200
+        assert all(len(column) == len(p.frames.time_s) for column in vars(p.frames).values())
+        assert {"throughput_tokens_per_s", "seat_utilization"} <= set(p.math)
+        assert p.frames.time_s == sorted(p.frames.time_s)
+        assert max(p.seat_spans.end_s) == pytest.approx(p.makespan_s + min(result.requests.arrival_s), abs=1e-5)
 
 
 def test_deterministic_per_seed():
     assert simulate_batching(num_requests=30, seed=4) == simulate_batching(num_requests=30, seed=4)
     a, b = simulate_batching(num_requests=30, seed=4), simulate_batching(num_requests=30, seed=5)
-    assert a["policies"][1]["requests"] != b["policies"][1]["requests"]
+    assert a.policies[1].requests != b.policies[1].requests
 
 
 # -- conservation and bookkeeping -------------------------------------------------------------
@@ -80,7 +91,7 @@ def test_every_request_finishes_with_exactly_its_tokens(policy):
 @pytest.mark.parametrize("policy", ["static", "continuous"])
 def test_fast_forward_equals_stepping_one_by_one(policy):
     fast, slow = engine(policy, num_blocks=200), engine(policy, num_blocks=200, fast_forward=False)
-    assert len(fast.segments) < len(slow.segments)
+    assert len(fast.log) < len(slow.log)
     assert list(fast.durations) == list(slow.durations)
     key = lambda e: [(r.first_token_s, r.finish_s, r.num_preemptions) for r in e.reqs]  # noqa: E731
     assert key(fast) == key(slow)
@@ -164,12 +175,12 @@ def test_step_time_is_pluggable():
         return 0.01
 
     result = simulate_batching(num_requests=10, step_time=flat, policies=("continuous",))
-    pol = result["policies"][0]
-    assert all(f["duration_s"] == 0.01 for f in pol["frames"]) and calls
+    pol = result.policies[0]
+    assert all(d == 0.01 for d in pol.frames.duration_s) and calls
     assert all(p >= 0 and d >= 0 and c >= d for p, d, c in calls)
     obj = simulate_batching(num_requests=10, step_time=lambda p, d, c: SimpleNamespace(seconds=0.01),
                             policies=("continuous",))
-    assert obj["policies"][0]["requests"] == pol["requests"]
+    assert obj.policies[0].requests == pol.requests
     with pytest.raises(ValueError, match="step_time"):
         simulate_batching(num_requests=5, step_time=lambda p, d, c: 0.0)
 
@@ -200,7 +211,8 @@ def test_seat_spans_are_exact_stays(policy):
     from inside_llm.sim.schedrecords import seat_spans
 
     e = engine(policy)
-    spans = seat_spans(e, step_starts(e))
+    cols = vars(seat_spans(e, step_starts(e)))
+    spans = [dict(zip(cols, values)) for values in zip(*cols.values())]
     assert sorted(s["request_id"] for s in spans) == list(range(len(e.reqs)))
     for s in spans:
         r = e.reqs[s["request_id"]]
@@ -222,4 +234,26 @@ def test_preempted_requests_get_one_span_per_stay():
     e = engine("continuous", num_blocks=128, seats=16, workload="sharegpt", num_requests=40, rate=20.0)
     assert e.num_preemptions > 0
     spans = seat_spans(e, step_starts(e))
-    assert len(spans) == len(e.reqs) + sum(r.num_preemptions for r in e.reqs)
+    assert len(spans.request_id) == len(e.reqs) + sum(r.num_preemptions for r in e.reqs)
+
+
+@pytest.mark.parametrize("model_id, gpu_id, tp", [("llama-3.1-8b", "h100-sxm", 1), ("llama-3.1-70b", "h100-sxm", 4)])
+def test_cost_model_clock_times_decode_runs_as_step_time_does(model_id, gpu_id, tp):
+    """The vectorized decode clock (one numpy call per run) agrees with the cost model step by step."""
+    from inside_llm.sim import catalog, costmodel
+    from inside_llm.sim.stepcost import CostModelClock
+
+    clock = CostModelClock(costmodel.EngineConfig(catalog.model(model_id), catalog.gpu(gpu_id), tp=tp))
+    for n in (1, 7, 64):
+        contexts = np.array([n, 500 * n, 2048 * n, 100_003])
+        scalar = [clock(0, n, int(c)).seconds for c in contexts]
+        assert clock.decode_seconds(n, contexts).tolist() == pytest.approx(scalar, rel=1e-12)
+
+
+def test_a_vectorized_clock_gives_the_same_run_as_a_scalar_one():
+    cost = SimpleStepCost()
+    trace = make_trace("sharegpt", 60, 3, 6.0)
+    fast = Engine("continuous", trace, 8, cost, 400, 16, 2048).run()
+    slow = Engine("continuous", trace, 8, lambda p, d, c: cost(p, d, c), 400, 16, 2048).run()
+    assert list(fast.durations) == list(slow.durations)
+    assert [(r.first_token_s, r.finish_s) for r in fast.reqs] == [(r.first_token_s, r.finish_s) for r in slow.reqs]

@@ -10,15 +10,18 @@ from __future__ import annotations
 import os
 import platform
 import threading
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..sim import catalog, costmodel
 from ..sim.derivation import derive
+from ..sim.schedrecords import BatchingResult
 from ..sim.scheduler import simulate_batching
+from ..sim.stepcost import CostModelClock
 
 router = APIRouter(tags=["7 · batching"])
 measured_router = APIRouter(tags=["7 · batching"])
@@ -29,84 +32,30 @@ MAX_SEATS = 64
 MAX_RATE = 32.0
 MIN_RATE = 0.01  # slower arrivals overflow the trace's clock (5e-324 req/s gave infinite times)
 MAX_FRAMES = 150
-WAITING_SHOWN = 24
 MAX_SEQ_LEN = 2048
 BLOCK_SIZE = 16
 MAX_NUM_BATCHED_TOKENS = 2048
 MODEL_ID, GPU_ID = "llama-3.1-8b", "h100-sxm"
 Workload = Literal["sharegpt", "alpaca", "fixed"]
-FRAME_KEYS = ("step", "time_s", "duration_s", "seat_request_ids", "seat_num_output_tokens", "num_waiting",
-              "num_occupied_seats", "num_prefill_tokens", "num_decode_tokens", "num_tokens_produced_total",
-              "num_finished", "num_kv_blocks_used", "num_preemptions_total")
-METRICS = ("throughput_tokens_per_s", "requests_per_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99",
-           "latency_ms_p50", "latency_ms_p99", "seat_utilization", "mean_batch_size", "engine_busy_fraction",
-           "num_preemptions", "num_steps", "num_output_tokens", "makespan_s")
 
 
 class BatchingParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
-    rate: float = Field(4.0, ge=MIN_RATE, le=MAX_RATE,
+    rate: float = Field(3.0, ge=MIN_RATE, le=MAX_RATE,
                         description=f"Poisson arrival rate (requests/s; {MIN_RATE:g}-{MAX_RATE:g}).")
     requests: int = Field(200, ge=1, le=MAX_REQUESTS, description=f"Requests in the trace (1-{MAX_REQUESTS:,}).")
-    seats: int = Field(16, ge=1, le=MAX_SEATS, description=f"Seats: requests decoded together at most (1-{MAX_SEATS}).")
+    seats: int = Field(8, ge=1, le=MAX_SEATS, description=f"Seats: requests decoded together at most (1-{MAX_SEATS}).")
     workload: Workload = Field("sharegpt", description="Request lengths: sharegpt (161 in / 338 out tokens on "
                                                        "average), alpaca (19 / 58) or fixed (161 / 338).")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of lengths and arrivals (no unit; 0-2147483647).")
 
 
-class SeatSpan(BaseModel):
-    seat: int
-    request_id: int
-    start_s: float = Field(description="start of the first step it is seated for (s)")
-    first_token_s: float = Field(description="its first output token (s); before start_s after a preemption")
-    end_s: float = Field(description="end of its last step in the seat (s)")
+@dataclass
+class BatchingResponse(BatchingResult):
+    engine: dict = field(default_factory=dict)  # the model, GPU and limits every step's duration comes from
 
 
-class BatchingFrame(BaseModel):
-    step: int
-    time_s: float
-    duration_s: float
-    seat_request_ids: list[int | None]
-    seat_num_output_tokens: list[int]
-    waiting_request_ids: list[int] = Field(description=f"the first {WAITING_SHOWN} waiting, in queue order")
-    num_waiting: int
-    num_occupied_seats: int
-    num_prefill_tokens: int
-    num_decode_tokens: int
-    num_tokens_produced_total: int
-    num_finished: int
-    num_kv_blocks_used: int
-    num_preemptions_total: int
-
-
-class BatchingPolicy(BaseModel):
-    name: Literal["static", "continuous"]
-    throughput_tokens_per_s: float
-    requests_per_s: float
-    ttft_ms_p50: float
-    ttft_ms_p99: float
-    tpot_ms_p50: float
-    tpot_ms_p99: float
-    latency_ms_p50: float
-    latency_ms_p99: float
-    seat_utilization: float
-    mean_batch_size: float
-    engine_busy_fraction: float
-    num_preemptions: int
-    num_steps: int
-    num_output_tokens: int
-    makespan_s: float
-    math: dict
-    seat_spans: list[SeatSpan]
-    frames: list[BatchingFrame]
-
-
-class BatchingResponse(BaseModel):
-    params: dict
-    engine: dict = Field(description="the model, GPU and limits every step's duration comes from")
-    trace: dict
-    horizon_s: float = Field(description="last finish over both policies: the shared clock runs 0..horizon_s")
-    policies: list[BatchingPolicy]
+RESPONSE = TypeAdapter(BatchingResponse)
 
 
 @lru_cache(maxsize=1)
@@ -114,9 +63,14 @@ def engine_config() -> costmodel.EngineConfig:
     return costmodel.EngineConfig(catalog.model(MODEL_ID), catalog.gpu(GPU_ID))
 
 
+@lru_cache(maxsize=1)
+def clock() -> CostModelClock:
+    """Every step's duration: the cost model's step time for what the step computes."""
+    return CostModelClock(engine_config())
+
+
 def step_seconds(p: int, d: int, c: int) -> costmodel.StepTime:
-    """The cost model's step time for num_prefill_tokens, num_decode_seqs, decode_context_tokens."""
-    return costmodel.step_time(engine_config(), p, d, c)
+    return clock()(p, d, c)
 
 
 @lru_cache(maxsize=MAX_SEATS)
@@ -158,27 +112,16 @@ def engine(seats: int) -> dict:
     }
 
 
-def policy_out(pol: dict) -> dict:
-    first = {r["request_id"]: r["first_token_s"] for r in pol["requests"]}
-    spans = [{**s, "first_token_s": first[s["request_id"]]} for s in pol["seat_spans"]]
-    frames = [{**{k: f[k] for k in FRAME_KEYS}, "waiting_request_ids": f["waiting_request_ids"][:WAITING_SHOWN]}
-              for f in pol["frames"]]
-    return {"name": pol["name"], **{k: pol[k] for k in METRICS}, "math": pol["math"], "seat_spans": spans,
-            "frames": frames}
-
-
 @lru_cache(maxsize=64)
 def batching_json(p: BatchingParams) -> bytes:
     """The response body for one parameter set (pure: same params, same bytes)."""
     eng = engine(p.seats)
     result = simulate_batching(rate=p.rate, num_requests=p.requests, seats=p.seats, workload=p.workload, seed=p.seed,
-                               step_time=step_seconds, kv_capacity_tokens=eng["kv_capacity_tokens"],
+                               step_time=clock(), kv_capacity_tokens=eng["kv_capacity_tokens"],
                                block_size=BLOCK_SIZE, max_frames=MAX_FRAMES,
                                max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS, max_seq_len=MAX_SEQ_LEN)
-    horizon = max(s["end_s"] for pol in result["policies"] for s in pol["seat_spans"])
-    resp = BatchingResponse(params=p.model_dump(), engine=eng, trace=result["trace"], horizon_s=round(horizon, 6),
-                            policies=[policy_out(pol) for pol in result["policies"]])
-    return resp.model_dump_json().encode()
+    fields = {**vars(result), "params": p.model_dump(), "engine": eng}
+    return RESPONSE.dump_json(BatchingResponse(**fields))
 
 
 @router.get("/api/batching", response_model=BatchingResponse)

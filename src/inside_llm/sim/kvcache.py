@@ -33,7 +33,12 @@ REFERENCE = {
 }
 
 
-@dataclass
+def num_blocks_for(num_tokens, block_size: int):
+    """Blocks needed to hold num_tokens tokens: ceil(num_tokens / block_size) (ints or numpy arrays)."""
+    return -(-num_tokens // block_size)
+
+
+@dataclass(slots=True)
 class Block:
     """One physical page. num_tokens: slots holding real tokens, 0..block_size."""
 
@@ -49,7 +54,7 @@ class BlockPool:
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
         self.num_blocks = num_blocks
-        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.blocks: list[Block | None] = [None] * num_blocks  # made when first handed out
         self.free_block_queue: deque[int] = deque(range(num_blocks))
 
     @property
@@ -65,9 +70,13 @@ class BlockPool:
         if num_blocks > len(self.free_block_queue):
             return None
         popleft, blocks = self.free_block_queue.popleft, self.blocks
-        out = [blocks[popleft()] for _ in range(num_blocks)]
-        for block in out:
+        out = []
+        for _ in range(num_blocks):
+            i = popleft()
+            block = blocks[i] or Block(i)
+            blocks[i] = block
             block.ref_cnt = 1
+            out.append(block)
         return out
 
     def free_blocks(self, blocks: list[Block]) -> None:
@@ -92,10 +101,6 @@ class KVCacheManager:
         self.block_size = block_size
         self.req_to_blocks: dict[int, list[Block]] = {}
 
-    def num_blocks_for(self, num_tokens: int) -> int:
-        """Blocks needed to hold num_tokens tokens: ceil(num_tokens / block_size)."""
-        return -(-num_tokens // self.block_size)
-
     def allocate(self, request_id: int, num_tokens: int) -> list[Block] | None:
         """Grow request_id's block table to hold `num_tokens` tokens in total (not new tokens).
 
@@ -110,7 +115,7 @@ class KVCacheManager:
         elif num_tokens <= len(table) * bs:  # fast path: the last page has room
             table[-1].num_tokens = min(bs, num_tokens - (len(table) - 1) * bs)
             return []
-        need = -(-num_tokens // bs) - len(table)
+        need = num_blocks_for(num_tokens, bs) - len(table)
         new = self.pool.get_new_blocks(need) if need > 0 else []
         if new is None:
             if not table:
@@ -197,7 +202,7 @@ def frame_cells(policy: dict, frame: dict, cell_slots: int = 16) -> dict:
     """
     paged = policy["layout"] == "paged"
     size = policy["block_size"] if paged else cell_slots
-    num_cells = policy["num_blocks"] if paged else -(-policy["capacity_slots"] // size)
+    num_cells = policy["num_blocks"] if paged else num_blocks_for(policy["capacity_slots"], size)
     owner, filled = [None] * num_cells, [0] * num_cells
     for r in frame["residents"]:
         if paged:  # token t of the request lives in page block_table[t // size]

@@ -24,7 +24,11 @@ Policies (same trace, same KV pool, same step_time):
   computes at most `max_num_batched_tokens` tokens, so long prompts are split into chunks that ride
   along with the decodes.
 Identical pure-decode steps are advanced in one go (same result as stepping them one by one: the
-run stops before any finish, block shortage or admissible arrival), which keeps 10,000 requests fast.
+run stops before any finish, block shortage or admissible arrival), which keeps 10,000 requests fast;
+a clock with a vectorized `decode_seconds` (stepcost.py) times the whole run in one numpy call.
+
+The engine keeps a typed step log (`StepRecord`, one per planned step or decode run); schedrecords.py
+turns it into what a run reports. The parameters' bounds are checked here (`validate_batching`).
 """
 
 from __future__ import annotations
@@ -33,26 +37,20 @@ import heapq
 import math
 from array import array
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
-from inside_llm.sim.kvcache import BlockPool, KVCacheManager
-from inside_llm.sim.schedrecords import (
-    POLICIES,
-    frames,
-    log_segment,
-    metrics_math,
-    request_records,
-    run_metrics,
-    sample_steps,
-    seat_spans,
-    step_starts,
-    validate_batching,
-)
-from inside_llm.sim.stepcost import SimpleStepCost, StepTimeFn, describe_step_time, seconds
-from inside_llm.sim.workloads import Trace, make_trace
+from inside_llm.sim.kvcache import BlockPool, KVCacheManager, num_blocks_for
+from inside_llm.sim.schedrecords import BatchingResult, policy_run, trace_requests
+from inside_llm.sim.stepcost import SimpleStepCost, StepTimeFn, decode_run_seconds, describe_step_time, seconds
+from inside_llm.sim.workloads import Trace, check_int, make_trace
 
 ARRIVAL, STEP_END = 0, 1
+POLICIES = ("static", "continuous")
+MAX_RATE = 1000.0  # requests/s
+MAX_SEATS = 256
+MAX_KV_CAPACITY_TOKENS = 4_194_304
 
 
 class Request:
@@ -91,8 +89,42 @@ class Step:
         self.durations: list[float] = []
 
 
+@dataclass(slots=True)
+class StepRecord:
+    """The log of one planned step, or of a run of num_steps identical decode steps.
+
+    Seat lists describe the end of the record's first step; in a decode run every occupied seat
+    gains one token per step after that. Counters ending in _before count everything before it.
+    """
+
+    first_step: int  # index of its first step in Engine.durations
+    num_steps: int
+    start_s: float
+    seat_request_ids: list[int | None]
+    seat_num_computed_tokens: list[int]
+    seat_num_output_tokens: list[int]
+    preempted_waiting_ids: tuple[int, ...]  # the waiting queue's front, in order
+    first_new_waiting_id: int  # then never-admitted arrivals, from this id on
+    num_prefill_tokens: int
+    num_decode_seqs: int
+    num_sampled_per_step: int  # requests that sampled a token in each of its steps
+    num_kv_blocks_used: int  # at the end of its first step
+    decode_computed_tokens: np.ndarray | None  # decode run: per scheduled request, tokens before the run
+    num_occupied_seats: int
+    num_finished_before: int
+    num_finished_in: int
+    num_tokens_produced_before: int
+    num_preemptions_total: int
+
+    def kv_blocks_used(self, j: int, block_size: int) -> int:
+        """Blocks in use at the end of its (j+1)-th step (requests hold exactly what they computed)."""
+        if j == 0:
+            return self.num_kv_blocks_used
+        return int(np.sum(num_blocks_for(self.decode_computed_tokens + j + 1, block_size)))
+
+
 class Engine:
-    """One batching policy over one trace. run() fills requests' timings, the log and the counters."""
+    """One batching policy over one trace. run() fills requests' timings, the step log and the counters."""
 
     def __init__(self, policy: str, trace: Trace, seats: int, step_time: StepTimeFn, num_blocks: int,
                  block_size: int, max_num_batched_tokens: int, fast_forward: bool = True):
@@ -109,7 +141,7 @@ class Engine:
         self.free_seats = list(range(seats))  # a heap: the lowest free seat is taken first
         self.seat_req: list[Request | None] = [None] * seats
         self.durations = array("d")  # seconds, one per engine step
-        self.segments: list = []  # schedrecords.Segment, one per planned step or decode run
+        self.log: list[StepRecord] = []  # one per planned step or decode run
         self.num_preemptions = self.num_finished = self.num_produced = 0
         self.busy_seat_s = 0.0  # sum over steps of duration * occupied seats
         self.preempted = False
@@ -223,24 +255,22 @@ class Engine:
         open_seat = self.policy == "continuous" and n < self.seats and self.budget > n and self.head() is None
         more = open_seat and self.num_arrived < len(self.reqs)
         stop_at = float(self.arrival_s[self.num_arrived]) if more else math.inf
-        t = now
-        for j in range(1, k_max + 1):
-            d = seconds(self.step_time, 0, n, ctx + j * n)
-            step.durations.append(d)
-            t += d  # the same float sums as stepping one by one
-            if t >= stop_at:
-                break
-        step.k, step.end_s = len(step.durations), t
-        for r in reqs:
-            self.kv.allocate(r.request_id, r.num_computed_tokens + step.k)
+        step.durations, step.end_s = decode_run_seconds(self.step_time, n, ctx, k_max, now, stop_at)
+        k, tables, bs = len(step.durations), self.kv.req_to_blocks, self.block_size
+        step.k = k
+        for r in reqs:  # only requests that cross into a new page need the pool (as in schedule_running)
+            if r.num_computed_tokens + k > len(tables[r.request_id]) * bs:
+                self.kv.allocate(r.request_id, r.num_computed_tokens + k)
 
     def max_blocks_k(self, computed: np.ndarray, k_max: int) -> int:
         """Largest k <= k_max such that k more tokens per request fit in the free blocks (k=1 always does)."""
         num_blocks, bs = self.kv.pool.num_blocks, self.block_size  # running requests hold every used block
+        if int(np.sum(num_blocks_for(computed + k_max, bs))) <= num_blocks:
+            return k_max  # the usual case: memory is not the limit
         lo, hi = 1, k_max
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if int(np.sum(-(-(computed + mid) // bs))) <= num_blocks:
+            if int(np.sum(num_blocks_for(computed + mid, bs))) <= num_blocks:
                 lo = mid
             else:
                 hi = mid - 1
@@ -283,21 +313,61 @@ class Engine:
             if req.num_output_tokens == req.max_tokens:
                 req.finish_s = now
                 done.append(req)
-        log_segment(self, step, produced, len(done))
+        self.log_step(step, produced, len(done))
         for req in done:
             self.leave(req)
         self.num_finished += len(done)
+
+    def log_step(self, step: Step, produced: int, num_done: int) -> None:
+        """Append the StepRecord of a finished step (or decode run), before its finished requests leave."""
+        k, seats = step.k, self.seat_req
+        decode_computed, num_blocks = None, self.kv.pool.num_used_blocks
+        if k > 1:
+            decode_computed = np.array([r.num_computed_tokens - k for r, _ in step.sched], dtype=np.int64)
+            num_blocks = int(np.sum(num_blocks_for(decode_computed + 1, self.block_size)))
+        self.log.append(StepRecord(
+            first_step=len(self.durations), num_steps=k, start_s=step.start_s,
+            seat_request_ids=[r.request_id if r else None for r in seats],
+            seat_num_computed_tokens=[r.num_computed_tokens - k + 1 if r else 0 for r in seats],
+            seat_num_output_tokens=[r.num_output_tokens - k + 1 if r else 0 for r in seats],
+            preempted_waiting_ids=tuple(r.request_id for r in self.front), first_new_waiting_id=self.admit_ptr,
+            num_prefill_tokens=step.num_prefill_tokens, num_decode_seqs=step.num_decode_seqs,
+            num_sampled_per_step=produced, num_kv_blocks_used=num_blocks, decode_computed_tokens=decode_computed,
+            num_occupied_seats=len(self.running), num_finished_before=self.num_finished, num_finished_in=num_done,
+            num_tokens_produced_before=self.num_produced, num_preemptions_total=self.num_preemptions))
+        self.durations.extend(step.durations)
+        self.num_produced += produced * k
+        self.busy_seat_s += len(self.running) * sum(step.durations)
+
+
+def validate_batching(rate: float, seats: int, kv_capacity_tokens: int, block_size: int, max_frames: int,
+                      max_num_batched_tokens: int, max_seq_len: int, step_time, policies: tuple[str, ...]) -> None:
+    """ValueError naming the parameter and its bound (routers map these to 422)."""
+    if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
+        raise ValueError(f"rate must be in (0, {MAX_RATE}] requests/s, got {rate!r}")
+    check_int("seats", seats, 1, MAX_SEATS)
+    check_int("block_size", block_size, 1, 256)
+    check_int("max_seq_len", max_seq_len, 16, 32_768)
+    check_int("kv_capacity_tokens", kv_capacity_tokens, max_seq_len, MAX_KV_CAPACITY_TOKENS)
+    if (kv_capacity_tokens // block_size) * block_size < max_seq_len:
+        raise ValueError(f"kv_capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole blocks "
+                         f"of {block_size}, got {kv_capacity_tokens}")
+    check_int("max_frames", max_frames, 1, 2000)
+    check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 65_536)
+    if step_time is not None and not callable(step_time):
+        raise ValueError("step_time must be callable (num_prefill_tokens, num_decode_seqs, decode_context_tokens)")
+    if not policies or any(p not in POLICIES for p in policies):
+        raise ValueError(f"policies must be a non-empty subset of {POLICIES}, got {policies!r}")
 
 
 def simulate_batching(rate: float = 4.0, num_requests: int = 200, seats: int = 16, workload: str = "sharegpt",
                       seed: int = 0, step_time: StepTimeFn | None = None, kv_capacity_tokens: int = 32_768,
                       block_size: int = 16, max_frames: int = 200, max_num_batched_tokens: int = 2048,
-                      max_seq_len: int = 2048, policies: tuple[str, ...] = POLICIES) -> dict:
+                      max_seq_len: int = 2048, policies: tuple[str, ...] = POLICIES) -> BatchingResult:
     """Static vs continuous batching on one seeded Poisson trace (rate in requests/s).
 
     step_time(num_prefill_tokens, num_decode_seqs, decode_context_tokens) -> seconds (or an object
     with .seconds); default SimpleStepCost(). KV: kv_capacity_tokens // block_size blocks.
-    Returns {"params", "trace", "step_time", "policies": [{name, <run metrics>, math, frames, requests, seat_spans}]}.
     """
     policies = tuple(policies)
     validate_batching(rate, seats, kv_capacity_tokens, block_size, max_frames, max_num_batched_tokens,
@@ -307,14 +377,9 @@ def simulate_batching(rate: float = 4.0, num_requests: int = 200, seats: int = 1
     engines = [Engine(p, trace, seats, cost, kv_capacity_tokens // block_size, block_size,
                       max_num_batched_tokens).run() for p in policies]
     horizon = max(max(r.finish_s for r in e.reqs) for e in engines)
-    out = []
-    for e in engines:
-        starts = step_starts(e)
-        m = run_metrics(e)
-        out.append({"name": e.policy, **m, "num_kv_blocks": e.kv.pool.num_blocks, "math": metrics_math(m, e),
-                    "frames": frames(e, sample_steps(starts, horizon, max_frames), starts),
-                    "requests": request_records(e), "seat_spans": seat_spans(e, starts)})
     params = dict(rate=rate, num_requests=num_requests, seats=seats, workload=workload, seed=seed,
                   kv_capacity_tokens=kv_capacity_tokens, block_size=block_size, max_frames=max_frames,
                   max_num_batched_tokens=max_num_batched_tokens, max_seq_len=max_seq_len)
-    return {"params": params, "trace": trace.summary(), "step_time": describe_step_time(cost), "policies": out}
+    return BatchingResult(params=params, trace=trace.summary(), requests=trace_requests(trace),
+                          horizon_s=round(horizon, 6), step_time=describe_step_time(cost),
+                          policies=[policy_run(e, horizon, max_frames) for e in engines])

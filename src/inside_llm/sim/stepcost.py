@@ -14,6 +14,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
+import numpy as np
+
+from inside_llm.sim.costmodel import EngineConfig, StepTime, step_time
+
 StepTimeFn = Callable[[int, int, int], Any]
 
 
@@ -40,10 +44,17 @@ class SimpleStepCost:
     overhead_s: float = 1.8e-3
 
     def __call__(self, num_prefill_tokens: int, num_decode_seqs: int, decode_context_tokens: int) -> float:
+        return float(self._seconds(num_prefill_tokens, num_decode_seqs, decode_context_tokens))
+
+    def decode_seconds(self, num_decode_seqs: int, contexts: np.ndarray) -> np.ndarray:
+        """Pure-decode steps at each total context, in one numpy call (the same floats as __call__)."""
+        return self._seconds(0, num_decode_seqs, np.asarray(contexts, dtype=np.int64))
+
+    def _seconds(self, num_prefill_tokens, num_decode_seqs, decode_context_tokens):
         read = self.weight_bytes + self.kv_bytes_per_token * (decode_context_tokens + num_prefill_tokens)
         memory_s = read / (self.hbm_bytes_per_s * self.hbm_efficiency)
         math_s = 2.0 * self.params * (num_prefill_tokens + num_decode_seqs) / (self.flops_per_s * self.math_efficiency)
-        return self.overhead_s + max(memory_s, math_s)
+        return self.overhead_s + np.maximum(memory_s, math_s)
 
 
 def seconds(step_time: StepTimeFn, p: int, d: int, c: int) -> float:
@@ -57,6 +68,8 @@ def seconds(step_time: StepTimeFn, p: int, d: int, c: int) -> float:
 
 def describe_step_time(step_time: StepTimeFn) -> dict:
     """What clock a run used: the dataclass fields of a cost object, else the callable's name."""
+    if hasattr(step_time, "describe"):
+        return step_time.describe()
     name = getattr(step_time, "__qualname__", None) or type(step_time).__qualname__
     out: dict = {"name": name}
     if is_dataclass(step_time) and not isinstance(step_time, type):
@@ -64,3 +77,70 @@ def describe_step_time(step_time: StepTimeFn) -> dict:
     if isinstance(step_time, SimpleStepCost):
         out["doc"] = " ".join((SimpleStepCost.__doc__ or "").split())
     return out
+
+
+def decode_run_seconds(step_time: StepTimeFn, num_seqs: int, context_tokens: int, max_steps: int,
+                       start_s: float, stop_at_s: float) -> tuple[list[float], float]:
+    """Up to max_steps pure-decode steps of num_seqs requests whose contexts total context_tokens
+    before the run (each step adds num_seqs), stopping after the first step that ends at or after
+    stop_at_s. Returns (durations, end time); the end is the same float sum as stepping one by one.
+
+    A clock with `decode_seconds(num_seqs, contexts: ndarray) -> ndarray` is called once per batch of
+    steps; any other is called step by step.
+    """
+    vector = getattr(step_time, "decode_seconds", None)
+    if vector is None:
+        out, t = [], start_s
+        for j in range(1, max_steps + 1):
+            out.append(seconds(step_time, 0, num_seqs, context_tokens + j * num_seqs))
+            t += out[-1]
+            if t >= stop_at_s:
+                break
+        return out, t
+    n_eval = max_steps
+    if math.isfinite(stop_at_s):  # decode steps only lengthen as contexts grow: the first bounds the count
+        first = float(np.asarray(vector(num_seqs, np.array([context_tokens + num_seqs])))[0])
+        n_eval = min(max_steps, max(1, math.ceil((stop_at_s - start_s) / first) + 1))
+    while True:
+        contexts = context_tokens + num_seqs * np.arange(1, n_eval + 1, dtype=np.int64)
+        d = np.asarray(vector(num_seqs, contexts), dtype=np.float64)
+        if not (np.all(d > 0) and np.all(np.isfinite(d))):
+            raise ValueError("step_time.decode_seconds must return positive finite seconds")
+        ends = np.cumsum(np.concatenate(([start_s], d)))[1:]  # sequential sums, as t += d
+        k = int(np.searchsorted(ends, stop_at_s, side="left")) + 1
+        if k <= n_eval or n_eval == max_steps:
+            k = min(k, n_eval)
+            return d[:k].tolist(), float(ends[k - 1])
+        n_eval = min(max_steps, 2 * n_eval)
+
+
+class CostModelClock:
+    """The calibrated cost model (costmodel.step_time) as the engine's clock, for one EngineConfig."""
+
+    def __init__(self, config: EngineConfig):
+        self.config = config
+        self._decode_lines: dict[int, tuple[float, float]] = {}
+
+    def __call__(self, num_prefill_tokens: int, num_decode_seqs: int, decode_context_tokens: int) -> StepTime:
+        return step_time(self.config, num_prefill_tokens, num_decode_seqs, decode_context_tokens)
+
+    def describe(self) -> dict:
+        c = self.config
+        return {"name": "costmodel.step_time", "model": c.model.name, "gpu": c.gpu.name, "tp": c.tp, "pp": c.pp,
+                "precision": c.precision, "kv_precision": c.kv_precision}
+
+    def decode_seconds(self, num_decode_seqs: int, contexts: np.ndarray) -> np.ndarray:
+        """Pure-decode steps at each total context, in one numpy call. In the cost model only the
+        attention kernel depends on the context, and both of its roofs (FLOPs and KV bytes) grow in
+        proportion to it, so a step is (its time at no context) + (seconds per key) x context.
+        tests/sim/test_scheduler.py checks this against step_time."""
+        line = self._decode_lines.get(num_decode_seqs)
+        if line is None:
+            base = step_time(self.config, 0, num_decode_seqs, 0)
+            ref = step_time(self.config, 0, num_decode_seqs, REFERENCE_CONTEXT)
+            line = self._decode_lines[num_decode_seqs] = (
+                base.seconds, (ref.attention_s - base.attention_s) / REFERENCE_CONTEXT)
+        return line[0] + line[1] * np.asarray(contexts, dtype=np.float64)
+
+
+REFERENCE_CONTEXT = 1 << 20

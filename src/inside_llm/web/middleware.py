@@ -1,12 +1,14 @@
-"""Pure ASGI middleware: security headers, request-body cap, and ETag/Cache-Control for JSON.
+"""Pure ASGI middleware: security headers, request-body cap, and ETag/Cache-Control/gzip for JSON and pages.
 
 Pure ASGI (not BaseHTTPMiddleware) so server-sent event streams pass through unbuffered.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+from collections import OrderedDict
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -109,15 +111,26 @@ class ETagCache:
     always gives the same bytes: JSON may be reused for max_age_s. Pages say no-cache (reuse only
     after a 304), since the unversioned /static files they load may change with a new release.
     Other types (static files carry their own ETag, streams) and non-GET responses pass through.
+
+    Bodies of at least GZIP_MIN_BYTES go out gzipped to clients that accept it. The gzipped bytes are a
+    different representation, so they carry their own ETag (the plain one with "-gzip" inside the quotes)
+    and `Vary: Accept-Encoding`; If-None-Match accepts either tag. Compressed bodies are memoized per
+    ETag (the same URL always gives the same bytes), so a repeated request costs no compression.
     """
+
+    GZIP_MIN_BYTES = 1024
+    GZIP_MEMO = 128
 
     def __init__(self, app: ASGIApp, max_age_s: int) -> None:
         self.app, self.max_age = app, max_age_s
+        self.gzipped: OrderedDict[str, bytes] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
             return await self.app(scope, receive, send)
-        inm = dict(scope["headers"]).get(b"if-none-match", b"").decode("latin-1")
+        headers = dict(scope["headers"])
+        inm = headers.get(b"if-none-match", b"").decode("latin-1")
+        accepts_gzip = b"gzip" in headers.get(b"accept-encoding", b"").lower()
         state: dict = {}
 
         async def wrapped(message: Message) -> None:
@@ -134,18 +147,35 @@ class ETagCache:
                 return await send(message)
             state["body"] += message.get("body", b"")
             if not message.get("more_body", False):
-                await self._finish(send, state["start"], state["body"], inm, state["cache"])
+                await self._finish(send, state["start"], state["body"], inm, state["cache"], accepts_gzip)
 
         await self.app(scope, receive, wrapped)
 
-    async def _finish(self, send: Send, start: Message, body: bytes, inm: str, cache_control: bytes) -> None:
-        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        cache = [(b"etag", etag.encode()), (b"cache-control", cache_control)]
-        if etag in [t.strip() for t in inm.split(",")] or inm.strip() == "*":
+    async def _finish(self, send: Send, start: Message, body: bytes, inm: str, cache_control: bytes,
+                      accepts_gzip: bool) -> None:
+        digest = hashlib.sha256(body).hexdigest()[:32]
+        compress = accepts_gzip and len(body) >= self.GZIP_MIN_BYTES
+        etag = f'"{digest}-gzip"' if compress else f'"{digest}"'
+        cache = [(b"etag", etag.encode()), (b"cache-control", cache_control), (b"vary", b"Accept-Encoding")]
+        tags = [t.strip() for t in inm.split(",")]
+        if f'"{digest}"' in tags or f'"{digest}-gzip"' in tags or inm.strip() == "*":
             await send({"type": "http.response.start", "status": 304, "headers": cache})
             await send({"type": "http.response.body", "body": b""})
             return
-        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        if compress:
+            body = self._gzip(digest, body)
+            cache.append((b"content-encoding", b"gzip"))
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length", b"vary")]
         headers += [(b"content-length", str(len(body)).encode())] + cache
         await send({**start, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    def _gzip(self, digest: str, body: bytes) -> bytes:
+        out = self.gzipped.get(digest)
+        if out is None:
+            out = self.gzipped[digest] = gzip.compress(body, compresslevel=6, mtime=0)
+            if len(self.gzipped) > self.GZIP_MEMO:
+                self.gzipped.popitem(last=False)
+        else:
+            self.gzipped.move_to_end(digest)
+        return out

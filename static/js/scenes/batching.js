@@ -13,6 +13,9 @@ const PLAY_MS = 16000; // one pass of the clock from 0 to the last finish
 const HOLD_MS = 2000; // rest on the finished picture before looping
 const QUEUE_COLS = 4;
 const QUEUE_ROWS = 6;
+const QUEUE_GAP = 3;
+const QUEUE_HEAD = 30; // above the squares: the waiting count and the "+N more" line
+const MIN_SQUARE = 6;
 const NUM_COLOURS = 6;
 let view = null;
 let ctx = null;
@@ -33,6 +36,7 @@ export function mount(stage, context) {
     clockText: h('output', { class: 'bt-clock' }, bar),
     chart: h('div', { class: 'bt-chart' }, wrap),
     legend: h('div', { class: 'legend bt-legend' }, wrap),
+    follow: h('p', { class: 'bt-follow', 'aria-live': 'polite' }, wrap),
     readouts: h('div', { class: 'bt-readouts', 'aria-live': 'polite' }, wrap),
     // a slide keeps the lanes and the table; the page adds the engine, the math and the CPU measurement
     engine: h('p', { class: 'bt-engine', 'data-secondary': '' }, wrap),
@@ -61,6 +65,11 @@ export function update(data) {
   if (!view) return;
   view.data = data;
   view.policies = data.policies;
+  for (const p of data.policies) {
+    p.spans = rows(p.seat_spans);
+    p.doneAt = Math.max(...p.seat_spans.end_s); // its last finish, on the shared clock
+  }
+  view.followed = followedRequest(data);
   layout();
   drawPanels(view, data);
   const still = ctx.reducedMotion || ctx.options.autoplay === '0';
@@ -79,7 +88,7 @@ const fixedWidth = () => fitted() && innerWidth >= 640;
 
 /** Scene contract: a dozen instants of the shared clock, most before the first policy finishes (the scrubber reaches any). */
 function beats(data) {
-  const ends = data.policies.map((p) => Math.max(0, ...p.seat_spans.map((s) => s.end_s)));
+  const ends = data.policies.map((p) => p.doneAt ?? Math.max(...p.seat_spans.end_s));
   return twoRunBeats(Math.min(...ends), data.horizon_s);
 }
 
@@ -124,37 +133,83 @@ function setTime(t) {
   view.panels.forEach((p) => drawAt(p, t, x));
 }
 
-/** The frame in progress at time t (frames are sorted by time), or null once the policy is done. */
+/** Columns ({name: [values]}) as rows ([{name: value}]). */
+function rows(columns) {
+  const names = Object.keys(columns);
+  return columns[names[0]].map((_, i) => Object.fromEntries(names.map((n) => [n, columns[n][i]])));
+}
+
+/** Index of the frame in progress at time t (frames are sorted by time), or -1 once the policy is done. */
 function frameAt(policy, t) {
-  if (t > policy.makespan_s + policy.frames[0].time_s) return null;
-  let lo = 0, hi = policy.frames.length - 1;
+  const times = policy.frames.time_s;
+  if (t > policy.doneAt) return -1;
+  let lo = 0, hi = times.length - 1;
   while (lo < hi) {
     const mid = (lo + hi + 1) >> 1;
-    if (policy.frames[mid].time_s <= t) lo = mid; else hi = mid - 1;
+    if (times[mid] <= t) lo = mid; else hi = mid - 1;
   }
-  return policy.frames[lo];
+  return lo;
+}
+
+/** The first `n` waiting request ids at frame i: preempted ones at the front, then arrivals in order. */
+function waitingIds(f, i, n) {
+  const ids = f.waiting_preempted_ids[i].slice(0, n);
+  for (let id = f.waiting_first_new_id[i]; ids.length < Math.min(n, f.num_waiting[i]); id++) ids.push(id);
+  return ids;
 }
 
 function drawAt(panel, t, x) {
   setAttrs(panel.clip, { width: Math.max(0, x - view.x0) });
-  const f = frameAt(panel.policy, t);
-  const i = f ? panel.policy.frames.indexOf(f) : -1;
+  const i = frameAt(panel.policy, t);
   if (i === panel.shown) return;
   panel.shown = i;
-  const p = panel.policy;
-  const waiting = f ? f.num_waiting : 0;
-  const ids = f ? f.waiting_request_ids : [];
+  const p = panel.policy, f = p.frames;
+  const waiting = i >= 0 ? f.num_waiting[i] : 0;
+  const ids = i >= 0 ? waitingIds(f, i, panel.squares.length) : [];
   panel.squares.forEach((sq, k) => {
-    sq.style.display = k < Math.min(waiting, ids.length) ? '' : 'none';
-    if (k < ids.length) sq.setAttribute('fill', colour(ids[k]));
+    sq.style.display = k < ids.length ? '' : 'none';
+    if (k < ids.length) {
+      sq.setAttribute('fill', colour(ids[k]));
+      sq.classList.toggle('bt-followed', ids[k] === view.followed);
+    }
   });
-  const more = waiting - Math.min(waiting, panel.squares.length);
+  const more = waiting - ids.length;
   panel.more.textContent = more > 0 ? `+${num(more)}` : '';
   panel.qLabel.textContent = `${num(waiting)} waiting`;
-  panel.status.textContent = f
-    ? `${num(f.num_occupied_seats)} of ${num(view.data.params.seats)} seats busy · ` +
-      `${num(f.num_finished)} of ${num(view.data.params.requests)} done · ${plural(f.num_tokens_produced_total, 'token')}`
-    : `all ${num(view.data.params.requests)} done at ${fixed(p.makespan_s + p.frames[0].time_s, 1)} s`;
+  panel.status.textContent = i >= 0
+    ? `${num(f.num_occupied_seats[i])} of ${num(view.data.params.seats)} seats busy · ` +
+      `${num(f.num_finished[i])} of ${num(view.data.params.requests)} done · ${plural(f.num_tokens_produced_total[i], 'token')}`
+    : `all ${num(view.data.params.requests)} done at ${fixed(p.doneAt, 1)} s`;
+  panel.el.dataset.waiting = String(waiting);
+}
+
+/**
+ * The chat to follow through both policies: the first one that has to queue under continuous batching (so its
+ * slip into a freed seat is on screen), else the first whose stay is longest under static batching.
+ */
+function followedRequest(d) {
+  const cont = d.policies.find((p) => p.name === 'continuous');
+  const arrivals = d.requests.arrival_s;
+  if (cont) {
+    const firstStart = new Map();
+    for (const s of cont.spans) if (!firstStart.has(s.request_id)) firstStart.set(s.request_id, s.start_s);
+    const step = d.engine.decode_step_ms_all_seats / 1e3;
+    const queued = [...firstStart].filter(([id, start]) => start - arrivals[id] > 3 * step).map(([id]) => id);
+    if (queued.length) return Math.min(...queued);
+  }
+  return 0;
+}
+
+function followText(d) {
+  const id = view.followed;
+  const parts = d.policies.map((p) => {
+    const mine = p.spans.filter((s) => s.request_id === id);
+    const wait = mine.length ? mine[0].start_s - d.requests.arrival_s[id] : 0;
+    return `${TITLES[p.name].toLowerCase()}: waits ${fixed(wait, 1)} s, last token at ${fixed(p.requests.finish_s[id], 1)} s`;
+  });
+  return `Following chat #${id} (outlined; arrives at ${fixed(d.requests.arrival_s[id], 1)} s, ` +
+    `${num(d.requests.num_prompt_tokens[id])}-token prompt, ${num(d.requests.num_output_tokens[id])}-token answer). ` +
+    `${parts.join('; ')}.`;
 }
 
 function colour(id) {
@@ -172,8 +227,9 @@ function layout() {
   // a fitted frame (embed, presenter) is short: thinner lanes leave the table room at a readable size
   const budget = fitted() ? 110 : 220;
   const laneH = Math.max(3, Math.min(14, budget / seats));
-  const lanesH = laneH * seats;
   const qW = narrow ? 62 : 104;
+  // few seats: the panel keeps the queue's height, so its squares never shrink below MIN_SQUARE
+  const lanesH = Math.max(laneH * seats, QUEUE_HEAD + QUEUE_ROWS * (MIN_SQUARE + QUEUE_GAP));
   view.x0 = qW + 14;
   const x1 = width - 8;
   const titleH = 40;
@@ -193,37 +249,42 @@ function layout() {
   axis(root, 18 + panelH * 2 - 6, x1);
   view.cursor = svg('line', { y1: 14, y2: 18 + panelH * 2 - 14, class: 'bt-cursor' }, root);
   view.cursorText = svg('text', { y: 11, class: 'bt-cursor-text', 'text-anchor': 'middle' }, root);
+  view.follow.textContent = followText(d);
   setTime(view.t || 0);
 }
 
 function panel(root, defs, policy, y0, g) {
-  const pan = { policy, shown: null };
+  const pan = { policy, shown: null, el: svg('g', { class: 'bt-panel', 'data-policy': policy.name }, root) };
   const top = y0 + g.titleH;
   svg('text', { x: 0, y: y0 + 14, class: 'bt-title', text: TITLES[policy.name] }, root);
   pan.status = svg('text', { x: g.narrow ? 0 : g.x1, y: y0 + (g.narrow ? 30 : 14), class: 'bt-status',
     'text-anchor': g.narrow ? 'start' : 'end' }, root);
   const clipId = `${view.id}-clip-${policy.name}`;
   pan.clip = svg('rect', { x: view.x0, y: top - 1, width: 0, height: g.lanesH + 2 }, svg('clipPath', { id: clipId }, defs));
-  const group = svg('g', { 'data-policy': policy.name }, root);
+  const group = svg('g', { class: 'bt-lanes' }, pan.el);
   const gap = g.laneH >= 6 ? 1 : 0.5;
   for (let seat = 0; seat < view.data.params.seats; seat++) {
     svg('rect', { x: view.x0, y: top + seat * g.laneH + gap / 2, width: g.x1 - view.x0, height: g.laneH - gap,
       class: 'bt-lane' }, group);
   }
   const clipped = svg('g', { 'clip-path': `url(#${clipId})` }, group);
-  for (const [a, b] of busyIntervals(policy.seat_spans)) {
+  for (const [a, b] of busyIntervals(policy.spans)) {
     for (let seat = 0; seat < view.data.params.seats; seat++) {
       svg('rect', { x: view.x(a), y: top + seat * g.laneH + gap / 2, width: Math.max(0.5, view.x(b) - view.x(a)),
         height: g.laneH - gap, fill: `url(#${view.id}-idle)` }, clipped);
     }
   }
   const frag = document.createDocumentFragment();
-  for (const s of policy.seat_spans) {
+  for (const s of policy.spans) {
     const x = view.x(s.start_s);
+    const followed = s.request_id === view.followed;
     svg('rect', { x: x + 0.4, y: top + s.seat * g.laneH + gap / 2, width: Math.max(0.8, view.x(s.end_s) - x - 0.8),
-      height: g.laneH - gap, rx: Math.min(2, g.laneH / 4), fill: colour(s.request_id) }, frag);
+      height: g.laneH - gap, rx: Math.min(2, g.laneH / 4), fill: colour(s.request_id),
+      class: followed ? 'bt-span bt-followed' : 'bt-span', 'data-request': s.request_id }, frag);
   }
   clipped.appendChild(frag);
+  const arrival = view.x(view.data.requests.arrival_s[view.followed]);
+  svg('line', { x1: arrival, x2: arrival, y1: top - 4, y2: top + g.lanesH, class: 'bt-arrival' }, pan.el);
   queue(root, pan, top, g);
   return pan;
 }
@@ -241,17 +302,18 @@ function busyIntervals(spans) {
 }
 
 function queue(root, pan, top, g) {
-  // above the squares: the waiting count (top line) and the "+N more" line, 30 units together
-  const size = Math.min(16, (g.qW - (QUEUE_COLS - 1) * 3) / QUEUE_COLS, (g.lanesH - 30 - (QUEUE_ROWS - 1) * 3) / QUEUE_ROWS);
+  const gap = QUEUE_GAP;
+  const size = Math.max(MIN_SQUARE, Math.min(16, (g.qW - (QUEUE_COLS - 1) * gap) / QUEUE_COLS,
+    (g.lanesH - QUEUE_HEAD - (QUEUE_ROWS - 1) * gap) / QUEUE_ROWS));
   const bottom = top + g.lanesH;
   pan.squares = [];
   for (let k = 0; k < QUEUE_COLS * QUEUE_ROWS; k++) {
     const col = k % QUEUE_COLS, row = Math.floor(k / QUEUE_COLS);
-    pan.squares.push(svg('rect', { x: g.qW - (col + 1) * (size + 3) + 3, y: bottom - (row + 1) * (size + 3) + 3,
-      width: size, height: size, rx: 2, class: 'bt-waiting' }, root));
+    pan.squares.push(svg('rect', { x: g.qW - (col + 1) * (size + gap) + gap, y: bottom - (row + 1) * (size + gap) + gap,
+      width: size, height: size, rx: 2, class: 'bt-waiting' }, pan.el));
   }
-  pan.qLabel = svg('text', { x: g.qW, y: top + 10, class: 'bt-qlabel', 'text-anchor': 'end' }, root);
-  pan.more = svg('text', { x: g.qW, y: bottom - QUEUE_ROWS * (size + 3) - 2, class: 'bt-qmore', 'text-anchor': 'end' }, root);
+  pan.qLabel = svg('text', { x: g.qW, y: top + 10, class: 'bt-qlabel', 'text-anchor': 'end' }, pan.el);
+  pan.more = svg('text', { x: g.qW, y: bottom - QUEUE_ROWS * (size + gap) - 2, class: 'bt-qmore', 'text-anchor': 'end' }, pan.el);
 }
 
 function niceStep(span, n) {
@@ -275,5 +337,6 @@ function legend() {
     ['req', 'a request in its seat, from its first step to its last token (one colour per request)'],
     ['idle', 'seat empty while the engine runs'],
     ['wait', 'waiting request'],
+    ['followed', 'the chat followed through both policies (dashed line: its arrival)'],
   ]);
 }
