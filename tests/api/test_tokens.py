@@ -75,3 +75,24 @@ def test_characters_per_token_and_the_rule_of_thumb_verdict(client):
     assert d["profile"]["rule_applies"] is True
     corpus = d["reference"]["corpus"]
     assert corpus["words"] > 10_000 and corpus["words_per_token"] == round(corpus["words"] / corpus["tokens"], 3)
+
+
+def test_smollm2_is_a_third_vocabulary_with_its_own_chatml(client, smollm):
+    d = client.get("/api/tokens", params={"text": "Hello world! 123", "encoding": "smollm2"}).json()
+    assert d["encoding"] == "smollm2" and [t["id"] for t in d["tokens"]] == [19556, 905, 17, 216, 33, 34, 35]
+    assert [t["char_start"] for t in d["tokens"]] == [0, 5, 11, 12, 13, 14, 15]  # one digit per token
+    chat = d["chat"]
+    assert chat["encoding"] == "smollm2" and "ChatML" in chat["format"]
+    texts = [t["text"] for t in chat["tokens"]]
+    assert texts[:3] == ["<|im_start|>", "system", "\n"] and texts[-4:] == ["<|im_start|>", "ass", "istant", "\n"]
+    content = [t for t in chat["tokens"] if t["kind"] == "content"]
+    assert [t["id"] for t in content] == [19556, 905, 17, 216, 33, 34, 35] and {t["role"] for t in content} == {"user"}
+    assert chat["num_tokens"] == chat["num_template_tokens"] + 7 == 37  # 30 template tokens around 7
+    assert d["reference"]["encoding"] == "smollm2" and 0.5 < d["reference"]["words_per_token"] < 1.2
+
+
+def test_smollm2_without_the_model_is_a_422_saying_how_to_fetch(client, no_model):
+    r = client.get("/api/tokens", params={"text": "x", "encoding": "smollm2"})
+    assert r.status_code == 422
+    err = r.json()["detail"][0]
+    assert err["loc"][-1] == "encoding" and "inside-llm fetch-model" in err["msg"]

@@ -99,3 +99,13 @@ def test_hover_and_focus_light_a_tokens_characters_and_id(page, base_url):
     page.mouse.move(2, 2)
     assert lit(page) == {"chars": "", "ids": [], "chips": [], "inside": True}
     assert page.console_errors == []
+
+
+def test_smollm2_vocabulary_and_its_chatml_template(page, base_url, smollm):
+    page.goto(f"{base_url}/tour/tokens?text={quote('Hello world! 123')}&encoding=smollm2&view=chat")
+    page.wait_for_function("() => document.querySelectorAll('#stage .chip').length === 37")
+    chips = page.locator("#stage .chip").all_inner_texts()
+    assert chips[0] == "<|im_start|>" and "<|im_end|>" in chips and chips.count("<|im_start|>") == 3
+    assert "ChatML" in page.locator("#stage .legend").inner_text()
+    assert page.locator("#ctl-encoding option:checked").inner_text() == "SmolLM2 (the model on this server)"
+    assert page.console_errors == []

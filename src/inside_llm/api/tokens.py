@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import modelfile
 from ..sim import tokenizer as tk
 from ..sim.derivation import derive, math_dict
 
@@ -14,14 +15,17 @@ router = APIRouter(tags=["1 · tokens"])
 
 MAX_TEXT_CHARS = 100_000
 DEFAULT_TEXT = "The GPU server reads your prompt as tokens, not letters. Unbelievably, 🦙 emoji split too!"
-Encoding = Literal["cl100k_base", "llama3"]
+Encoding = Literal["cl100k_base", "llama3", "smollm2"]
+CHAT_FORMATS = {"llama3": "Llama 3 format", "smollm2": "SmolLM2's ChatML, read from its model file"}
 
 
 class TokensParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(DEFAULT_TEXT, max_length=MAX_TEXT_CHARS,
                       description=f"Text to tokenize (characters; at most {MAX_TEXT_CHARS:,}).")
-    encoding: Encoding = Field("cl100k_base", description="Vocabulary: cl100k_base (GPT-4) or llama3 (Meta).")
+    encoding: Encoding = Field("cl100k_base", description=(
+        "Vocabulary: cl100k_base (GPT-4), llama3 (Meta) or smollm2 (SmolLM2-135M-Instruct, the model on this "
+        "server; needs it fetched: inside-llm fetch-model)."))
 
 
 class TokenOut(BaseModel):
@@ -45,7 +49,9 @@ class ChatTokenOut(BaseModel):
 
 
 class ChatView(BaseModel):
-    encoding: Literal["llama3"] = "llama3"
+    encoding: Literal["llama3", "smollm2"] = Field(description="The chat format's vocabulary: smollm2 when the "
+                                                   "text's encoding is smollm2, else llama3.")
+    format: str = Field(description="Which chat template wraps the message.")
     tokens: list[ChatTokenOut]
     num_tokens: int
     num_template_tokens: int
@@ -69,10 +75,22 @@ class TokensResponse(BaseModel):
     math: dict
 
 
+def _load(encoding: str) -> None:
+    """smollm2 exists only when the server has the real model: register its vocabulary, or a 422 in words."""
+    if encoding == "smollm2":
+        m = modelfile.served_smollm()
+        if m is None:
+            raise ValueError("encoding smollm2 is the vocabulary of SmolLM2-135M-Instruct, which this server has "
+                             f"not fetched ({modelfile.HOW_TO_FETCH}); cl100k_base and llama3 work without it")
+        tk.use_vocabulary("smollm2", m.vocab)
+
+
 def tokenize_text(p: TokensParams) -> TokensResponse:
+    _load(p.encoding)
     toks = tk.tokenize(p.text, p.encoding)
     words, n = tk.count_words(p.text), len(toks)
-    chat = tk.chat_tokens(p.text)
+    chat_encoding = "smollm2" if p.encoding == "smollm2" else "llama3"
+    chat = modelfile.served_smollm().vocab.chat_tokens(p.text) if chat_encoding == "smollm2" else tk.chat_tokens(p.text)
     ref = tk.reference_ratio(p.encoding)
     wpt = derive(round(words / n, 3) if n else 0, "words/token", "words_per_token = num_words / num_tokens",
                  {"num_words": (words, "words"), "num_tokens": (n, "tokens")},
@@ -84,7 +102,7 @@ def tokenize_text(p: TokensParams) -> TokensResponse:
         tokens_per_word=round(n / words, 3) if words else None,
         words_per_token=round(words / n, 3) if n else None,
         chars_per_token=round(len(p.text) / n, 3) if n else None, profile=tk.text_profile(p.text), reference=ref,
-        chat=ChatView(tokens=chat, num_tokens=len(chat),
+        chat=ChatView(encoding=chat_encoding, format=CHAT_FORMATS[chat_encoding], tokens=chat, num_tokens=len(chat),
                       num_template_tokens=sum(t["kind"] == "template" for t in chat)),
         math=math_dict(words_per_token=wpt))
 
@@ -104,6 +122,7 @@ def post_tokens(p: TokensParams) -> TokensResponse:
 def facts(p: TokensParams | None = None) -> dict[str, str]:
     """The visitor's text in tokens and words, beside the reference passages' words per token (same encoding)."""
     p = p or TokensParams()
+    _load(p.encoding)
     ref = tk.reference_ratio(p.encoding)
     corpus = ref["corpus"]
     return {"encoding": p.encoding, "text_tokens": f"{len(tk.tokenize(p.text, p.encoding)):,}",

@@ -245,6 +245,13 @@ class SmolVocab:
     def decode(self, ids: Sequence[int]) -> str:
         return b"".join(self.piece(i) for i in ids).decode("utf-8", errors="replace")
 
+    # tiktoken's names, so chapter 1's tokenizer code takes this vocabulary as it takes cl100k_base
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self.encode(text)
+
+    def decode_single_token_bytes(self, i: int) -> bytes:
+        return self.piece(i)
+
     def token_string(self, i: int) -> str:
         """The id's entry in the file's token list (byte-level alphabet, e.g. 'Ġthe')."""
         return self._strings[int(i)]
@@ -256,6 +263,32 @@ class SmolVocab:
             return s.encode("utf-8")
         table = _byte_decoder()
         return bytes(table[c] for c in s)
+
+    def chat_tokens(self, prompt: str) -> list[dict]:
+        """prompt as one user turn in the file's chat template, ready for the answer: one row per token
+        {id, text, bytes, special, kind ("content" for the prompt's own tokens, else "template"), role}.
+
+        The role is the turn a token is in (the name after the last <|im_start|> before it); the default
+        system turn that the template adds counts as template.
+        """
+        text = self.chat_prompt([{"role": "user", "content": prompt}])
+        start = text.rindex(prompt) if prompt else len(text)                 # the prompt: the last user turn
+        opener = self.token_string(self.bos_id)                              # <|im_start|>
+        turns = [(i, text[i + len(opener):text.index("\n", i)]) for i in range(len(text))
+                 if text.startswith(opener, i)]                              # (char offset, role)
+        ids, spans = self.encode_with_offsets(text)
+        rows = []
+        for tid, (a, _) in zip(ids, spans):
+            piece = self.piece(tid)
+            try:
+                shown = piece.decode("utf-8")
+            except UnicodeDecodeError:
+                shown = None
+            role = next((r for i, r in reversed(turns) if i <= a), "")
+            kind = "content" if start <= a < start + len(prompt) else "template"
+            rows.append({"id": tid, "text": shown, "bytes": piece.hex(" ").upper(),
+                         "special": tid in self.special_ids, "kind": kind, "role": role})
+        return rows
 
     def chat_prompt(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
         """The file's own chat template (Jinja, sandboxed) applied to [{role, content}, ...]."""

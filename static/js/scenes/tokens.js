@@ -153,10 +153,10 @@ function drawMeters(d, chat) {
   key.append(` · ${d.encoding}`);
 }
 
-function drawLegend(chat) {
+function drawLegend(chat, d) {
   swatches(view.legend, [
     ['', chat ? 'your message' : 'one colour per token', 'var(--chip-0)'],
-    ['', chat ? 'template tokens the chat adds (Llama 3 format)' : 'hex = part of a character split across tokens', 'var(--panel-2)'],
+    ['', chat ? `template tokens the chat adds (${d.chat.format})` : 'hex = part of a character split across tokens', 'var(--panel-2)'],
   ]);
 }
 
