@@ -99,3 +99,15 @@ def test_fact_is_the_models_own_number(client):
     assert f["decode_math_pct"] == f"{d['decode']['share_of_peak'] * 100:.2g}%"
     assert float(f["decode_math_pct"].rstrip("%")) < 1
     assert f["ridge"] == f"{d['roof']['ridge_flops_per_byte']:.0f}"
+
+
+def test_prefill_curve_slides_over_the_ridge_as_the_prompt_grows(client):
+    """The prefill point's drag path: batch x prompt tokens per weight fetch; short prompts sit left of the ridge."""
+    d = client.get("/api/roofline", params={"model": "llama-3.1-8b", "tp": 1, "batch": 2}).json()
+    pc, ridge = d["prefill_curve"], d["roof"]["ridge_flops_per_byte"]
+    assert pc["prompt_tokens"] == [128, 256, 512, 1024, 2048, 4096]
+    assert pc["tokens_per_step"] == [2 * n for n in pc["prompt_tokens"]]
+    ai = pc["arithmetic_intensity"]
+    assert ai == sorted(ai) and ai[0] < ridge < ai[-1]
+    i = pc["prompt_tokens"].index(1024)
+    assert ai[i] == d["prefill"]["arithmetic_intensity"]

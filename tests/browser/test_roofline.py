@@ -26,7 +26,8 @@ def test_roofline_draws_roofs_ridge_and_points(page, base_url):
     assert "ridge · 295 FLOP/byte" in svg.locator("text.rf-ridge-label").text_content()
     titles = " ".join(svg.locator("text.rf-axis-title").all_text_contents())
     assert "FLOP" in titles and "byte" in titles and "TFLOP/s" in titles
-    assert svg.locator("circle.rf-curve-dot").count() == 11  # batch 1 .. 1024
+    assert svg.locator("circle.rf-curve-dot:not(.prefill)").count() == 11  # batch 1 .. 1024
+    assert svg.locator("circle.rf-curve-dot.prefill").count() == 6  # prompts of 128 .. 4,096 tokens
     readouts = page.locator("#stage .readouts").inner_text()
     assert "0.16%" in readouts and "Memory" in readouts
     assert page.console_errors == []
@@ -53,4 +54,122 @@ def test_keyboard_on_the_point_changes_the_batch(page, base_url):
     page.keyboard.press("ArrowRight")
     settle(page, 16)
     assert "/tour/roofline" in page.url and "batch=16" in page.url
+    assert page.console_errors == []
+
+
+PDOT = "#stage circle.rf-point.prefill"
+# Every label that is placed around the points, and the points themselves (the rotated memory-roof label's
+# box is a diagonal's bounding box, so it is checked by the placer's own cost instead).
+OVERLAPS = """() => {
+  const sel = '#stage svg.roofline-svg :is(.rf-label:not(.memory), .rf-ridge-label, .rf-batch, .rf-prompt, ' +
+    'circle.rf-point, circle.rf-ridge-dot)';
+  const els = [...document.querySelectorAll(sel)].filter(e => e.getAttribute('visibility') !== 'hidden');
+  const boxes = els.map(e => [e.textContent || e.getAttribute('class'), e.getBoundingClientRect()]);
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, ra] = boxes[i], [b, rb] = boxes[j];
+    const w = Math.min(ra.right, rb.right) - Math.max(ra.left, rb.left), h = Math.min(ra.bottom, rb.bottom) - Math.max(ra.top, rb.top);
+    if (w > 1 && h > 1) out.push(`${a} × ${b}`);
+  }
+  return { overlaps: out, labels: els.filter(e => e.tagName === 'text').map(e => e.textContent) };
+}"""
+
+
+def settle_both(page, batch, prompt):
+    page.wait_for_function(f"() => document.querySelector('{DOT}')?.getAttribute('aria-valuenow') === '{batch}' && "
+                           f"document.querySelector('{PDOT}')?.getAttribute('aria-valuenow') === '{prompt}'")
+    page.wait_for_timeout(600)  # the tween between positions
+
+
+@pytest.mark.parametrize("size", [(1280, 860), (390, 844)])
+def test_labels_near_the_ridge_do_not_collide(browser, base_url, size):
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = ctx.new_page()
+    for query, batch in (("model=llama-3.1-8b&tp=1", 1), ("model=llama-3.1-8b&tp=1&batch=64", 64),
+                         ("model=llama-3.1-8b&tp=1&batch=512", 512), ("model=llama-3.1-8b&tp=1&batch=256&prompt_tokens=256", 256),
+                         ("", 1), ("batch=512", 512)):
+        page.goto(f"{base_url}/tour/roofline?{query}")
+        settle(page, batch)
+        got = page.evaluate(OVERLAPS)
+        assert got["overlaps"] == [], (query, got)
+        assert any(t.startswith("decode") for t in got["labels"]) and any(t.startswith("prefill") for t in got["labels"])
+        assert any(t.startswith("ridge") for t in got["labels"])
+    ctx.close()
+
+
+def test_memory_bandwidth_never_breaks_inside_a_word_on_a_phone(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = ctx.new_page()
+    page.goto(base_url + "/tour/roofline")
+    settle(page, 1)
+    lines = page.evaluate("""() => [...document.querySelectorAll('#stage .roofline-scene .readout')].flatMap(r => {
+      const walker = document.createTreeWalker(r, NodeFilter.SHOW_TEXT), out = [];
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        for (const m of n.textContent.matchAll(/[A-Za-z]{4,}/g)) {
+          const range = document.createRange();
+          range.setStart(n, m.index); range.setEnd(n, m.index + m[0].length);
+          const tops = new Set([...range.getClientRects()].map(b => Math.round(b.top)));
+          out.push([m[0], tops.size]);
+        }
+      }
+      return out; })""")
+    words = dict(lines)
+    assert words["Memory"] == 1 and words["bandwidth"] == 1, lines
+    assert all(n == 1 for _, n in lines), lines
+    ctx.close()
+
+
+def test_reuse_picture_shows_one_fetch_serving_many_tokens(page, base_url):
+    page.goto(base_url + "/tour/roofline")
+    settle(page, 1)
+    d = page.request.get(base_url + "/api/roofline").json()
+    rows = page.evaluate("""() => [...document.querySelectorAll('#stage .rf-reuse-row')].map(r => ({
+      tiles: r.querySelectorAll('.rf-reuse-tile').length, tokens: r.querySelectorAll('.rf-reuse-token').length,
+      fan: r.querySelectorAll('.rf-reuse-fan line').length, more: r.querySelector('.rf-reuse-more')?.textContent || '',
+      text: [...r.querySelectorAll('text')].map(t => t.textContent).join(' | '),
+      tokenW: r.querySelector('.rf-reuse-token').getBoundingClientRect().width }))""")
+    pre, dec = rows
+    assert pre["tiles"] == dec["tiles"] == 1  # one weight fetch per step in both phases
+    assert pre["tokens"] == pre["fan"] == 47 and pre["more"] == "+977"  # 1,024 prompt tokens
+    assert dec["tokens"] == dec["fan"] == 1 and dec["more"] == ""
+    assert "1 fetch → 1,024 tokens" in pre["text"] and "1 fetch → 1 token" in dec["text"]
+    assert f"{d['prefill']['arithmetic_intensity']:,.0f} FLOP per byte" in pre["text"]
+    assert pre["tokenW"] >= 7  # squares big enough to count
+    page.evaluate("() => { const s = document.querySelector('#ctl-batch'); s.value = 3; s.dispatchEvent(new Event('input', {bubbles: true})); }")
+    settle(page, 8)
+    dec = page.evaluate("() => document.querySelectorAll('#stage .rf-reuse-row.decode .rf-reuse-token').length")
+    assert dec == 8
+    assert page.console_errors == []
+
+
+def test_drag_either_point_along_its_path(page, base_url):
+    page.goto(base_url + "/tour/roofline")
+    settle_both(page, 1, 1024)
+    curve = page.evaluate("""() => [...document.querySelectorAll('#stage circle.rf-curve-dot')].map(c => {
+      const r = c.getBoundingClientRect(); return [c.classList.contains('prefill'), r.x + r.width / 2, r.y + r.height / 2]; })""")
+    decode_stops = [c[1:] for c in curve if not c[0]]
+    prefill_stops = [c[1:] for c in curve if c[0]]
+    box = page.locator(DOT).bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(*decode_stops[3], steps=8)  # batch 8
+    page.mouse.move(*decode_stops[6], steps=8)  # batch 64
+    page.mouse.up()
+    settle_both(page, 64, 1024)
+    assert "batch=64" in page.url
+    box = page.locator(PDOT).bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(*prefill_stops[0], steps=8)  # a 128-token prompt: left of the ridge
+    page.mouse.up()
+    settle_both(page, 64, 128)
+    assert "prompt_tokens=128" in page.url
+    # Keyboard: the prefill point steps through prompt lengths, Home/End jump to the ends.
+    page.locator(PDOT).focus()
+    page.keyboard.press("ArrowRight")
+    settle_both(page, 64, 256)
+    page.keyboard.press("End")
+    settle_both(page, 64, 4096)
+    label = page.locator("#stage text.rf-label.prefill").text_content()
+    assert label.startswith("prefill · 4,096 tokens × 64 ·")
     assert page.console_errors == []

@@ -88,6 +88,8 @@ class RooflineResponse(BaseModel):
                                                        "of the ridge, compute right of it.")
     decode_curve: dict[str, Any] = Field(description="Decode for batch 1..1024: intensity, attained FLOP/s, share, "
                                          "step ms, tokens/s, fits (memory) and max_batch.")
+    prefill_curve: dict[str, Any] = Field(description="Prefill of `batch` prompts of 128..4096 tokens: prompt_tokens, "
+                                          "tokens_per_step, intensity, attained FLOP/s, share of peak.")
     roof_curve: dict[str, Any] = Field(description="Log-spaced points of min(peak, intensity x bandwidth); ridge.")
     math: dict[str, Any]
 
@@ -103,7 +105,8 @@ def roofline_view(p: RooflineParams) -> RooflineResponse:
     return RooflineResponse(
         model={"id": m.id, "name": m.name}, gpu={"id": g.id, "name": g.name},
         batch=p.batch, prompt_tokens=p.prompt_tokens, tp=p.tp, roof=d["roof"], prefill=d["prefill"],
-        decode=d["decode"], binding_roof=binds, decode_curve=d["decode_curve"], roof_curve=d["roof_curve"],
+        decode=d["decode"], binding_roof=binds, decode_curve=d["decode_curve"], prefill_curve=d["prefill_curve"],
+        roof_curve=d["roof_curve"],
         math={**d["math"], **math_dict(**rl.point_math(res, p.tp))})
 
 

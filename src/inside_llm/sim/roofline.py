@@ -25,6 +25,7 @@ from .hardware import GPU, math_rate
 from .models import ModelSpec
 
 DEFAULT_BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
+DEFAULT_PROMPTS = tuple(2 ** i for i in range(7, 13))  # 128 .. 4096 prompt tokens, the slider's stops
 ROOF_INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte, the chart's x axis
 
 
@@ -97,10 +98,11 @@ class RooflineResult:
     decode_curve: dict[str, list]
     roof_curve: dict[str, list]
     math: dict[str, Derivation] = field(default_factory=dict)
+    prefill_curve: dict[str, list] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"roof": self.roof.__dict__, "prefill": self.prefill.__dict__, "decode": self.decode.__dict__,
-                "decode_curve": self.decode_curve, "roof_curve": self.roof_curve,
+                "decode_curve": self.decode_curve, "prefill_curve": self.prefill_curve, "roof_curve": self.roof_curve,
                 "math": {k: v.to_dict() for k, v in self.math.items()}}
 
 
@@ -114,6 +116,18 @@ def decode_curve(cfg: EngineConfig, context_tokens: int, peak: Roof,
             "share_of_peak": [p.share_of_peak for p in pts], "step_ms": [p.seconds * 1e3 for p in pts],
             "tokens_per_s": [b / p.seconds for b, p in zip(batches, pts)],
             "fits": [b <= fit for b in batches], "max_batch": fit}
+
+
+def prefill_curve(cfg: EngineConfig, batch: int, peak: Roof,
+                  prompts: tuple[int, ...] = DEFAULT_PROMPTS) -> dict[str, list]:
+    """The prefill point as the prompt grows: each weight fetched serves batch x prompt tokens, so it
+    slides up the memory slope and over the ridge. Prompts longer than the model's window are left out."""
+    prompts = tuple(n for n in prompts if n <= cfg.model.max_position_embeddings)
+    pts = [point(cfg, "prefill", batch, n, peak) for n in prompts]
+    return {"prompt_tokens": list(prompts), "tokens_per_step": [batch * n for n in prompts],
+            "arithmetic_intensity": [p.arithmetic_intensity for p in pts],
+            "attained_flops_per_s": [p.attained_flops_per_s for p in pts],
+            "share_of_peak": [p.share_of_peak for p in pts]}
 
 
 def roof_curve(peak: Roof, n: int = 49) -> dict[str, list]:
@@ -138,7 +152,7 @@ def roofline(model: str | ModelSpec = catalog.DEFAULT_MODEL, gpu: str | GPU = ca
     pre = point(cfg, "prefill", batch, context_tokens, peak)
     dec = point(cfg, "decode", batch, context_tokens, peak)
     return RooflineResult(peak, pre, dec, decode_curve(cfg, context_tokens, peak, batches), roof_curve(peak),
-                          _derivations(cfg, peak, dec))
+                          _derivations(cfg, peak, dec), prefill_curve(cfg, batch, peak))
 
 
 def _derivations(cfg: EngineConfig, peak: Roof, dec: RooflinePoint) -> dict[str, Derivation]:

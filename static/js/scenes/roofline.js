@@ -7,6 +7,9 @@ import { log } from '../lib/scale.js';
 import { mathDetails } from '../lib/math.js';
 import { tween, lerp } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
+import { obstacles, placeLabels } from './roofline-labels.js';
+import { drawReuse } from './roofline-reuse.js';
+import { bindDrag } from './roofline-drag.js';
 
 const VARIANTS = {
   wide: { name: 'wide', W: 900, H: 470, m: { l: 64, r: 18, t: 18, b: 52 }, r: 8, short: false },
@@ -14,7 +17,7 @@ const VARIANTS = {
 };
 const NARROW_BELOW = 620; // stage width (px) under which the phone chart is used
 const X_DOMAIN = [0.5, 1e6]; // FLOP/byte: decode at batch 1 (~1) to prefill of many long prompts
-const LABELLED_BATCHES = [8, 64, 512]; // batch 1 sits under the decode point's own label
+const LABELLED_BATCHES = [8, 64, 512]; // shown where they fit; the selected batch is named by the point's label
 const TWEEN_MS = 450;
 
 let view = null;
@@ -29,8 +32,12 @@ export function mount(stage, context) {
     stage,
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     note: h('p', { class: 'roofline-note' }, wrap),
+    hint: h('p', { class: 'kbd-hint roofline-hint', text: 'Drag a dot along its dotted path, or focus it and press ← →: ' +
+      'decode moves with the number of chats, prefill with the prompt length.' }, wrap),
     figure: h('div', { class: 'roofline-figure' }, wrap),
     legend: h('div', { class: 'legend roofline-legend' }, wrap),
+    reuseHead: h('p', { class: 'roofline-reuse-head' }, wrap),
+    reuse: h('div', { class: 'roofline-reuse' }, wrap),
     math: h('div', { class: 'roofline-math' }, wrap),
     key: '', chart: null, data: null, anim: null, shown: null,
   };
@@ -55,6 +62,14 @@ export function update(data) {
   drawLegend(data);
   drawMath(data);
   draw(data);
+  drawReuseBlock(data);
+}
+
+function drawReuseBlock(d) {
+  clear(view.reuseHead);
+  h('strong', { text: 'Why prefill keeps the math busy: ' }, view.reuseHead);
+  view.reuseHead.append('each weight is fetched from memory once per step and used by every token in that step.');
+  view.reuseDrawing = drawReuse(view.reuse, d, view.variant === 'narrow');
 }
 
 function variantFor() {
@@ -102,6 +117,7 @@ function drawLegend(d) {
     ['sw-memory', `memory roof: ${num(d.roof.bandwidth_bytes_per_s / 1e12)} TB/s`],
     ['sw-compute', `compute roof: ${tflops(d.roof.peak_flops_per_s)} TFLOP/s ${d.roof.math.toUpperCase()} dense`],
     ['sw-curve', 'decode at batch 1 … 1,024'],
+    ['sw-curve prefill', `prefill of ${num(d.prefill_curve.prompt_tokens[0])} … ${num(d.prefill_curve.prompt_tokens.at(-1))}-token prompts`],
     ['sw-gap', 'gap to the ideal roof: kernel efficiency, launches, all-reduces'],
     d.decode_curve.fits.some((f) => !f) && ['sw-nofit', 'batch does not fit in memory'],
   ]);
@@ -131,14 +147,16 @@ const tickY = (v) => (v >= 1e12 ? num(v / 1e12) : String(v / 1e12));
 
 function draw(d) {
   const variant = variantFor();
-  const key = `${variant}|${d.gpu.id}|${d.roof.precision}|${d.model.id}|${d.prompt_tokens}|${d.tp}`;
+  // The frame, roofs and the two draggable dots stay while batch and prompt change (a drag keeps its pointer).
+  const key = `${variant}|${d.gpu.id}|${d.roof.precision}|${d.model.id}|${d.tp}`;
   if (key !== view.key) {
     view.key = key;
     view.variant = variant;
     view.chart = drawChart(d, VARIANTS[variant]);
     view.shown = null;
   }
-  moveDecode(d);
+  drawCurves(view.chart, d);
+  movePoints(d);
 }
 
 function drawChart(d, v) {
@@ -152,13 +170,20 @@ function drawChart(d, v) {
   const c = { v, s, x, y, box };
   drawAxes(c, d);
   drawRoofs(c, d);
-  drawCurve(c, d);
-  drawPrefill(c, d);
+  c.curves = svg('g', { class: 'rf-curves' }, s);
+  c.pgap = svg('line', { class: 'rf-gap' }, s);
   c.gap = svg('line', { class: 'rf-gap' }, s);
+  c.labels = svg('g', { class: 'rf-labels' }, s);
+  c.pdot = svg('circle', { r: v.r, class: 'rf-point prefill', tabindex: 0, role: 'slider',
+    'aria-label': 'Prefill point: drag or use arrow keys to change the prompt length' }, s);
   c.dot = svg('circle', { r: v.r + 1.5, class: 'rf-point decode', tabindex: 0, role: 'slider',
     'aria-label': 'Decode point: drag or use arrow keys to change the batch', 'aria-valuemin': 1, 'aria-valuemax': 1024 }, s);
-  c.label = svg('text', { class: 'rf-label rf-decode-label' }, s);
-  bindDrag(c);
+  c.plabel = svg('text', { class: 'rf-label prefill' }, c.labels);
+  c.label = svg('text', { class: 'rf-label rf-decode-label' }, c.labels);
+  const param = (name, values, pts) => ({ values, pts, now: () => view.data?.[name],
+    set: (v) => { if (view.data && v !== view.data[name]) ctx.setParam(name, v); } });
+  bindDrag(c, c.dot, param('batch', () => view.data.decode_curve.batch, () => c.curve));
+  bindDrag(c, c.pdot, param('prompt_tokens', () => view.data.prefill_curve.prompt_tokens, () => c.pcurve));
   return c;
 }
 
@@ -191,115 +216,114 @@ function drawRoofs(c, d) {
   svg('line', { x1: pts[0][0], y1: pts[0][1], x2: pts[1][0], y2: pts[1][1], class: 'rf-roof memory' }, s);
   svg('line', { x1: pts[1][0], y1: pts[1][1], x2: pts[2][0], y2: pts[2][1], class: 'rf-roof compute' }, s);
   svg('circle', { cx: x(ridge), cy: y(peak), r: 4, class: 'rf-ridge-dot' }, s);
-  svg('text', { x: x(ridge) - 8, y: y(peak) - 8, 'text-anchor': 'end', class: 'rf-small rf-ridge-label',
+  c.ridgeLabel = svg('text', { class: 'rf-small rf-ridge-label',
     text: v.short ? `ridge ${num(ridge)}` : `ridge · ${num(ridge)} FLOP/byte` }, s);
+  c.ridge = [x(ridge), y(peak)];
+  c.roofPts = pts;
   // Slope label, rotated to the slope as drawn.
   const a = (Math.atan2(pts[1][1] - pts[0][1], pts[1][0] - pts[0][0]) * 180) / Math.PI;
   const at = v.short ? 0.12 : 0.3;
   const lx = lerp(pts[0][0], pts[1][0], at), ly = lerp(pts[0][1], pts[1][1], at) - 8;
-  svg('text', { x: lx, y: ly, transform: `rotate(${a.toFixed(2)} ${lx} ${ly})`, class: 'rf-label rf-roof-label memory',
+  const mem = svg('text', { x: lx, y: ly, transform: `rotate(${a.toFixed(2)} ${lx} ${ly})`, class: 'rf-label rf-roof-label memory',
     text: `${v.short ? 'memory' : 'memory roof'} · ${num(bw / 1e12)} TB/s` }, s);
-  svg('text', { x: box.x1 - 6, y: y(peak) - 8, 'text-anchor': 'end', class: 'rf-label rf-roof-label compute',
+  const comp = svg('text', { x: box.x1 - 6, y: y(peak) - 8, 'text-anchor': 'end', class: 'rf-label rf-roof-label compute',
     text: `${v.short ? 'compute' : 'compute roof'} · ${tflops(peak)} TFLOP/s` }, s);
+  c.roofLabels = { mem, comp, lx, ly, angle: (a * Math.PI) / 180 };
 }
 
-/** Label beside a point: to the right when it fits inside the plot, else to the left. */
-function sideLabel(c, el, px, py, dy) {
-  const w = el.textContent.length * (c.v.short ? 6.2 : 7.4);
-  const right = px + 12 + w < c.box.x1;
-  el.setAttribute('x', (px + (right ? 12 : -12)).toFixed(1));
-  el.setAttribute('y', (py + dy).toFixed(1));
-  el.setAttribute('text-anchor', right ? 'start' : 'end');
-}
+const FS = { wide: { label: 13, small: 11 }, narrow: { label: 11, small: 10 } };
 
-function drawCurve(c, d) {
-  const { s, x, y } = c, cv = d.decode_curve;
-  c.batchLabels = {};
-  const pts = cv.batch.map((b, i) => [x(cv.arithmetic_intensity[i]), y(cv.attained_flops_per_s[i])]);
-  svg('polyline', { points: pts.map((p) => p.map((n) => n.toFixed(1)).join(',')).join(' '), class: 'rf-curve' }, s);
+/** The dotted paths the two points move along, with their (optional) stop labels. */
+function drawCurves(c, d) {
+  const { x, y } = c, cv = d.decode_curve, pc = d.prefill_curve;
+  clear(c.curves);
+  const path = (pts, cls) => svg('polyline', { points: pts.map((p) => p.map((n) => n.toFixed(1)).join(',')).join(' '), class: cls }, c.curves);
+  c.curve = cv.batch.map((b, i) => [x(cv.arithmetic_intensity[i]), y(cv.attained_flops_per_s[i])]);
+  c.pcurve = pc.prompt_tokens.map((n, i) => [x(Math.min(pc.arithmetic_intensity[i], X_DOMAIN[1])), y(pc.attained_flops_per_s[i])]);
+  path(c.curve, 'rf-curve');
+  path(c.pcurve, 'rf-curve prefill');
+  c.stops = [];
   cv.batch.forEach((b, i) => {
-    svg('circle', { cx: pts[i][0], cy: pts[i][1], r: 3, class: cv.fits[i] ? 'rf-curve-dot' : 'rf-curve-dot nofit' }, s);
-    if (LABELLED_BATCHES.includes(b)) {
-      c.batchLabels[b] = svg('text', { x: pts[i][0] + 6, y: pts[i][1] + 15, class: 'rf-small rf-batch',
-        text: `batch ${num(b)}` }, s);
+    svg('circle', { cx: c.curve[i][0], cy: c.curve[i][1], r: 3, class: cv.fits[i] ? 'rf-curve-dot' : 'rf-curve-dot nofit' }, c.curves);
+    if (LABELLED_BATCHES.includes(b) && b !== d.batch) {
+      c.stops.push({ el: svg('text', { class: 'rf-small rf-batch', text: `batch ${num(b)}` }, c.curves), at: c.curve[i] });
     }
   });
-  c.curve = pts;
+  pc.prompt_tokens.forEach((n, i) => {
+    svg('circle', { cx: c.pcurve[i][0], cy: c.pcurve[i][1], r: 3, class: 'rf-curve-dot prefill' }, c.curves);
+    const end = i === 0 || i === pc.prompt_tokens.length - 1;
+    if (end && n !== d.prompt_tokens) {
+      c.stops.push({ el: svg('text', { class: 'rf-small rf-prompt', text: `${num(n)} tokens` }, c.curves), at: c.pcurve[i] });
+    }
+  });
 }
 
-function drawPrefill(c, d) {
-  const { s, x, y, v } = c, p = d.prefill;
-  const px = x(Math.min(p.arithmetic_intensity, X_DOMAIN[1])), py = y(p.attained_flops_per_s);
-  svg('line', { x1: px, x2: px, y1: py, y2: y(p.roof_flops_per_s), class: 'rf-gap' }, s);
-  svg('circle', { cx: px, cy: py, r: v.r, class: `rf-point prefill bound-${p.bound}` }, s);
-  const label = svg('text', { class: 'rf-label prefill',
-    text: v.short ? `prefill ${pct(p.share_of_peak, 0)}` : `prefill · ${pct(p.share_of_peak, 0)} of peak` }, s);
-  sideLabel(c, label, px, py, 18);
-}
-
-/** Put the decode point (and its gap to the roof) at data coordinates (intensity, flops). */
-function placeDecode(c, d, ai, fl) {
+/** Put both points (and their gaps to the roof) at data coordinates, then place every label around them. */
+function placePoints(c, d, dec, pre) {
   const { x, y, v } = c, rf = d.roof;
-  const px = x(ai), py = y(fl), roof = Math.min(rf.peak_flops_per_s, ai * rf.bandwidth_bytes_per_s);
-  c.dot.setAttribute('cx', px.toFixed(1));
-  c.dot.setAttribute('cy', py.toFixed(1));
-  c.gap.setAttribute('x1', px.toFixed(1));
-  c.gap.setAttribute('x2', px.toFixed(1));
-  c.gap.setAttribute('y1', (py - v.r - 2).toFixed(1));
-  c.gap.setAttribute('y2', y(roof).toFixed(1));
-  sideLabel(c, c.label, px, py, 22);
+  const roofAt = (ai) => Math.min(rf.peak_flops_per_s, ai * rf.bandwidth_bytes_per_s);
+  const put = (dot, gap, [ai, fl], r) => {
+    const px = x(Math.min(ai, X_DOMAIN[1])), py = y(fl);
+    dot.setAttribute('cx', px.toFixed(1));
+    dot.setAttribute('cy', py.toFixed(1));
+    gap.setAttribute('x1', px.toFixed(1));
+    gap.setAttribute('x2', px.toFixed(1));
+    gap.setAttribute('y1', (py - r - 2).toFixed(1));
+    gap.setAttribute('y2', y(roofAt(ai)).toFixed(1));
+    return [px, py];
+  };
+  const dp = put(c.dot, c.gap, dec, v.r + 1.5), pp = put(c.pdot, c.pgap, pre, v.r);
+  placeAll(c, dp, pp);
 }
 
-function moveDecode(d) {
-  const c = view.chart, dec = d.decode;
-  const to = [dec.arithmetic_intensity, dec.attained_flops_per_s];
+function placeAll(c, dp, pp) {
+  const fs = FS[c.v.name], obs = obstacles();
+  const { box } = c;
+  obs.line([c.roofPts[0], c.roofPts[1]], 3, 4);
+  obs.line([c.roofPts[1], c.roofPts[2]], 3, 4);
+  obs.line([c.ridge, [c.ridge[0], box.y0]], 1, 2);
+  obs.line(c.curve, 1, 2);
+  obs.line(c.pcurve, 1, 2);
+  for (const p of [...c.curve, ...c.pcurve]) obs.point(p[0], p[1], 3.5, 2);
+  obs.point(dp[0], dp[1], c.v.r + 3, 8);
+  obs.point(pp[0], pp[1], c.v.r + 2, 8);
+  obs.point(c.ridge[0], c.ridge[1], 5, 8);
+  const rl = c.roofLabels, mw = rl.mem.getComputedTextLength ? rl.mem.getComputedTextLength() : 0;
+  obs.line([[rl.lx, rl.ly - fs.label * 0.35], [rl.lx + Math.cos(rl.angle) * mw, rl.ly - fs.label * 0.35 + Math.sin(rl.angle) * mw]], 60, fs.label + 2);
+  const cb = rl.comp.getBBox ? rl.comp.getBBox() : null;
+  if (cb && cb.width) obs.box({ x0: cb.x - 2, x1: cb.x + cb.width + 2, y0: cb.y - 2, y1: cb.y + cb.height + 2 }, 60);
+  const bounds = { x0: box.x0 + 2, x1: box.x1 - 2, y0: box.y1 + 2, y1: box.y0 - 2 };
+  const point = (el, [px, py], gap, spots, extra = {}) => ({ el, x: px, y: py, fs: fs.label, gap, spots, ...extra });
+  placeLabels([
+    point(c.label, dp, c.v.r + 8, ['r', 'br', 'b', 'bl', 'l', 'tr', 'tl', 't']),
+    point(c.plabel, pp, c.v.r + 7, ['br', 'r', 'b', 'bl', 'l', 'tr', 't', 'tl']),
+    { el: c.ridgeLabel, x: c.ridge[0], y: c.ridge[1], fs: fs.small, gap: 9, spots: ['tl', 'l', 'bl', 'br'] },
+    ...c.stops.map((st) => ({ el: st.el, x: st.at[0], y: st.at[1], fs: fs.small, gap: 7, spots: ['br', 'bl', 'tl', 'r', 'l'], optional: true, tolerance: 80 })),
+  ], obs, bounds);
+}
+
+function movePoints(d) {
+  const c = view.chart, dec = d.decode, pre = d.prefill;
+  const to = { dec: [dec.arithmetic_intensity, dec.attained_flops_per_s], pre: [pre.arithmetic_intensity, pre.attained_flops_per_s] };
   const from = view.shown || to;
   c.dot.setAttribute('class', `rf-point decode bound-${d.binding_roof}`);
-  for (const [b, el] of Object.entries(c.batchLabels)) el.setAttribute('visibility', Number(b) === d.batch ? 'hidden' : 'visible');
+  c.pdot.setAttribute('class', `rf-point prefill bound-${pre.bound}`);
   c.dot.setAttribute('aria-valuenow', String(d.batch));
   c.dot.setAttribute('aria-valuetext', `batch ${d.batch}: ${share(dec.share_of_peak)} of peak math`);
+  const prompts = d.prefill_curve.prompt_tokens;
+  c.pdot.setAttribute('aria-valuemin', String(prompts[0]));
+  c.pdot.setAttribute('aria-valuemax', String(prompts.at(-1)));
+  c.pdot.setAttribute('aria-valuenow', String(d.prompt_tokens));
+  c.pdot.setAttribute('aria-valuetext', `${d.prompt_tokens}-token prompt${d.batch > 1 ? `s × ${d.batch}` : ''}: ${pct(pre.share_of_peak, 0)} of peak math`);
   c.label.textContent = c.v.short ? `decode ${share(dec.share_of_peak)}`
     : `decode · batch ${num(d.batch)} · ${share(dec.share_of_peak)} of peak`;
+  c.plabel.textContent = c.v.short ? `prefill ${pct(pre.share_of_peak, 0)}`
+    : `prefill · ${num(d.prompt_tokens)} tokens${d.batch > 1 ? ` × ${num(d.batch)}` : ''} · ${pct(pre.share_of_peak, 0)} of peak`;
   if (view.anim) view.anim.cancel();
-  view.anim = tween(from === to ? 0 : TWEEN_MS, (t) => {
-    const ai = Math.exp(lerp(Math.log(from[0]), Math.log(to[0]), t));
-    const fl = Math.exp(lerp(Math.log(from[1]), Math.log(to[1]), t));
-    view.shown = [ai, fl];
-    placeDecode(c, d, ai, fl);
-  });
-}
-
-// ---- drag the decode point along the curve (or use arrow keys) ------------------------------
-
-function nearestBatch(c, px, py) {
-  let best = 0, bestD = Infinity;
-  c.curve.forEach(([cx, cy], i) => {
-    const dd = (cx - px) ** 2 + (cy - py) ** 2;
-    if (dd < bestD) { bestD = dd; best = i; }
-  });
-  return view.data.decode_curve.batch[best];
-}
-
-function toSvg(c, ev) {
-  const r = c.s.getBoundingClientRect();
-  return [((ev.clientX - r.left) / r.width) * c.v.W, ((ev.clientY - r.top) / r.height) * c.v.H];
-}
-
-function bindDrag(c) {
-  let dragging = false;
-  const pick = (ev) => {
-    const b = nearestBatch(c, ...toSvg(c, ev));
-    if (view.data && b !== view.data.batch) ctx.setParam('batch', b);
-  };
-  c.dot.addEventListener('pointerdown', (ev) => { dragging = true; c.dot.setPointerCapture(ev.pointerId); ev.preventDefault(); });
-  c.dot.addEventListener('pointermove', (ev) => { if (dragging) pick(ev); });
-  c.dot.addEventListener('pointerup', () => { dragging = false; });
-  c.dot.addEventListener('keydown', (ev) => {
-    const delta = { ArrowRight: 1, ArrowUp: 1, ArrowLeft: -1, ArrowDown: -1 }[ev.key];
-    if (!delta || !view.data) return;
-    ev.preventDefault();
-    ev.stopPropagation();
-    const b = Math.round(2 ** Math.min(10, Math.max(0, Math.round(Math.log2(view.data.batch)) + delta)));
-    if (b !== view.data.batch) ctx.setParam('batch', b);
+  const same = from.dec === to.dec && from.pre === to.pre;
+  const mix = (a, b, t) => [Math.exp(lerp(Math.log(a[0]), Math.log(b[0]), t)), Math.exp(lerp(Math.log(a[1]), Math.log(b[1]), t))];
+  view.anim = tween(same ? 0 : TWEEN_MS, (t) => {
+    view.shown = t >= 1 ? to : { dec: mix(from.dec, to.dec, t), pre: mix(from.pre, to.pre, t) };
+    placePoints(c, d, view.shown.dec, view.shown.pre);
   });
 }
