@@ -24,7 +24,8 @@ def test_defaults_are_the_guides_server(client):
     d = _get(client)
     assert d["params"] == {"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 8, "tp": 8, "pp": 1,
                            "precision": "bf16", "kv_precision": "bf16", "batch": 16, "prompt_tokens": 1024,
-                           "output_tokens": 256, "price_per_gpu_hour": 3.0}
+                           "output_tokens": 256, "price_per_gpu_hour": 3.0,
+                           "throughput_mode": "static"}
     assert d["model"]["name"] == "Llama 3.1 70B" and d["gpu"]["name"].startswith("NVIDIA H100 SXM")
     assert d["memory"]["fits"] and d["bound"] == "memory"
 
@@ -69,6 +70,43 @@ def test_405b_on_one_gpu_does_not_fit_and_says_by_how_much(client):
     assert mem["fits"] is False and mem["shortfall_gb"] > 700  # ~810 GB of BF16 weights vs 80 GB
     assert mem["weights_gb"] > 10 * mem["capacity_gb"]
     assert d["max_batch"] == 0
+    # issue 16 item 2: no latency, rate or price is presented for a server that cannot run
+    assert d["fits"] is False
+    for k in ("ttft_ms", "tpot_ms", "tokens_per_s_total", "tokens_per_s_per_user", "cost_per_million_tokens_usd"):
+        assert d[k] is None
+        assert d["hypothetical"][k] > 0
+    assert "does not fit" in d["hypothetical"]["reason"] and "GB short" in d["hypothetical"]["reason"]
+
+
+def test_a_setup_that_fits_has_no_hypothetical_block(client):
+    d = _get(client)
+    assert d["fits"] is True and d["hypothetical"] is None and d["ttft_ms"] > 0
+
+
+def test_tensor_parallel_across_nodes_pays_for_the_network(client):
+    """Issue 16 item 1: tp=64 spans 8 HGX nodes; its all-reduces cross 400 Gb/s NICs, not NVLink."""
+    d16, d64 = _get(client, gpus=16, tp=16), _get(client, gpus=64, tp=64)
+    assert d64["nodes"]["spans_nodes"] and d64["nodes"]["tensor_nodes"] == 8 and d64["nodes"]["nodes"] == 8
+    assert "8 nodes" in d64["nodes"]["text"] and "400 Gb/s" in d64["nodes"]["text"]
+    comm = {i["name"]: i["value"] for i in d64["math"]["tpot_ms"]["inputs"]}["comm_ms"]
+    assert comm > 2.5  # 160 hierarchical all-reduces over the NICs
+    d8 = _get(client)
+    assert not d8["nodes"]["spans_nodes"] and d8["nodes"]["nodes"] == 1
+    nvl = _get(client, gpu="gb200", gpus=64, tp=64)
+    assert not nvl["nodes"]["spans_nodes"] and nvl["nodes"]["gpus_per_node"] == 72
+
+
+def test_throughput_mode_says_which_batching_is_shown(client):
+    """Issue 16 item 7: the continuous-batching estimate is offered and the response names the one shown."""
+    st, co = _get(client, batch=64), _get(client, batch=64, throughput_mode="continuous")
+    assert st["throughput_mode"] == "static" and co["throughput_mode"] == "continuous"
+    assert st["tokens_per_s_total"] == pytest.approx(st["tokens_per_s_static"])
+    assert co["tokens_per_s_total"] == pytest.approx(co["tokens_per_s_continuous"])
+    assert co["tokens_per_s_continuous"] == pytest.approx(st["tokens_per_s_continuous"])
+    # with long prompts static batches idle every seat during each prefill; continuous does not
+    lp, lc = (_get(client, batch=64, prompt_tokens=8192, output_tokens=128, throughput_mode=m) for m in ("static", "continuous"))
+    assert lc["tokens_per_s_total"] > lp["tokens_per_s_total"]
+    assert "continuous" in co["math"]["tokens_per_s_total"]["assumptions"][0]
 
 
 def test_bigger_batch_more_total_less_per_user_cheaper(client):

@@ -8,14 +8,15 @@ from inside_llm.sim import catalog
 from inside_llm.sim.hardware import GPU
 from inside_llm.sim.models import from_hf_config, param_counts
 
-GPU_IDS = ["h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200", "mi300x", "l40s"]
+GPU_IDS = ["h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200", "mi300x", "l40s", "gb200", "h20", "mi325x"]
 MODEL_IDS = ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-7b", "llama-2-70b",
-             "mixtral-8x7b", "qwen2.5-72b"]
+             "mixtral-8x7b", "qwen2.5-72b", "deepseek-v3", "gpt-oss-120b", "qwen3-32b", "qwen3-30b-a3b",
+             "llama-4-scout"]
 
 
 def test_ids_and_defaults():
     assert list(catalog.gpus()) == GPU_IDS
-    assert list(catalog.models())[:7] == MODEL_IDS
+    assert list(catalog.models())[:len(MODEL_IDS)] == MODEL_IDS
     assert catalog.gpu().id == catalog.DEFAULT_GPU == "h100-sxm"
     assert catalog.model().id == catalog.DEFAULT_MODEL == "llama-3.1-70b"
 
@@ -102,11 +103,11 @@ def test_demo_model_card_hook(tmp_path, monkeypatch, card, model_id, kv_heads):
     catalog.models.cache_clear()
     try:
         ids = list(catalog.models())
-        assert ids[:7] == MODEL_IDS  # a malformed card adds nothing and breaks nothing
+        assert ids[:len(MODEL_IDS)] == MODEL_IDS  # a malformed card adds nothing and breaks nothing
         if model_id:
             assert catalog.model(model_id).num_key_value_heads == kv_heads
         else:
-            assert len(ids) == 7
+            assert len(ids) == len(MODEL_IDS)
     finally:
         monkeypatch.undo()
         catalog.models.cache_clear()

@@ -81,8 +81,11 @@ def test_timing_equals_the_dials_with_its_micro_batches(tp, pp):
     """With m = min(pp, batch) micro-batches the chapter's TTFT and tokens/s are the dials' own."""
     m = min(pp, 16)
     d = parallelism(ParallelParams(tp=tp, pp=pp, micro_batches=m))
-    e = serving.estimate(serving.ServingParams(tp=tp, pp=pp, batch=16))
-    assert d["ttft_ms"] == pytest.approx(e.ttft_ms)
+    sp = serving.ServingParams(tp=tp, pp=pp, batch=16)
+    e = serving.estimate(sp)
+    cfg, _ = serving.resolve(sp)
+    assert d["ttft_ms"] == pytest.approx(serving.pipeline_times(cfg, sp, m).ttft_s * 1e3)
+    assert d["ttft_ms"] >= e.ttft_ms * (1 - 1e-9)  # the dials may pick more prefill micro-batches
     assert d["tokens_per_s_per_user"] == pytest.approx(e.tokens_per_s_per_user)
     assert d["weights_gb"] == pytest.approx(e.memory.weights_gb, abs=1e-3)
     assert d["kv_cache_gb"] == pytest.approx(e.memory.kv_cache_gb, abs=1e-3)

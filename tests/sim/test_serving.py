@@ -5,6 +5,7 @@ import json
 import pytest
 
 from inside_llm.sim import catalog, serving
+from inside_llm.sim.costmodel import EngineConfig
 from inside_llm.sim.hardware import gpu_from_fields
 from inside_llm.sim.models import from_hf_config
 from inside_llm.sim.serving import ServingParams, estimate
@@ -107,3 +108,55 @@ def test_guide_hardware_figures_come_from_the_catalog():
     g = catalog.gpu("h100-sxm")
     assert (g.hbm_capacity_gb, g.hbm_bandwidth_tb_s, g.interconnect_bandwidth_gb_s) == (80, 3.35, 900)
     assert estimate().memory.capacity_gb == 80
+
+
+@pytest.mark.parametrize("model,gpus,tp,pp,prec,P,O", [
+    ("llama-3.1-70b", 8, 1, 8, "fp8", 8000, 128),
+    ("llama-3.1-70b", 8, 2, 4, "fp8", 8000, 128),
+    ("llama-3.1-405b", 16, 8, 2, "fp8", 2048, 256),
+])
+def test_pipeline_throughput_never_falls_as_the_batch_grows(model, gpus, tp, pp, prec, P, O):
+    """Issue 16 item 4: uneven micro-batches, no padding to ceil(batch / pp)."""
+    prev = 0.0
+    for batch in range(1, 33):
+        e = serving.estimate(serving.ServingParams(model=model, gpus=gpus, tp=tp, pp=pp, precision=prec,
+                                                   kv_precision="fp8", batch=batch, prompt_tokens=P, output_tokens=O))
+        assert e.tokens_per_s_static >= prev * (1 - 1e-9), f"batch {batch}: {e.tokens_per_s_static} < {prev}"
+        prev = e.tokens_per_s_static
+
+
+def test_pipeline_stages_hold_the_embedding_first_and_the_lm_head_last():
+    m = catalog.model("llama-3.1-70b")
+    cfg = EngineConfig(m, catalog.gpu("h100-sxm"), tp=1, pp=2)
+    first, last = cfg.shard.stage_weight_bytes
+    vocab_table = m.vocab_size * m.hidden_size * 2.0
+    # 40 layers each; the first adds the embedding, the last the lm_head (+ the final norm)
+    assert last - first == pytest.approx(m.hidden_size * 2.0, rel=1e-6)
+    one = EngineConfig(m, catalog.gpu("h100-sxm"), tp=1, pp=1).shard.weight_bytes
+    assert first + last == pytest.approx(one + 0.0, rel=1e-9)
+    assert first > one / 2 - vocab_table  # not 1/pp of each table
+
+
+def test_weight_assumption_follows_the_precision():
+    """Issue 16 item 6: the weight note names the chosen format; FP8 on A100 says it falls back."""
+    for prec, needle in [("int4", "128 weights"), ("fp8", "per-tensor"), ("bf16", "BF16"), ("nvfp4", "16")]:
+        e = serving.estimate(serving.ServingParams(gpu="b200", precision=prec))
+        assert needle in " ".join(e.math["weights_gb"].assumptions)
+    a100 = serving.estimate(serving.ServingParams(gpu="a100-80gb", precision="fp8"))
+    assert "no FP8 tensor cores" in " ".join(a100.math["ttft_ms"].assumptions)
+
+
+def test_tensor_parallel_beyond_a_node_is_slower_than_at_nvlink_speed():
+    """Issue 16 item 1: the same tp=64 on one imaginary 64-GPU NVLink domain vs eight 8-GPU HGX nodes."""
+    import dataclasses
+    from inside_llm.sim.costmodel import allreduce_s, step_time
+    h100 = catalog.gpu("h100-sxm")
+    flat = dataclasses.replace(h100, node_gpus=64)
+    m = catalog.model("llama-3.1-70b")
+    nodes, one = EngineConfig(m, h100, tp=64), EngineConfig(m, flat, tp=64)
+    assert allreduce_s(nodes, 8192 * 2 * 16) > 2 * allreduce_s(one, 8192 * 2 * 16)
+    assert step_time(nodes, num_decode_seqs=16, decode_context_tokens_total=16 * 1152).seconds > \
+        1.2 * step_time(one, num_decode_seqs=16, decode_context_tokens_total=16 * 1152).seconds
+    # a pipeline hand-off between nodes goes over the NIC: tp=8 x pp=2 crosses once, tp=4 x pp=2 never
+    assert serving.cross_node_sends(EngineConfig(m, h100, tp=8, pp=2)) == 1
+    assert serving.cross_node_sends(EngineConfig(m, h100, tp=4, pp=2)) == 0

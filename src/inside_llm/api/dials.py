@@ -54,7 +54,8 @@ class DialsParams(BaseModel):
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id, or `custom` (fields below).")
     gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id, or `custom` (fields below).")
     gpus: int = Field(8, ge=1, le=serving.MAX_GPUS, description=f"GPUs in the server (1-{serving.MAX_GPUS}).")
-    tp: int = Field(8, ge=1, le=64, description="Tensor-parallel GPUs per replica (1-64); tp x pp must divide gpus.")
+    tp: int = Field(8, ge=1, le=64, description="Tensor-parallel GPUs per replica (1-64); tp x pp must divide gpus. "
+                    "Beyond one node (8 GPUs; 72 on GB200 NVL72) its all-reduces cross the network.")
     pp: int = Field(1, ge=1, le=128, description="Pipeline stages per replica (1-128, at most the model's layers).")
     precision: Precision = Field("bf16", description="Weight storage and GEMM math: bf16|fp16|fp8|int8|int4.")
     kv_precision: KvPrecision = Field("bf16", description="KV-cache storage: bf16|fp8|int8|int4.")
@@ -65,6 +66,9 @@ class DialsParams(BaseModel):
     output_tokens: int = Field(256, ge=1, le=serving.MAX_TOKENS, description="Answer length per request "
                                f"(tokens; 1-{serving.MAX_TOKENS:,}).")
     price_per_gpu_hour: float = Field(3.0, ge=0, le=1000, description="Rental price (USD per GPU-hour; 0-1000).")
+    throughput_mode: Literal["static", "continuous"] = Field(
+        "static", description="Which batching `tokens_per_s_total` and the cost assume: static batches (the "
+        "next starts when the last ends) or continuous batching (every seat refilled as a chat ends).")
     hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size, numbers per token")
     num_hidden_layers: int = _shape(_M.num_hidden_layers, 1024, "layers")
     num_attention_heads: int = _shape(_M.num_attention_heads, 1024, "query heads")
@@ -126,22 +130,63 @@ class GpuOut(BaseModel):
                                          "(0 TFLOP/s: no tensor path for that format).")
 
 
+class NodesOut(BaseModel):
+    """Where the setup sits: NVLink domains (nodes) and what crosses the scale-out network."""
+
+    gpus_per_node: int
+    nodes: int
+    nodes_per_replica: int
+    spans_nodes: bool = Field(description="True when one replica's GPUs sit in more than one NVLink domain.")
+    tensor_nodes: int
+    cross_node_pipeline_sends: int
+    scaleout_bandwidth_gb_s: float = Field(description="Scale-out network per GPU, one direction (GB/s).")
+    text: str
+
+
+class HypotheticalOut(BaseModel):
+    """The figures of a setup that does not fit in memory: what it would do if it could run."""
+
+    reason: str
+    ttft_ms: float
+    tpot_ms: float
+    e2e_latency_ms: float
+    tokens_per_s_per_user: float
+    tokens_per_s_total: float
+    tokens_per_s_static: float
+    tokens_per_s_continuous: float
+    cost_per_million_tokens_usd: float
+    mfu: float
+    bandwidth_utilization: float
+
+
+_NULL_WHEN_NO_FIT = " Null when the setup does not fit (then under `hypothetical`)."
+
+
 class DialsResponse(BaseModel):
     params: dict[str, Any] = Field(description="The inputs as used (custom model/GPU reduced to `custom`).")
     model: dict[str, Any] = Field(description="The model: shape and computed parameters (as POST /api/catalog/models).")
     gpu: GpuOut
-    ttft_ms: float = Field(description="Prefill of one batch of `batch` prompts (ms).")
-    tpot_ms: float = Field(description="Mean decode step over the answer (ms per output token).")
-    e2e_latency_ms: float
-    tokens_per_s_per_user: float
-    tokens_per_s_total: float = Field(description="Output tokens/s of all replicas together.")
-    cost_per_million_tokens_usd: float
+    fits: bool = Field(description="Whether the batch fits in memory; when not, every time, rate and cost figure is "
+                       "null and the would-be figures sit under `hypothetical`.")
+    hypothetical: HypotheticalOut | None
+    ttft_ms: float | None = Field(description="Prefill of one batch of `batch` prompts (ms)." + _NULL_WHEN_NO_FIT)
+    tpot_ms: float | None = Field(description="Mean decode step over the answer (ms per output token)." + _NULL_WHEN_NO_FIT)
+    e2e_latency_ms: float | None
+    tokens_per_s_per_user: float | None
+    tokens_per_s_total: float | None = Field(description="Output tokens/s of all replicas together, under "
+                                             "`throughput_mode`." + _NULL_WHEN_NO_FIT)
+    tokens_per_s_static: float | None = Field(description="Static batches: the next batch starts when this one ends.")
+    tokens_per_s_continuous: float | None = Field(description="Continuous batching: every seat refilled as a chat ends.")
+    throughput_mode: Literal["static", "continuous"] = Field(description="Which of the two `tokens_per_s_total` "
+                                                            "and the cost show.")
+    nodes: NodesOut
+    cost_per_million_tokens_usd: float | None
     memory: MemoryOut
     max_batch: int = Field(description="Largest batch that fits at prompt + output tokens.")
     bound: Literal["memory", "compute"] = Field(description="The roof the decode step sits under.")
     prefill_bound: Literal["memory", "compute"]
-    mfu: float
-    bandwidth_utilization: float
+    mfu: float | None
+    bandwidth_utilization: float | None
     replicas: int
     tpot_curve: CurveOut
     math: dict[str, Any]
@@ -174,13 +219,14 @@ def serving_params(p: DialsParams) -> serving.ServingParams:
     gpu = _custom_gpu(p) if p.gpu == "custom" else p.gpu
     return serving.ServingParams(model=model, gpu=gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision,
                                  kv_precision=p.kv_precision, batch=p.batch, prompt_tokens=p.prompt_tokens,
-                                 output_tokens=p.output_tokens, price_per_gpu_hour=p.price_per_gpu_hour)
+                                 output_tokens=p.output_tokens, price_per_gpu_hour=p.price_per_gpu_hour,
+                                 throughput_mode=p.throughput_mode)
 
 
 def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:
     """Decode step at contexts from 16 tokens to the model's window, log-spaced, plus the mean context.
 
-    Same step as serving's TPOT: min(pp, batch) micro-batches in flight, each of ceil(batch / that)
+    Same step as serving's TPOT: min(pp, batch) micro-batches in flight, the largest of ceil(batch / that)
     sequences; a sequence attends to its whole context.
     """
     per_mb = math.ceil(sp.batch / min(cfg.pp, sp.batch))

@@ -68,6 +68,8 @@ class Reference:
     engine: str
     conditions: str
     source: str
+    batching: str = "static"  # "continuous": in-flight batching at max load, predicted in steady state
+    year: int = 0  # year the measurement was published
     in_scope: bool = True  # False: shown in the table, not held to the error bound (reason says why)
     out_of_scope_reason: str = ""
 

@@ -7,8 +7,15 @@ through every layer once. On each GPU of a tensor-parallel group, per step:
     attention_s = max(attn FLOPs / (BF16 peak * attention_compute), KV bytes / (HBM * hbm))
     comm_s      = 2 all-reduces per layer (after attention, after MLP) when tp > 1
                   + (pp - 1) point-to-point activation sends between pipeline stages
-    overhead_s  = layers * per_layer_overhead + step_overhead
+    overhead_s  = layers * per_layer_overhead + step_overhead [+ prefill_pass_overhead if prompts]
     seconds     = gemm_s + attention_s + comm_s + overhead_s
+
+Beyond one node (GPU.node_gpus, 8 on an HGX board, 72 on a GB200 NVL72 rack) the network is two-tier:
+a tensor-parallel group of g GPUs per node x n nodes all-reduces hierarchically (NCCL's tree/ring
+across nodes): reduce-scatter and all-gather inside each node over NVLink, 2(g-1)/g * M / NVLink busbw,
+plus an all-reduce of each GPU's 1/g shard across the n nodes over its own NIC,
+2(n-1)/n * (M/g) / scale-out busbw. A pipeline hand-off whose two stages sit on different nodes goes
+over the NIC too.
 
 GEMMs and attention are separate kernels, so each gets its own roofline max() and the two add;
 all-reduces sit on the critical path (not overlapped). With pipeline parallelism the step is one
@@ -37,8 +44,18 @@ class Efficiency:
     # Fraction of dense tensor peak reached by the model's GEMMs, by math path. Calibrated on prefill
     # (TTFT at 2k tokens) and large-batch throughput references.
     gemm_compute_bf16: float = 0.62
-    gemm_compute_fp8: float = 0.45
+    gemm_compute_fp8: float = 0.5
     gemm_compute_int8: float = 0.45
+    gemm_compute_fp4: float = 0.38
+    # Routed-expert GEMMs in FP8/FP4 reach this share of the dense GEMM efficiency: each expert sees a
+    # small, ragged slice of the tokens, and routing adds permute/un-permute kernels. Calibrated on
+    # Mixtral 8x7B FP8 prefill and max-throughput rows on H100/H200; Mixtral in FP16 on A100 runs at
+    # the dense efficiency (same references), so BF16/FP16 expert GEMMs are not discounted.
+    moe_expert_compute: float = 0.35
+    # How a kernel near the ridge combines its compute and memory times: (c^p + m^p)^(1/p); a pure
+    # roofline is p = infinity (max). Loads and math do not overlap perfectly near the ridge, which
+    # short prefills (a few hundred tokens) sit on.
+    roofline_blend: float = 2.0
     # Fraction of BF16 peak reached by attention math (FlashAttention-2/3: 35-75% on H100).
     attention_compute: float = 0.5
     # Fraction of peak HBM bandwidth reached when streaming weights / KV (decode).
@@ -53,6 +70,14 @@ class Efficiency:
     allreduce_busbw_fraction: float = 370 / 450
     # Fixed latency of one pipeline-stage activation send.
     pp_send_latency_s: float = 10e-6
+    # Scale-out (InfiniBand / RoCE) all-reduce: achievable bus bandwidth / NIC line rate, and the
+    # extra latency of a network hop. NCCL reaches ~90% of a 400 Gb/s NIC's 50 GB/s at large messages
+    # (nccl-tests busBw ~ 45 GB/s per NIC); a network round trip costs several microseconds more than NVLink.
+    scaleout_busbw_fraction: float = 0.9
+    scaleout_latency_s: float = 20e-6
+    # Fixed cost of a prefill pass (context-phase setup: input preparation, attention metadata,
+    # first-token sampling): calibrated on batch-1 TTFTs of 128-token prompts (docs/calibration.md).
+    prefill_pass_overhead_s: float = 2.5e-3
     # Memory kept back for CUDA context, NCCL/cuBLAS workspaces, CUDA graphs and fragmentation
     # (vLLM's default gpu_memory_utilization = 0.9 leaves 10%).
     runtime_reserve_fraction: float = 0.10
@@ -60,8 +85,9 @@ class Efficiency:
     prefill_chunk_tokens: int = 8192
 
     def gemm(self, math_path: str) -> float:
-        """GEMM efficiency for a math path ("bf16", "fp8" or "int8")."""
-        return {"fp8": self.gemm_compute_fp8, "int8": self.gemm_compute_int8}.get(math_path, self.gemm_compute_bf16)
+        """GEMM efficiency for a math path ("bf16", "fp8", "int8" or "fp4")."""
+        return {"fp8": self.gemm_compute_fp8, "int8": self.gemm_compute_int8,
+                "fp4": self.gemm_compute_fp4}.get(math_path, self.gemm_compute_bf16)
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -106,16 +132,20 @@ class Shard:
     layers: int
     layers_per_stage: int
     kv_heads_per_gpu: int  # >= 1: when tp > kv_heads each GPU keeps a replica of its head
-    layer_dense_params: float  # attention + router + norms, per GPU
+    layer_dense_params: float  # attention + router + norms + always-on MLP (shared experts), per GPU
     expert_params: float  # one expert's MLP, per GPU (== the MLP for a dense model)
     lm_head_params: float  # per GPU (vocab-parallel); the tied embedding when tied
-    weight_bytes: float  # everything stored, per GPU, with tp*pp sharding
+    weight_bytes: float  # what the fullest GPU stores: its stage's layers, + embedding (first) / lm_head (last)
     wbytes: float  # bytes per quantized weight
-    kv_bytes_per_token: float  # per GPU, all layers (what one step reads per cached token)
-    kv_bytes_per_token_stage: float  # per GPU, this stage's layers (what its memory holds)
+    kv_bytes_per_token: float  # per GPU, all full-attention layers (what one step reads per cached token)
+    kv_bytes_per_token_stage: float  # per GPU, this stage's full-attention layers (what its memory holds)
     math_flops_per_s: float  # GEMM peak for the precision
     math: str
     bf16_flops_per_s: float
+    moe_layer_fraction: float = 1.0  # share of layers with routed experts
+    window_kv_bytes_per_token: float = 0.0  # per GPU, all sliding-window layers (each holds <= window tokens)
+    window_kv_bytes_per_token_stage: float = 0.0
+    stage_weight_bytes: tuple[float, ...] = ()  # per GPU of each pipeline stage
 
     @classmethod
     def of(cls, cfg: EngineConfig) -> Shard:
@@ -123,17 +153,40 @@ class Shard:
         pc = param_counts(m)
         wb = weight_bytes_per_param(cfg.precision)
         kv_heads = max(1, m.num_key_value_heads // tp)
-        layer_dense = (pc.attention_per_layer + pc.router_per_layer + pc.norms_per_layer) / tp
+        layer_dense = (pc.attention_per_layer + pc.router_per_layer + pc.norms_per_layer
+                       + pc.always_on_mlp_per_layer) / tp
         lm_head = (pc.lm_head or pc.embedding) / tp
-        quantized = pc.layers * (pc.attention_per_layer + pc.mlp_per_layer + pc.router_per_layer)
-        sixteen_bit = pc.total - quantized  # embedding, lm_head and norms stay 16-bit
-        weight_bytes = (quantized * wb + sixteen_bit * 2.0) / (tp * pp)
+        per_layer_bytes = ((pc.attention_per_layer + pc.mlp_per_layer + pc.router_per_layer) * wb
+                           + pc.norms_per_layer * 2.0) / tp
+        # stage s holds its layers; the first also the embedding, the last the lm_head (a tied model's
+        # last stage keeps its own copy of the table when pp > 1) and the final norm, all 16-bit
+        base, extra = divmod(m.num_hidden_layers, pp)
+        stages = []
+        for st in range(pp):
+            b = (base + (1 if st < extra else 0)) * per_layer_bytes
+            if st == 0:
+                b += pc.embedding * 2.0 / tp
+            if st == pp - 1:
+                b += (pc.lm_head if (pc.lm_head or pp == 1) else pc.embedding) * 2.0 / tp + pc.final_norm * 2.0 / tp
+            stages.append(b)
         rate = math_rate(cfg.gpu, cfg.precision)
-        per_layer_kv = 2.0 * kv_heads * m.head_dim * kv_bytes_per_value(cfg.kv_precision)
+        kvb = kv_bytes_per_value(cfg.kv_precision)
+        per_layer_kv = m.kv_values_per_token_layer(tp) * kvb
         stage_layers = math.ceil(m.num_hidden_layers / pp)
+        full, win = m.full_attention_layers, m.num_hidden_layers - m.full_attention_layers
+        full_stage = math.ceil(full / pp)
+        win_stage = math.ceil(win / pp)
         return cls(m.num_hidden_layers, stage_layers, kv_heads, layer_dense, pc.expert_per_layer / tp,
-                   lm_head, weight_bytes, wb, per_layer_kv * m.num_hidden_layers, per_layer_kv * stage_layers,
-                   rate.flops_per_s, rate.math, cfg.gpu.bf16_dense_tflops * 1e12)
+                   lm_head, max(stages), wb, per_layer_kv * full, per_layer_kv * full_stage,
+                   rate.flops_per_s, rate.math, cfg.gpu.bf16_dense_tflops * 1e12, pc.moe_layer_fraction,
+                   per_layer_kv * win, per_layer_kv * win_stage, tuple(stages))
+
+    def kv_bytes(self, model: ModelSpec, sequences: float, context_tokens: float, *, stage: bool = True) -> float:
+        """KV bytes per GPU for `sequences` of `context_tokens` each (sliding-window layers capped)."""
+        full = self.kv_bytes_per_token_stage if stage else self.kv_bytes_per_token
+        win = self.window_kv_bytes_per_token_stage if stage else self.window_kv_bytes_per_token
+        windowed = min(context_tokens, model.sliding_window) if model.sliding_window else 0
+        return sequences * (context_tokens * full + windowed * win)
 
 
 @dataclass(frozen=True)
@@ -157,13 +210,54 @@ class StepTime:
     tokens: int
 
 
+def nodes_spanned(gpu: GPU, gpus: int) -> int:
+    """Nodes (NVLink domains) that `gpus` consecutive GPUs occupy."""
+    return math.ceil(gpus / gpu.node_gpus)
+
+
 def allreduce_s(cfg: EngineConfig, message_bytes: float) -> float:
-    """One ring all-reduce over tp GPUs: latency + 2(tp-1)/tp * bytes / achievable bus bandwidth."""
+    """One all-reduce over the tp GPUs (see the module docstring).
+
+    Inside one node: ring, latency + 2(tp-1)/tp * bytes / NVLink busbw. Across n nodes of g GPUs:
+    hierarchical, 2(g-1)/g * bytes / NVLink busbw + 2(n-1)/n * bytes/g / scale-out busbw, plus a
+    network latency.
+    """
     if cfg.tp == 1:
         return 0.0
-    eff = cfg.efficiency
-    busbw = cfg.gpu.link_one_direction_bytes_per_s * eff.allreduce_busbw_fraction
-    return eff.allreduce_latency_s + 2.0 * (cfg.tp - 1) / cfg.tp * message_bytes / busbw
+    eff, gpu = cfg.efficiency, cfg.gpu
+    busbw = gpu.link_one_direction_bytes_per_s * eff.allreduce_busbw_fraction
+    n = nodes_spanned(gpu, cfg.tp)
+    if n == 1:
+        return eff.allreduce_latency_s + 2.0 * (cfg.tp - 1) / cfg.tp * message_bytes / busbw
+    g = math.ceil(cfg.tp / n)
+    net = gpu.scaleout_bytes_per_s * eff.scaleout_busbw_fraction
+    intra = 2.0 * (g - 1) / g * message_bytes / busbw if g > 1 else 0.0
+    inter = 2.0 * (n - 1) / n * (message_bytes / g) / net
+    return eff.allreduce_latency_s + eff.scaleout_latency_s + intra + inter
+
+
+def cross_node_sends(cfg: EngineConfig) -> int:
+    """Pipeline hand-offs (of pp - 1) whose two stages sit on different nodes (stage s on GPUs s*tp...)."""
+    k = cfg.gpu.node_gpus
+    return sum(1 for s in range(cfg.pp - 1) if (s * cfg.tp) // k != ((s + 1) * cfg.tp) // k)
+
+
+def pp_send_s(cfg: EngineConfig, activation_bytes: float) -> float:
+    """All pipeline hand-offs of one micro-batch: NVLink inside a node, the NIC between nodes."""
+    eff, gpu = cfg.efficiency, cfg.gpu
+    cross = cross_node_sends(cfg)
+    local = cfg.pp - 1 - cross
+    return (local * (eff.pp_send_latency_s + activation_bytes / gpu.link_one_direction_bytes_per_s)
+            + cross * (eff.pp_send_latency_s + eff.scaleout_latency_s
+                       + activation_bytes / (gpu.scaleout_bytes_per_s * eff.scaleout_busbw_fraction)))
+
+
+def _blend(compute_s: float, memory_s: float, p: float) -> float:
+    """Roofline time of one kernel: max(c, m) when p is infinite, else (c^p + m^p)^(1/p)."""
+    if math.isinf(p) or not compute_s or not memory_s:
+        return max(compute_s, memory_s)
+    hi = max(compute_s, memory_s)
+    return hi * ((compute_s / hi) ** p + (memory_s / hi) ** p) ** (1.0 / p)
 
 
 def step_time(cfg: EngineConfig, num_prefill_tokens: int = 0, num_decode_seqs: int = 0,
@@ -186,22 +280,37 @@ def step_time(cfg: EngineConfig, num_prefill_tokens: int = 0, num_decode_seqs: i
     sampled = n_seqs + num_decode_seqs
     if prefill_attention_keys is None:
         prefill_attention_keys = num_prefill_tokens * (num_prefill_tokens + 1) // 2
-    active = s.layer_dense_params + s.expert_params * m.num_experts_per_tok
+    moe = s.moe_layer_fraction if m.is_moe else 1.0
+    active = s.layer_dense_params + s.expert_params * m.num_experts_per_tok * moe
     touched = expected_experts_touched(m, n_tok) if m.is_moe else 1.0
     gemm_flops = 2.0 * (n_tok * active * s.layers + sampled * s.lm_head_params)
-    gemm_bytes = s.layers * (s.layer_dense_params + s.expert_params * touched) * s.wbytes
+    expert_flops = 2.0 * n_tok * s.expert_params * m.num_experts_per_tok * moe * s.layers if m.is_moe else 0.0
+    gemm_bytes = s.layers * (s.layer_dense_params + s.expert_params * touched * moe) * s.wbytes
     gemm_bytes += 2.0 * s.lm_head_params if sampled else 0.0
     keys = prefill_attention_keys + decode_context_tokens_total
-    attn_flops = 4.0 * (m.q_dim / cfg.tp) * s.layers * keys
-    attn_bytes = s.kv_bytes_per_token * (decode_context_tokens_total + num_prefill_tokens)
+    if m.sliding_window and m.full_attention_layers < m.num_hidden_layers:
+        # windowed layers attend to at most `sliding_window` keys per query
+        w_layers = m.num_hidden_layers - m.full_attention_layers
+        q_tokens = n_tok
+        w_keys = min(keys, q_tokens * m.sliding_window)
+        layer_keys = m.full_attention_layers * keys + w_layers * w_keys
+    else:
+        layer_keys = s.layers * keys
+    attn_flops = 4.0 * (m.attention_width / cfg.tp) * layer_keys
+    seqs = max(1, num_decode_seqs + n_seqs)
+    attn_bytes = s.kv_bytes(m, seqs, (decode_context_tokens_total + num_prefill_tokens) / seqs, stage=False)
     bw = cfg.gpu.hbm_bytes_per_s * eff.hbm
-    gc, gm = gemm_flops / (s.math_flops_per_s * eff.gemm(s.math)), gemm_bytes / bw
+    rate = s.math_flops_per_s * eff.gemm(s.math)
+    moe_eff = eff.moe_expert_compute if s.math in ("fp8", "fp4") else 1.0
+    gc = (gemm_flops - expert_flops) / rate + expert_flops / (rate * moe_eff)
+    gm = gemm_bytes / bw
     ac, am = attn_flops / (s.bf16_flops_per_s * eff.attention_compute), attn_bytes / bw
     comm = 2 * s.layers * allreduce_s(cfg, n_tok * m.hidden_size * ACTIVATION_BYTES) if n_tok else 0.0
-    comm += (cfg.pp - 1) * (eff.pp_send_latency_s + n_tok * m.hidden_size * ACTIVATION_BYTES
-                            / cfg.gpu.link_one_direction_bytes_per_s)
+    comm += pp_send_s(cfg, n_tok * m.hidden_size * ACTIVATION_BYTES) if cfg.pp > 1 else 0.0
     overhead = s.layers * eff.per_layer_overhead_s + eff.step_overhead_s
-    gemm_s, attention_s = max(gc, gm), max(ac, am)
+    # a pure prefill pass pays its setup; in a mixed step (continuous batching) it hides behind the decodes
+    overhead += eff.prefill_pass_overhead_s if num_prefill_tokens and not num_decode_seqs else 0.0
+    gemm_s, attention_s = _blend(gc, gm, eff.roofline_blend), _blend(ac, am, eff.roofline_blend)
     compute_limited = (gemm_s if gc >= gm else 0.0) + (attention_s if ac >= am else 0.0)
     bound = "compute" if compute_limited > (gemm_s + attention_s) / 2 else "memory"
     return StepTime(gemm_s + attention_s + comm + overhead, gc + ac, gm + am, comm, overhead, gemm_s,
@@ -245,7 +354,7 @@ def memory_per_gpu(cfg: EngineConfig, batch: int, context_tokens: int) -> Memory
     s = cfg.shard
     capacity = float(cfg.gpu.hbm_capacity_gb)
     weights = s.weight_bytes / GB
-    kv = batch * context_tokens * s.kv_bytes_per_token_stage / GB
+    kv = s.kv_bytes(cfg.model, batch, context_tokens) / GB
     act = activation_bytes(cfg, batch, context_tokens) / GB
     reserve = capacity * cfg.efficiency.runtime_reserve_fraction
     spare = capacity - weights - kv - act - reserve

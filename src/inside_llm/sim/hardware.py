@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4")
+WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
 KV_PRECISIONS = ("bf16", "fp8", "int8", "int4")
 
-# Group-wise quantization: every `INT_GROUP_SIZE` values share one FP16 scale (AWQ/GPTQ use 128).
+# Group-wise integer quantization: every `INT_GROUP_SIZE` values share one FP16 scale (AWQ/GPTQ use 128).
 INT_GROUP_SIZE = 128
 SCALE_BITS = 16
 ACTIVATION_BYTES = 2.0  # bytes per activation value: BF16 residual stream and GEMM outputs
@@ -25,28 +25,52 @@ ACTIVATION_BYTES = 2.0  # bytes per activation value: BF16 residual stream and G
 
 @dataclass(frozen=True)
 class NumberFormat:
-    """How a precision is stored and which tensor-core path multiplies it."""
+    """How a precision is stored and which tensor-core path multiplies it.
+
+    Stored bits per value = bits + scale_bits / group (group 0: one scale per tensor or per output
+    channel, a negligible share of a large matrix).
+    """
 
     name: str
     bits: float  # payload bits per value
-    grouped_scale: bool  # True: one FP16 scale per INT_GROUP_SIZE values is stored too
-    math: str  # tensor-core format the GEMMs run in: "bf16", "fp8" or "int8"
-    note: str
+    scale_bits: float  # bits of one shared scale (0: none stored per group)
+    group: int  # values sharing one scale (0: per tensor / per channel)
+    math: str  # tensor-core format the GEMMs run in: "bf16", "fp8", "int8" or "fp4"
+    note: str  # what the format is, with its scale layout
+    source: str = ""
 
     @property
     def bytes_per_value(self) -> float:
         """Bytes per stored value, scales included (INT4 with group 128: 4.125 bits = 0.515625 B)."""
-        scale = SCALE_BITS / INT_GROUP_SIZE if self.grouped_scale else 0.0
+        scale = self.scale_bits / self.group if self.group else 0.0
         return (self.bits + scale) / 8.0
+
+    @property
+    def bits_per_value(self) -> float:
+        return self.bytes_per_value * 8.0
 
 
 FORMATS: Mapping[str, NumberFormat] = MappingProxyType({
-    "bf16": NumberFormat("bf16", 16, False, "bf16", "BF16 weights, BF16 math"),
-    "fp16": NumberFormat("fp16", 16, False, "bf16", "FP16 weights, FP16 math (same rate as BF16)"),
-    "fp8": NumberFormat("fp8", 8, False, "fp8", "FP8 E4M3 weights and activations (W8A8), per-tensor scales"),
-    "int8": NumberFormat("int8", 8, True, "int8", "INT8 weights and activations (W8A8, SmoothQuant-style)"),
-    "int4": NumberFormat("int4", 4, True, "bf16",
-                         "INT4 weights, group 128 with FP16 scales (AWQ/GPTQ W4A16): dequantised, BF16 math"),
+    "bf16": NumberFormat("bf16", 16, 0, 0, "bf16", "BF16 weights, BF16 math"),
+    "fp16": NumberFormat("fp16", 16, 0, 0, "bf16", "FP16 weights, FP16 math (same rate as BF16)"),
+    "fp8": NumberFormat("fp8", 8, 0, 0, "fp8", "FP8 E4M3 weights and activations (W8A8), per-tensor scales"),
+    "int8": NumberFormat("int8", 8, 0, 0, "int8",
+                         "INT8 weights and activations (W8A8, SmoothQuant): one scale per output channel, ~8.0 bits",
+                         "Xiao et al., SmoothQuant, arXiv:2211.10438, Section 3 (per-channel weight scales)"),
+    "int4": NumberFormat("int4", 4, SCALE_BITS, INT_GROUP_SIZE, "bf16",
+                         "INT4 weights, one FP16 scale per 128 weights (AWQ/GPTQ W4A16, 4.125 bits): "
+                         "dequantised to BF16 for the math",
+                         "Lin et al., AWQ, arXiv:2306.00978 (group size 128)"),
+    "nvfp4": NumberFormat("nvfp4", 4, 8, 16, "fp4",
+                          "NVFP4: FP4 E2M1 values with one FP8 E4M3 scale per 16 (4.5 bits), W4A4 on Blackwell "
+                          "FP4 tensor cores",
+                          "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision "
+                          "Inference' (2025): 16-value micro-blocks, E4M3 scale per block, plus one FP32 per-tensor scale"),
+    "mxfp4": NumberFormat("mxfp4", 4, 8, 32, "fp4",
+                          "MXFP4 (OCP microscaling): FP4 E2M1 values with one 8-bit power-of-two scale per 32 "
+                          "(4.25 bits); gpt-oss ships its expert weights this way",
+                          "Open Compute Project, OCP Microscaling Formats (MX) v1.0 Specification, Table 1: "
+                          "MXFP4 block size 32, E8M0 shared scale"),
 })
 
 
@@ -60,17 +84,17 @@ def number_format(precision: str, *, kv: bool = False) -> NumberFormat:
 
 
 def weight_bytes_per_param(precision: str) -> float:
-    """Bytes per stored weight: bf16/fp16 2, fp8 1, int8 1.0156, int4 0.5156 (scales included)."""
+    """Bytes per stored weight: bf16/fp16 2, fp8/int8 1, int4 0.5156, nvfp4 0.5625, mxfp4 0.53125."""
     return number_format(precision).bytes_per_value
 
 
 def kv_bytes_per_value(kv_precision: str) -> float:
-    """Bytes per cached K or V value: bf16 2, fp8 1, int8/int4 with a group-128 FP16 scale."""
+    """Bytes per cached K or V value: bf16 2, fp8 and int8 1, int4 with a group-128 FP16 scale."""
     return number_format(kv_precision, kv=True).bytes_per_value
 
 
 _GPU_NUMBERS = ("bf16_dense_tflops", "hbm_capacity_gb", "hbm_bandwidth_tb_s", "interconnect_bandwidth_gb_s",
-                "sm_count", "tensor_cores_per_sm", "l2_cache_mb", "tdp_w")
+                "sm_count", "tensor_cores_per_sm", "l2_cache_mb", "tdp_w", "scaleout_bandwidth_gb_s")
 
 
 @dataclass(frozen=True)
@@ -100,6 +124,11 @@ class GPU:
     die_count: int = 1
     interconnect: str = ""
     tdp_w: float = 0.0
+    # Scale-up vs scale-out: GPUs sharing one NVLink (or Infinity Fabric) domain, i.e. one HGX node
+    # (72 on a GB200 NVL72 rack); beyond it traffic crosses the scale-out network, whose bandwidth is
+    # per GPU, ONE direction (one 400 Gb/s NIC per GPU = 50 GB/s).
+    node_gpus: int = 8
+    scaleout_bandwidth_gb_s: float = 50.0
     sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -107,7 +136,9 @@ class GPU:
             value = getattr(self, name)
             if value is None or value < 0:
                 raise ValueError(f"{name} must be >= 0; got {value!r}")
-        for name in ("bf16_dense_tflops", "hbm_capacity_gb", "hbm_bandwidth_tb_s"):
+        if not isinstance(self.node_gpus, int) or self.node_gpus < 1:
+            raise ValueError(f"node_gpus must be a positive integer; got {self.node_gpus!r}")
+        for name in ("bf16_dense_tflops", "hbm_capacity_gb", "hbm_bandwidth_tb_s", "scaleout_bandwidth_gb_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0; got {getattr(self, name)!r}")
 
@@ -125,6 +156,11 @@ class GPU:
         """Interconnect bandwidth one way, bytes/s (half the vendor's both-directions figure)."""
         return self.interconnect_bandwidth_gb_s * 1e9 / 2.0
 
+    @property
+    def scaleout_bytes_per_s(self) -> float:
+        """Scale-out network bandwidth per GPU, one direction, bytes/s."""
+        return self.scaleout_bandwidth_gb_s * 1e9
+
 
 @dataclass(frozen=True)
 class MathRate:
@@ -140,22 +176,22 @@ def math_rate(gpu: GPU, precision: str) -> MathRate:
     """Peak FLOP/s for the GEMMs of `precision` on `gpu`, with the fallback stated.
 
     fp8 on a GPU without FP8 tensor cores (A100) runs as weight-only FP8 with BF16 math (as vLLM's
-    Marlin kernels do); int8 without INT8 tensor cores falls back the same way; int4 is always
-    W4A16 (dequantise to BF16), the format AWQ/GPTQ checkpoints use.
+    Marlin kernels do); int8 without INT8 tensor cores and nvfp4/mxfp4 without FP4 tensor cores
+    (anything before Blackwell) fall back the same way; int4 is always W4A16 (dequantise to BF16),
+    the format AWQ/GPTQ checkpoints use.
     """
     fmt = number_format(precision)
     bf16 = MathRate(gpu.bf16_dense_tflops * 1e12, "bf16", "bf16_dense_tflops", fmt.note)
-    if fmt.math == "fp8":
-        if gpu.fp8_dense_tflops:
-            return MathRate(gpu.fp8_dense_tflops * 1e12, "fp8", "fp8_dense_tflops", fmt.note)
-        return MathRate(bf16.flops_per_s, "bf16", "bf16_dense_tflops",
-                        f"{gpu.name} has no FP8 tensor cores: FP8 weights are dequantised, BF16 math")
-    if fmt.math == "int8":
-        if gpu.int8_dense_tops:
-            return MathRate(gpu.int8_dense_tops * 1e12, "int8", "int8_dense_tops", fmt.note)
-        return MathRate(bf16.flops_per_s, "bf16", "bf16_dense_tflops",
-                        f"{gpu.name} has no INT8 tensor cores: INT8 weights are dequantised, BF16 math")
-    return bf16
+    paths = {"fp8": ("fp8_dense_tflops", "FP8"), "int8": ("int8_dense_tops", "INT8"), "fp4": ("fp4_dense_tflops", "FP4")}
+    if fmt.math not in paths:
+        return bf16
+    field_name, label = paths[fmt.math]
+    peak = getattr(gpu, field_name)
+    if peak:
+        return MathRate(peak * 1e12, fmt.math, field_name, fmt.note)
+    return MathRate(bf16.flops_per_s, "bf16", "bf16_dense_tflops",
+                    f"{gpu.name} has no {label} tensor cores: {precision.upper()} weights are dequantised "
+                    "and multiplied in BF16 (weight-only)")
 
 
 def gpu_from_fields(fields: Mapping[str, object], *, gpu_id: str = "custom") -> GPU:

@@ -10,6 +10,17 @@ Per layer, with d = hidden, q = heads*head_dim, kv = kv_heads*head_dim, f = inte
     MLP weights         3*d*f per expert (gate, up, down); router d*E when E > 1
     norms               2*d
 Model: embedding V*d, final norm d, lm_head V*d unless tied.
+
+Features of 2025 models that change the cost, each optional (0 = absent):
+- MoE with `moe_intermediate_size` experts, `n_shared_experts` always-on shared experts (DeepSeek-V3,
+  Llama 4: shared width `shared_expert_intermediate_size`, default n_shared x moe width), and the
+  first `first_k_dense_replace` layers dense with width `intermediate_size` (DeepSeek-V3: 3).
+- Multi-head latent attention (DeepSeek-V2/V3, `kv_lora_rank` > 0): Q through a rank-`q_lora_rank`
+  bottleneck, K and V rebuilt from one cached latent of kv_lora_rank + qk_rope_head_dim values per token
+  per layer (576 for V3, against 2 x 128 heads x 128 = 32,768 for plain multi-head attention).
+    attention weights   d*r_q + r_q*H*(nope+rope) + d*(r_kv+rope) + r_kv*H*(nope+v) + H*v*d + r_q + r_kv
+- Sliding-window attention on `sliding_window_layers` of the layers (gpt-oss: every other layer,
+  128 tokens): those layers cache at most `sliding_window` tokens per sequence.
 """
 
 from __future__ import annotations
@@ -40,6 +51,17 @@ class ModelSpec:
     num_local_experts: int = 1
     num_experts_per_tok: int = 1
     attention_bias: bool = False
+    moe_intermediate_size: int = 0  # routed expert width (0: intermediate_size)
+    n_shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0  # width of the shared expert(s) together (0: n_shared x moe width)
+    first_k_dense_replace: int = 0  # leading dense layers of a MoE model
+    kv_lora_rank: int = 0  # multi-head latent attention when > 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
     source: str = ""
     published_params_b: float | None = None
     published_active_params_b: float | None = None
@@ -58,6 +80,14 @@ class ModelSpec:
         if self.num_experts_per_tok > self.num_local_experts:
             raise ValueError("num_experts_per_tok must be <= num_local_experts; got "
                              f"{self.num_experts_per_tok} > {self.num_local_experts}")
+        for name in ("moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
+                     "first_k_dense_replace", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+                     "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
+        if self.first_k_dense_replace >= self.num_hidden_layers or self.sliding_window_layers > self.num_hidden_layers:
+            raise ValueError("first_k_dense_replace and sliding_window_layers must be below num_hidden_layers")
 
     @property
     def is_moe(self) -> bool:
@@ -73,16 +103,57 @@ class ModelSpec:
         """Width of all K (or V) heads together: kv_heads * head_dim."""
         return self.num_key_value_heads * self.head_dim
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def expert_width(self) -> int:
+        """One routed expert's MLP width (the dense MLP's for a dense model)."""
+        return self.moe_intermediate_size or self.intermediate_size
+
+    @property
+    def shared_width(self) -> int:
+        """Width of the always-on shared expert(s) of a MoE layer (0 without)."""
+        return self.shared_expert_intermediate_size or self.n_shared_experts * self.expert_width
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers whose cache grows with the whole context (the rest keep a sliding window)."""
+        return self.num_hidden_layers - (self.sliding_window_layers if self.sliding_window else 0)
+
+    def kv_values_per_token_layer(self, tp: int = 1) -> int:
+        """Cached values one token adds to one layer on one of `tp` GPUs.
+
+        Grouped-query attention: K and V of this GPU's heads, 2 * max(1, kv_heads / tp) * head_dim
+        (a GPU keeps a copy of one head when tp > kv_heads). Latent attention: the latent and the
+        rotary key, kv_lora_rank + qk_rope_head_dim, which every tensor-parallel GPU keeps whole.
+        """
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * max(1, self.num_key_value_heads // tp) * self.head_dim
+
+    @property
+    def attention_width(self) -> float:
+        """FLOPs per cached key per layer / 4: heads * head_dim (QK^T and PV, 2 FLOPs each).
+
+        Latent attention computed in the absorbed form multiplies each query head against the
+        576-wide latent for QK^T and the 512-wide latent for PV: heads * (2 * r_kv + rope) / 2.
+        """
+        if self.is_mla:
+            return self.num_attention_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim) / 2
+        return float(self.q_dim)
+
 
 @dataclass(frozen=True)
 class ParamCounts:
-    """Parameter counts (numbers of weights, not bytes)."""
+    """Parameter counts (numbers of weights, not bytes). *_per_layer: averaged over all layers."""
 
     embedding: int
     attention_per_layer: int
-    mlp_per_layer: int  # all experts
-    expert_per_layer: int  # one expert (== mlp_per_layer for a dense model)
-    router_per_layer: int
+    mlp_per_layer: float  # all experts (and shared experts, and dense layers' MLPs), per layer on average
+    expert_per_layer: int  # one routed expert (== mlp_per_layer for a dense model)
+    router_per_layer: float
     norms_per_layer: int
     final_norm: int
     lm_head: int  # 0 when tied to the embedding
@@ -90,24 +161,46 @@ class ParamCounts:
     total: int
     active: int  # used per token: top-k experts only
     non_embedding: int  # total minus the embedding table (lm_head kept)
+    always_on_mlp_per_layer: float = 0.0  # MoE: shared experts + leading dense MLPs, per layer on average
+    moe_layer_fraction: float = 1.0  # share of layers whose MLP is routed experts
+
+
+def attention_params(m: ModelSpec) -> int:
+    """Weights of one attention block (see the module docstring; latent attention when kv_lora_rank > 0)."""
+    d = m.hidden_size
+    if m.is_mla:
+        h, rq, rkv = m.num_attention_heads, m.q_lora_rank, m.kv_lora_rank
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        v = m.v_head_dim or m.head_dim
+        q = (d * rq + rq * h * qk + rq) if rq else d * h * qk
+        return q + d * (rkv + m.qk_rope_head_dim) + rkv * h * (m.qk_nope_head_dim + v) + rkv + h * v * d
+    q, kv = m.q_dim, m.kv_dim
+    return d * q + 2 * d * kv + q * d + ((q + 2 * kv) if m.attention_bias else 0)
 
 
 def param_counts(m: ModelSpec) -> ParamCounts:
     """Count every weight from the shape (see the module docstring for the formulas)."""
-    d, q, kv, f = m.hidden_size, m.q_dim, m.kv_dim, m.intermediate_size
-    attention = d * q + 2 * d * kv + q * d + ((q + 2 * kv) if m.attention_bias else 0)
-    expert = 3 * d * f
-    router = d * m.num_local_experts if m.is_moe else 0
+    d, L = m.hidden_size, m.num_hidden_layers
+    attention = attention_params(m)
     norms = 2 * d
     embedding = m.vocab_size * d
     lm_head = 0 if m.tie_word_embeddings else m.vocab_size * d
-    per_layer_total = attention + expert * m.num_local_experts + router + norms
-    per_layer_active = attention + expert * m.num_experts_per_tok + router + norms
     shared = embedding + d + lm_head
-    total = m.num_hidden_layers * per_layer_total + shared
-    active = m.num_hidden_layers * per_layer_active + shared
-    return ParamCounts(embedding, attention, expert * m.num_local_experts, expert, router, norms, d,
-                       lm_head, m.num_hidden_layers, total, active, total - embedding)
+    if not m.is_moe:
+        mlp = 3 * d * m.intermediate_size
+        total = L * (attention + mlp + norms) + shared
+        return ParamCounts(embedding, attention, mlp, mlp, 0, norms, d, lm_head, L, total, total,
+                           total - embedding)
+    expert = 3 * d * m.expert_width
+    dense_layers = m.first_k_dense_replace
+    moe_layers = L - dense_layers
+    always_on = dense_layers * 3 * d * m.intermediate_size + moe_layers * 3 * d * m.shared_width
+    routed = moe_layers * expert * m.num_local_experts
+    router = moe_layers * d * m.num_local_experts
+    total = L * (attention + norms) + always_on + routed + router + shared
+    active = L * (attention + norms) + always_on + moe_layers * expert * m.num_experts_per_tok + router + shared
+    return ParamCounts(embedding, attention, (always_on + routed) / L, expert, router / L, norms, d, lm_head, L,
+                       total, active, total - embedding, always_on / L, moe_layers / L)
 
 
 def kv_bytes_per_token(m: ModelSpec, kv_bytes_per_value: float, *, kv_heads: int | None = None,
@@ -117,8 +210,10 @@ def kv_bytes_per_token(m: ModelSpec, kv_bytes_per_value: float, *, kv_heads: int
     `kv_heads`/`layers` override the model's (a GPU's share under tensor/pipeline parallelism).
     Llama 3.1 70B in BF16: 2 * 80 * 8 * 128 * 2 = 327,680 bytes = 320 KiB per token.
     """
+    n_layers = m.full_attention_layers if layers is None else layers
+    if m.is_mla:
+        return float(n_layers * m.kv_values_per_token_layer() * kv_bytes_per_value)
     heads = m.num_key_value_heads if kv_heads is None else kv_heads
-    n_layers = m.num_hidden_layers if layers is None else layers
     return 2.0 * n_layers * heads * m.head_dim * kv_bytes_per_value
 
 

@@ -18,9 +18,11 @@ through pp stages take m + pp - 1 slots, each stage busy for m of them:
 Decoding in steady state, a micro-batch comes back every max(pp, m) slots, so stages idle
 1 - m / max(pp, m) of the time.
 
-Timing comes from costmodel.step_time, as in the dials (serving._phases): a stage slot is one
-micro-batch's step / pp, ttft = prefill step x (pp + m - 1) / pp, tpot = decode step x max(pp, m) / pp.
-With m = min(pp, batch) these equal serving.estimate's ttft and tpot (a test checks).
+Timing is the dials' own (serving.pipeline_times with the visitor's m): the batch is cut into m
+micro-batches as evenly as possible, a stage slot is one micro-batch's step / pp,
+ttft = (sum of prefill steps + (pp - 1) x the largest) / pp, tpot = max(largest decode step, sum / pp);
+with m equal micro-batches these are step x (pp + m - 1) / pp and step x max(pp, m) / pp.
+`nodes` says whether the split stays inside one NVLink domain (it always does on one 8-GPU node).
 """
 
 from __future__ import annotations
@@ -150,22 +152,19 @@ def _phase(cfg: EngineConfig, node: catalog.NodeSpec, st: StepTime, m: int, phas
             "timeline": timeline(cfg.pp, m, phase)}
 
 
-def _steps(cfg: EngineConfig, p: ParallelParams, m: int) -> tuple[StepTime, StepTime]:
-    """Prefill and mean decode step of one micro-batch (same shapes as serving._phases)."""
-    per_mb, P, O = math.ceil(p.batch / m), p.prompt_tokens, p.output_tokens
-    prefill = step_time(cfg, num_prefill_tokens=per_mb * P, num_prefill_seqs=per_mb,
-                        prefill_attention_keys=per_mb * P * (P + 1) // 2)
-    decode = step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=round(per_mb * (P + O / 2)))
-    return prefill, decode
+def _steps(cfg: EngineConfig, p: ParallelParams, m: int) -> serving._Phases:
+    """Prefill and mean decode of one batch in m uneven micro-batches (the dials' own timing)."""
+    return serving.pipeline_times(cfg, serving.ServingParams(
+        model=p.model, gpu=p.gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision, batch=p.batch,
+        prompt_tokens=p.prompt_tokens, output_tokens=p.output_tokens), m)
 
 
 def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
     """Everything chapter 10 draws, JSON-ready (see module docstring); ValueError names a bad field."""
     cfg, node = _check(p)
     m = p.micro_batches if p.pp > 1 else 1
-    prefill, decode = _steps(cfg, p, m)
-    ttft_s = prefill.seconds * (p.pp + m - 1) / p.pp
-    tpot_s = decode.seconds * max(p.pp, m) / p.pp
+    ph = _steps(cfg, p, m)
+    prefill, decode, ttft_s, tpot_s = ph.prefill, ph.decode, ph.ttft_s, ph.tpot_s
     replicas = p.gpus // (p.tp * p.pp)
     ctx = p.prompt_tokens + p.output_tokens
     mem = memory_per_gpu(cfg, p.batch, ctx)
@@ -190,6 +189,7 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
         "tokens_per_s_total": replicas * p.batch / tpot_s,
         "prefill": phases["prefill"], "decode": phases["decode"],
         "node": _node_dict(node),
+        "nodes": serving.node_facts(cfg, p.gpus),
     }
     out["math"] = {k: d.to_dict() for k, d in _derivations(cfg, node, p, out).items()}
     return out
@@ -231,12 +231,12 @@ def _derivations(cfg: EngineConfig, node: catalog.NodeSpec, p: ParallelParams, o
                                   {"pp": (p.pp, "stages"), "micro_batches": (o["micro_batches"], "")},
                                   ["forward pass only (inference): each stage idles while the pipeline fills and drains"],
                                   ["Huang et al., GPipe, arXiv:1811.06965, Section 2.2"]),
-        "ttft_ms": derive(o["ttft_ms"], "ms", "prefill step of one micro-batch x (pp + micro_batches - 1) / pp",
+        "ttft_ms": derive(o["ttft_ms"], "ms", "(sum of micro-batch prefill steps + (pp - 1) x the largest) / pp",
                           {"prefill_step_ms": (pre["step_ms"], "ms"), "comm_ms": (pre["comm_ms"], "ms"),
                            "pp": (p.pp, ""), "micro_batches": (o["micro_batches"], "")},
                           ["roofline step time from the cost model, all-reduces on the critical path"]),
         "tokens_per_s_per_user": derive(o["tokens_per_s_per_user"], "tokens/s",
-                                        "pp / (decode step x max(pp, micro_batches))",
+                                        "1 / max(largest micro-batch decode step, sum of steps / pp)",
                                         {"decode_step_ms": (o["decode"]["step_ms"], "ms"), "pp": (p.pp, ""),
                                          "micro_batches": (o["micro_batches"], "")},
                                         ["decode step at the mean context prompt + output / 2"]),

@@ -1,15 +1,26 @@
 """The dials (chapter 11): a whole server's latency, throughput, memory and cost from a few inputs.
 
-Scenario: the node's GPUs form `replicas = gpus / (tp * pp)` identical replicas. Each runs
-batches of `batch` requests, each with `prompt_tokens` in and `output_tokens` out, from prefill
-to the last token (static batching: the next batch starts when this one ends). Then
+Scenario: the GPUs form `replicas = gpus / (tp * pp)` identical replicas. Each runs batches of
+`batch` requests, each with `prompt_tokens` in and `output_tokens` out, from prefill to the last
+token (static batching: the next batch starts when this one ends). Then
 
     ttft   = prefill of the whole batch's prompts (one pass; with pp, micro-batches pipelined)
     tpot   = mean decode step over the answer; the cache grows from P to P+O tokens, and since
              the decode step is linear in context length the mean equals the step at P + O/2
     e2e    = ttft + (O - 1) * tpot
-    tokens_per_s_total = replicas * batch * O / e2e
+    tokens_per_s_total = replicas * batch * O / e2e                      (static batches)
     cost_per_million   = gpus * price_per_gpu_hour / 3600 / tokens_per_s_total * 1e6
+
+Continuous batching (chapter 7) keeps all `batch` seats busy: in steady state every step decodes
+`batch` sequences and, since batch / O requests finish per step, prefills batch / O new prompts
+(chunked prefill rides along): step = step_time(batch * P / O prefill tokens, batch decodes at the
+mean context P + O/2), and tokens_per_s_continuous = replicas * batch / step. `throughput_mode`
+says which one `tokens_per_s_total` and the cost show.
+
+Pipeline parallelism: a batch is split into m = min(pp, batch) micro-batches as evenly as possible
+(sizes differ by at most one); prefill may use one micro-batch per prompt when that finishes sooner.
+A setup that does not fit in memory still gets its figures computed, but `fits` is False and the
+API moves them under `hypothetical`.
 
 Every headline number comes with a Derivation in `math` (formula, inputs with units and
 sources, assumptions).
@@ -22,12 +33,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import catalog
-from .costmodel import EngineConfig, MemoryBreakdown, StepTime, max_batch, memory_per_gpu, step_time
+from .costmodel import (EngineConfig, MemoryBreakdown, StepTime, cross_node_sends, max_batch, memory_per_gpu,
+                        nodes_spanned, step_time)
 from .derivation import Derivation, derive
-from .hardware import GPU, math_rate
+from .hardware import GPU, math_rate, number_format
 from .models import ModelSpec
 
-MAX_GPUS = 64
+MAX_GPUS = 144  # two GB200 NVL72 racks, or 18 eight-GPU nodes
 MAX_BATCH = 4096
 MAX_TOKENS = 1_000_000
 
@@ -47,6 +59,7 @@ class ServingParams:
     prompt_tokens: int = 1024
     output_tokens: int = 256
     price_per_gpu_hour: float = 3.0
+    throughput_mode: str = "static"  # "static" | "continuous": which batching tokens_per_s_total assumes
 
 
 @dataclass(frozen=True)
@@ -66,14 +79,40 @@ class ServingEstimate:
     mfu: float
     bandwidth_utilization: float
     replicas: int
+    tokens_per_s_static: float = 0.0
+    tokens_per_s_continuous: float = 0.0
+    throughput_mode: str = "static"
+    nodes: dict[str, Any] = field(default_factory=dict)
     math: dict[str, Derivation] = field(default_factory=dict)
 
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: memory and math expanded to plain dicts."""
+        """JSON-ready: memory and math expanded to plain dicts.
+
+        When the setup does not fit, the time, rate and cost figures are None at the top level and
+        appear only under `hypothetical` (with the reason): they describe a server that cannot run.
+        """
         d = {k: v for k, v in self.__dict__.items() if k not in ("memory", "math")}
         d["memory"] = self.memory.to_dict()
         d["math"] = {k: v.to_dict() for k, v in self.math.items()}
+        d["fits"] = self.fits
+        d["hypothetical"] = None
+        if not self.fits:
+            d["hypothetical"] = {"reason": f"does not fit: each GPU is {self.memory.shortfall_gb:,.1f} GB short, "
+                                           "so these figures describe a server that cannot run",
+                                 **{k: d[k] for k in HYPOTHETICAL_FIELDS}}
+            d.update({k: None for k in HYPOTHETICAL_FIELDS})
         return d
+
+
+# figures that only mean something when the setup fits in memory
+HYPOTHETICAL_FIELDS = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "tokens_per_s_per_user", "tokens_per_s_total",
+                       "tokens_per_s_static", "tokens_per_s_continuous", "cost_per_million_tokens_usd", "mfu",
+                       "bandwidth_utilization")
+THROUGHPUT_MODES = ("static", "continuous")
 
 
 def _check(name: str, value: float, lo: float, hi: float) -> None:
@@ -90,6 +129,8 @@ def resolve(p: ServingParams) -> tuple[EngineConfig, int]:
     _check("prompt_tokens", p.prompt_tokens, 1, MAX_TOKENS)
     _check("output_tokens", p.output_tokens, 1, MAX_TOKENS)
     _check("price_per_gpu_hour", p.price_per_gpu_hour, 0, 1000)
+    if p.throughput_mode not in THROUGHPUT_MODES:
+        raise ValueError(f"throughput_mode must be one of {', '.join(THROUGHPUT_MODES)}; got {p.throughput_mode!r}")
     if p.prompt_tokens + p.output_tokens > m.max_position_embeddings:
         raise ValueError(f"prompt_tokens + output_tokens must be <= the model's context "
                          f"{m.max_position_embeddings}; got {p.prompt_tokens + p.output_tokens}")
@@ -101,24 +142,100 @@ def resolve(p: ServingParams) -> tuple[EngineConfig, int]:
 
 @dataclass(frozen=True)
 class _Phases:
-    prefill: StepTime
-    decode: StepTime
-    micro_batches: int
+    prefill: StepTime  # the largest prefill micro-batch's step
+    decode: StepTime  # the largest decode micro-batch's step
+    micro_batches: int  # decode micro-batches in flight
     ttft_s: float
     tpot_s: float
     e2e_s: float
+    prefill_micro_batches: int = 1
+    decode_sizes: tuple[int, ...] = (1,)
 
 
-def _phases(cfg: EngineConfig, p: ServingParams) -> _Phases:
-    """Prefill and mean decode step of one batch, micro-batched over the pipeline stages."""
-    m_b = min(cfg.pp, p.batch)
-    per_mb = math.ceil(p.batch / m_b)
-    P, O = p.prompt_tokens, p.output_tokens
-    prefill = step_time(cfg, num_prefill_tokens=per_mb * P, num_prefill_seqs=per_mb,
-                        prefill_attention_keys=per_mb * P * (P + 1) // 2)
-    decode = step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=round(per_mb * (P + O / 2)))
-    ttft = prefill.seconds * (cfg.pp + m_b - 1) / cfg.pp
-    return _Phases(prefill, decode, m_b, ttft, decode.seconds, ttft + (O - 1) * decode.seconds)
+def split(batch: int, parts: int) -> tuple[int, ...]:
+    """`batch` sequences in `parts` micro-batches as even as possible, largest first (sizes differ by <= 1)."""
+    q, r = divmod(batch, parts)
+    return tuple(q + 1 if i < r else q for i in range(parts))
+
+
+def _prefill(cfg: EngineConfig, P: int, n: int) -> StepTime:
+    return step_time(cfg, num_prefill_tokens=n * P, num_prefill_seqs=n, prefill_attention_keys=n * P * (P + 1) // 2)
+
+
+def _pipelined(steps: list[float], pp: int) -> float:
+    """GPipe fill and drain of micro-batches (largest first): stage slot = step / pp.
+
+    The last stage finishes after the first micro-batch's pp - 1 slots of fill plus every micro-batch's
+    own slot; a larger micro-batch ahead holds up the ones behind it, hence the max.
+    """
+    return (sum(steps) + (pp - 1) * max(steps)) / pp
+
+
+def _phases(cfg: EngineConfig, p: ServingParams, micro_batches: int | None = None) -> _Phases:
+    """Prefill and mean decode step of one batch, micro-batched over the pipeline stages.
+
+    Decode: m = min(pp, batch) uneven micro-batches; a sequence waits for its micro-batch's trip
+    through all stages, and a stage serves all m in turn: tpot = max(largest step, sum of steps / pp).
+    Prefill: the faster of m micro-batches or one per prompt (more, smaller micro-batches shrink the
+    fill-and-drain bubble at the price of re-reading each stage's weights). `micro_batches` fixes m
+    for both phases instead (chapter 10 lets the visitor choose it).
+    """
+    P, O, pp = p.prompt_tokens, p.output_tokens, cfg.pp
+    m_b = min(pp, p.batch) if micro_batches is None else min(micro_batches, p.batch)
+    sizes = split(p.batch, m_b)
+    ctx = P + O / 2
+    decodes = {n: step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(n * ctx)) for n in set(sizes)}
+    tpot = max(max(decodes[n].seconds for n in sizes), sum(decodes[n].seconds for n in sizes) / pp)
+    best: tuple[float, int, StepTime] | None = None
+    options = {m_b} if pp == 1 or micro_batches else {m_b, p.batch} | {k * pp for k in (2, 4, 8, 16) if k * pp < p.batch}
+    for m in sorted(options):
+        psizes = split(p.batch, m)
+        steps = {n: _prefill(cfg, P, n) for n in set(psizes)}
+        t = _pipelined([steps[n].seconds for n in psizes], pp) if pp > 1 else steps[psizes[0]].seconds
+        if best is None or t < best[0]:
+            best = (t, m, steps[psizes[0]])
+    ttft, m_p, prefill = best
+    return _Phases(prefill, decodes[sizes[0]], m_b, ttft, tpot, ttft + (O - 1) * tpot, m_p, sizes)
+
+
+def pipeline_times(cfg: EngineConfig, p: ServingParams, micro_batches: int | None = None) -> _Phases:
+    """TTFT, TPOT and the largest micro-batch's steps (see _phases); public for chapter 10."""
+    return _phases(cfg, p, micro_batches)
+
+
+def continuous_step(cfg: EngineConfig, p: ServingParams) -> StepTime:
+    """One steady-state step of continuous batching with all `batch` seats busy (see module docstring)."""
+    P, O, b = p.prompt_tokens, p.output_tokens, p.batch
+    arrivals = b / O  # requests finishing, hence admitted, per step
+    prefill_tokens = round(arrivals * P)
+    return step_time(cfg, num_prefill_tokens=prefill_tokens, num_decode_seqs=b,
+                     decode_context_tokens_total=round(b * (P + O / 2)),
+                     num_prefill_seqs=math.ceil(arrivals) if prefill_tokens else 0,
+                     prefill_attention_keys=round(arrivals * P * (P + 1) / 2))
+
+
+def node_facts(cfg: EngineConfig, gpus: int) -> dict[str, Any]:
+    """Where the setup sits: nodes in all, per replica, and which traffic crosses the scale-out network."""
+    g = cfg.gpu
+    per_replica = cfg.tp * cfg.pp
+    tp_nodes = nodes_spanned(g, cfg.tp)
+    cross = cross_node_sends(cfg)
+    spans = nodes_spanned(g, per_replica) > 1
+    if not spans:
+        text = (f"one replica fits in one {g.node_gpus}-GPU NVLink domain: all its traffic stays on "
+                f"{g.interconnect_bandwidth_gb_s:,.0f} GB/s links")
+    else:
+        parts = []
+        if tp_nodes > 1:
+            parts.append(f"tensor all-reduces cross {tp_nodes} nodes")
+        if cross:
+            parts.append(f"{cross} of {cfg.pp - 1} pipeline hand-offs cross nodes")
+        text = (f"one replica spans {nodes_spanned(g, per_replica)} nodes of {g.node_gpus} GPUs: "
+                f"{' and '.join(parts)} over the {g.scaleout_bandwidth_gb_s * 8:,.0f} Gb/s network per GPU")
+    return {"gpus_per_node": g.node_gpus, "nodes": nodes_spanned(g, gpus),
+            "nodes_per_replica": nodes_spanned(g, per_replica), "spans_nodes": spans,
+            "tensor_nodes": tp_nodes, "cross_node_pipeline_sends": cross,
+            "scaleout_bandwidth_gb_s": g.scaleout_bandwidth_gb_s, "text": text}
 
 
 def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
@@ -126,17 +243,25 @@ def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
     cfg, replicas = resolve(p)
     ph = _phases(cfg, p)
     O = p.output_tokens
-    tps_total = replicas * p.batch * O / ph.e2e_s
+    tps_static = replicas * p.batch * O / ph.e2e_s
+    tps_cont = replicas * p.batch / continuous_step(cfg, p).seconds
+    tps_total = tps_cont if p.throughput_mode == "continuous" else tps_static
     cost = p.gpus * p.price_per_gpu_hour / 3600.0 / tps_total * 1e6
     mem = memory_per_gpu(cfg, p.batch, p.prompt_tokens + O)
     fit = max_batch(cfg, p.prompt_tokens + O)
     peak = math_rate(cfg.gpu, cfg.precision).flops_per_s
     n_gpu = cfg.tp * cfg.pp
-    work = ph.micro_batches * (ph.prefill.flops + (O - 1) * ph.decode.flops)
-    mfu = work / (ph.e2e_s * n_gpu * peak)
-    bw_util = ph.micro_batches * ph.decode.hbm_bytes / (ph.tpot_s * n_gpu * cfg.gpu.hbm_bytes_per_s)
+    mb = split(p.batch, ph.prefill_micro_batches)
+    prefill_flops = sum(_prefill(cfg, p.prompt_tokens, n).flops for n in mb)
+    decode_flops = sum(step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(
+        n * (p.prompt_tokens + O / 2))).flops for n in ph.decode_sizes)
+    decode_bytes = sum(step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(
+        n * (p.prompt_tokens + O / 2))).hbm_bytes for n in ph.decode_sizes)
+    mfu = (prefill_flops + (O - 1) * decode_flops) / (ph.e2e_s * n_gpu * peak)
+    bw_util = decode_bytes / (ph.tpot_s * n_gpu * cfg.gpu.hbm_bytes_per_s)
     est = ServingEstimate(ph.ttft_s * 1e3, ph.tpot_s * 1e3, ph.e2e_s * 1e3, 1.0 / ph.tpot_s, tps_total, cost,
-                          mem, fit, ph.decode.bound, ph.prefill.bound, mfu, bw_util, replicas)
+                          mem, fit, ph.decode.bound, ph.prefill.bound, mfu, bw_util, replicas, tps_static,
+                          tps_cont, p.throughput_mode, node_facts(cfg, p.gpus))
     return ServingEstimate(**{**est.__dict__, "math": _derivations(cfg, p, est, ph)})
 
 
@@ -158,11 +283,15 @@ def _gpu_inputs(g: GPU, *names: str) -> dict[str, tuple]:
 
 def _step_assumptions(cfg: EngineConfig) -> list[str]:
     e = cfg.efficiency
-    return [f"GEMMs reach {e.gemm(cfg.shard.math):.0%} of {cfg.shard.math} peak; attention {e.attention_compute:.0%}"
+    rate = math_rate(cfg.gpu, cfg.precision)
+    return [f"GEMM math: {rate.note}" if rate.math == "bf16" and cfg.precision not in ("bf16", "fp16", "int4")
+            else f"GEMM math in {rate.math.upper()} ({rate.field} of {cfg.gpu.name})",
+            f"GEMMs reach {e.gemm(cfg.shard.math):.0%} of {cfg.shard.math} peak; attention {e.attention_compute:.0%}"
             f" of BF16 peak; HBM streams at {e.hbm:.0%} of peak (calibrated, docs/calibration.md)",
             f"{e.per_layer_overhead_s * 1e6:.0f} us per layer + {e.step_overhead_s * 1e3:.1f} ms per step of "
             "launch/scheduling overhead; tensor-parallel all-reduces on the critical path",
-            "embedding and lm_head stay 16-bit; activations BF16"]
+            "embedding and lm_head stay 16-bit; activations BF16",
+            node_facts(cfg, cfg.tp * cfg.pp)["text"]]
 
 
 def _derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: _Phases) -> dict[str, Derivation]:
@@ -203,13 +332,7 @@ def _rate_derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate,
     return {
         "tokens_per_s_per_user": derive(est.tokens_per_s_per_user, "tokens/s", "1000 / tpot_ms",
                                         {"tpot_ms": (est.tpot_ms, "ms")}),
-        "tokens_per_s_total": derive(est.tokens_per_s_total, "tokens/s",
-                                     "replicas x batch x output_tokens / (ttft + (output_tokens - 1) x tpot)",
-                                     {"replicas": (est.replicas, ""), "batch": (p.batch, "sequences"),
-                                      "output_tokens": (p.output_tokens, "tokens"), "ttft_ms": (est.ttft_ms, "ms"),
-                                      "tpot_ms": (est.tpot_ms, "ms")},
-                                     ["static batches: the next batch starts when the last one finishes",
-                                      f"replicas = gpus / (tp x pp) = {p.gpus} / {cfg.tp * cfg.pp}"]),
+        "tokens_per_s_total": _throughput_derivation(cfg, p, est),
         "cost_per_million_tokens_usd": derive(est.cost_per_million_tokens_usd, "USD per 1M output tokens",
                                               "gpus x price_per_gpu_hour / 3600 / tokens_per_s_total x 1e6",
                                               {"gpus": (p.gpus, "GPUs"), "price_per_gpu_hour": (p.price_per_gpu_hour, "USD/h"),
@@ -225,13 +348,36 @@ def _rate_derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate,
     }
 
 
+def _throughput_derivation(cfg: EngineConfig, p: ServingParams, est: ServingEstimate) -> Derivation:
+    reps = f"replicas = gpus / (tp x pp) = {p.gpus} / {cfg.tp * cfg.pp}"
+    other = (f"static batches would give {est.tokens_per_s_static:,.0f} tokens/s" if est.throughput_mode == "continuous"
+             else f"continuous batching would give {est.tokens_per_s_continuous:,.0f} tokens/s")
+    if est.throughput_mode == "continuous":
+        step = continuous_step(cfg, p)
+        return derive(est.tokens_per_s_total, "tokens/s", "replicas x batch / steady-state step",
+                      {"replicas": (est.replicas, ""), "batch": (p.batch, "seats"),
+                       "prefill_tokens_per_step": (p.batch * p.prompt_tokens / p.output_tokens, "tokens"),
+                       "step_ms": (step.seconds * 1e3, "ms")},
+                      ["continuous batching (shown): every seat is refilled as a chat ends, so each step decodes "
+                       "the whole batch and prefills batch / output_tokens new prompts alongside", reps, other])
+    return derive(est.tokens_per_s_total, "tokens/s",
+                  "replicas x batch x output_tokens / (ttft + (output_tokens - 1) x tpot)",
+                  {"replicas": (est.replicas, ""), "batch": (p.batch, "sequences"),
+                   "output_tokens": (p.output_tokens, "tokens"), "ttft_ms": (est.ttft_ms, "ms"),
+                   "tpot_ms": (est.tpot_ms, "ms")},
+                  ["static batches (shown): the next batch starts when the last one finishes", reps, other])
+
+
 def _memory_derivations(cfg: EngineConfig, p: ServingParams, mem: MemoryBreakdown, fit: int) -> dict[str, Derivation]:
     g, s = cfg.gpu, cfg.shard
     ctx = p.prompt_tokens + p.output_tokens
     return {
         "weights_gb": derive(mem.weights_gb, "GB per GPU", "(quantized params x bytes/param + 16-bit params x 2) / (tp x pp)",
                              {"bytes_per_param": (s.wbytes, "B"), "tp": (cfg.tp, ""), "pp": (cfg.pp, "")},
-                             ["INT4 stores one FP16 scale per 128 weights (4.125 bits)"]),
+                             [f"{cfg.precision.upper()}: {number_format(cfg.precision).note} = "
+                              f"{number_format(cfg.precision).bits_per_value:g} bits per weight",
+                              "embedding and lm_head stay 16-bit; pipeline stages: the first also holds the "
+                              "embedding, the last the lm_head (the fullest GPU is shown)"]),
         "kv_cache_gb": derive(mem.kv_cache_gb, "GB per GPU",
                               "batch x (prompt + output) x 2 x layers/pp x kv_heads/tp x head_dim x kv bytes",
                               {"batch": (p.batch, "sequences"), "context": (ctx, "tokens"),
@@ -264,7 +410,8 @@ def reference_params(ref: catalog.Reference) -> ServingParams:
     """
     base = ServingParams(model=ref.model, gpu=ref.gpu, gpus=ref.gpus, tp=ref.tp, pp=ref.pp,
                          precision=ref.precision, kv_precision=ref.kv_precision, batch=ref.batch or 1,
-                         prompt_tokens=ref.prompt_tokens, output_tokens=ref.output_tokens)
+                         prompt_tokens=ref.prompt_tokens, output_tokens=ref.output_tokens,
+                         throughput_mode="continuous" if ref.batching == "continuous" else "static")
     if ref.batch is not None:
         return base
     cfg, _ = resolve(base)

@@ -221,8 +221,8 @@ export function createCurve(parent) {
     fitWidth();
     drawX(c.context_tokens);
     const target = { ys: c.tpot_ms, ymax: niceCeil(Math.max(...c.tpot_ms) * 1.05), mean: c.mean_context_tokens,
-      tpot: d.tpot_ms };
-    dotText.textContent = `${W < 440 ? '' : 'this answer: '}${duration(d.tpot_ms)} per token`;
+      tpot: d.tpot_ms ?? d.hypothetical.tpot_ms };
+    dotText.textContent = `${W < 440 ? '' : 'this answer: '}${duration(d.tpot_ms ?? d.hypothetical.tpot_ms)} per token`;
     const n = d.params.batch, first = c.fits.indexOf(false);
     const who = n === 1 ? 'one chat does' : `${num(n)} chats do`;
     bandNote.hidden = first < 0;

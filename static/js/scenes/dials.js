@@ -10,18 +10,21 @@ import { createChat } from './dials-chat.js';
 
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
-const PRECISION = { bf16: 'BF16', fp16: 'FP16', fp8: 'FP8', int8: 'INT8', int4: 'INT4' };
+const PRECISION = { bf16: 'BF16', fp16: 'FP16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', nvfp4: 'NVFP4', mxfp4: 'MXFP4' };
+// a setup that does not fit has no figures; its would-be figures sit under `hypothetical` (shown greyed)
+const fig = (d, k) => (d[k] ?? (d.hypothetical ? d.hypothetical[k] : 0));
 
 const READOUTS = [
-  { key: 'ttft_ms', label: 'Time to first token', value: (d) => d.ttft_ms, fmt: ms, math: ['ttft_ms'],
+  { key: 'ttft_ms', label: 'Time to first token', value: (d) => fig(d, 'ttft_ms'), fmt: ms, math: ['ttft_ms'],
     sub: (d) => `prefill of ${plural(d.params.batch, 'prompt')} × ${num(d.params.prompt_tokens)} tokens` },
-  { key: 'tokens_per_s_per_user', label: 'Tokens/s per user', value: (d) => d.tokens_per_s_per_user,
+  { key: 'tokens_per_s_per_user', label: 'Tokens/s per user', value: (d) => fig(d, 'tokens_per_s_per_user'),
     fmt: (v) => [num(v, 3), 'tokens/s'], math: ['tokens_per_s_per_user', 'tpot_ms'],
-    sub: (d) => `a new token every ${duration(d.tpot_ms)}` },
-  { key: 'tokens_per_s_total', label: 'Tokens/s, all GPUs', value: (d) => d.tokens_per_s_total,
+    sub: (d) => `a new token every ${duration(fig(d, 'tpot_ms'))}` },
+  { key: 'tokens_per_s_total', label: 'Tokens/s, all GPUs', value: (d) => fig(d, 'tokens_per_s_total'),
     fmt: (v) => [num(v, 3), 'tokens/s'], math: ['tokens_per_s_total'],
-    sub: (d) => `${plural(d.params.batch, 'chat')} × ${plural(d.replicas, 'replica')}` },
-  { key: 'cost_per_million_tokens_usd', label: 'Cost per million tokens', value: (d) => d.cost_per_million_tokens_usd,
+    sub: (d) => `${plural(d.params.batch, 'chat')} × ${plural(d.replicas, 'replica')}, ` +
+      `${d.throughput_mode === 'continuous' ? 'continuous batching' : 'static batches'}` },
+  { key: 'cost_per_million_tokens_usd', label: 'Cost per million tokens', value: (d) => fig(d, 'cost_per_million_tokens_usd'),
     fmt: (v) => [usd(v), ''], math: ['cost_per_million_tokens_usd'],
     sub: (d) => `output tokens, at ${plural(d.params.gpus, 'GPU')} × ${usd(d.params.price_per_gpu_hour)} an hour` },
   { key: 'spare_gb', label: 'Spare memory per GPU', value: (d) => d.memory.spare_gb,
@@ -122,7 +125,8 @@ function configText(d) {
   return `${m.id === 'custom' ? 'Custom model' : m.name} (${size}) on ${num(p.gpus)} × ${d.gpu.name}: ` +
     `tensor ${p.tp} × pipeline ${p.pp} per replica, ${plural(d.replicas, 'replica')}; ` +
     `${PRECISION[p.precision]} weights, ${PRECISION[p.kv_precision]} KV cache; ` +
-    `${plural(p.batch, 'chat')} at once, ${num(p.prompt_tokens)} tokens in, ${num(p.output_tokens)} out.`;
+    `${plural(p.batch, 'chat')} at once, ${num(p.prompt_tokens)} tokens in, ${num(p.output_tokens)} out.` +
+    (d.nodes && d.nodes.spans_nodes ? ` Spans nodes: ${d.nodes.text}.` : '');
 }
 
 // ---- show the math -----------------------------------------------------------------------------
@@ -195,8 +199,8 @@ function updateRoof(d) {
     : kvHeavy
       ? ` Each decode step ${per} ${writes}, and most of it is the chats' KV cache, which grows with every chat and every token. More chats no longer come for free: a smaller KV cache (FP8) or shorter chats do help.`
       : ` Each decode step ${per} ${writes}, so the math units mostly wait. A bigger batch spreads the same weight reads over more tokens.`;
-  o.bw.set(d.bandwidth_utilization);
-  o.mfu.set(d.mfu);
+  o.bw.set(fig(d, 'bandwidth_utilization'));
+  o.mfu.set(fig(d, 'mfu'));
   o.prefill.textContent = `Prefill, the prompts' pass before the first token, is ${d.prefill_bound}-bound.`;
 }
 
