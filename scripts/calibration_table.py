@@ -36,6 +36,9 @@ SOURCE_KEYS = [
     ("TRTLLM-2025", "TensorRT-LLM `docs/source/developer-guide/perf-overview.md` (2025): trtllm-bench under maximum "
      "load with in-flight batching, PyTorch backend, ModelOpt NVFP4/FP8 checkpoints, output tokens/s per GPU. "
      "https://nvidia.github.io/TensorRT-LLM/developer-guide/perf-overview.html"),
+    ("TORCHAO", "PyTorch torchao `torchao/quantization/README.md`, Benchmarks: one A100, batch 1, gpt-fast "
+     "generate.py with torch.compile, BF16 vs INT4 weight-only (group 64). "
+     "https://github.com/pytorch/ao/blob/main/torchao/quantization/README.md"),
     ("VLLM-BK", "vLLM performance-benchmark CI, Buildkite build 9515, latency tests on H200 (input 32, output 128, "
      "batch 8, BF16). https://buildkite.com/vllm/performance-benchmark/builds/9515"),
     ("NIM", "NVIDIA NIM LLM benchmarking guide 1.0.0, Performance, Llama-3.3-70b-instruct, NIM 1.8.0, 2x H100 "
@@ -79,6 +82,9 @@ FACTORS = [
     ("hbm", lambda e: f"{e.hbm:.2f}",
      "fraction of peak HBM bandwidth reached when streaming weights and KV cache",
      "one-user inter-token latency (NIM 1.8, Llama 3.3 70B FP8 TP2) and batch-8 vLLM latency on H200"),
+    ("weight_only_4bit_stream", lambda e: f"{e.weight_only_4bit_stream:.2f}",
+     "share of the HBM efficiency that weight-only 4-bit GEMMs (INT4 W4A16; FP4 without FP4 tensor cores) stream at",
+     "batch-1 decode, INT4 weight-only vs BF16, Llama 2 7B and Llama 3 8B on one A100 (torchao)"),
     ("per_layer_overhead_s", lambda e: f"{e.per_layer_overhead_s * 1e6:.0f} us",
      "kernel launches, norms, rotary, activation kernels: per layer per step", "same low-batch latency rows"),
     ("step_overhead_s", lambda e: f"{e.step_overhead_s * 1e3:.1f} ms",
@@ -179,7 +185,7 @@ def render() -> str:
         f"In scope: {len(errors)} measurements ({sum(r.in_scope and r.year >= 2025 for r in catalog.references())} "
         f"published in 2025-26), median |error| **{statistics.median(errors):.1%}**, "
         f"max **{max(errors):.1%}**. Error = predicted / measured - 1. Not yet covered: a measurement across "
-        "nodes or on a 72-GPU NVLink domain, an INT4 row, and AMD GPUs.",
+        "nodes or on a 72-GPU NVLink domain, and AMD GPUs.",
         "",
         "| # | engine | setup | metric | measured | predicted | error | source |",
         "|---|---|---|---|---|---|---|---|",

@@ -16,7 +16,8 @@ def test_bits_per_weight_include_scales():
     assert q.bits_per_weight("bf16") == q.bits_per_weight("fp16") == 16
     assert q.bits_per_weight("int4", 128) == 4.125
     assert q.bits_per_weight("int8", 128) == 8.125
-    assert q.bits_per_weight("int4", 128, symmetric=False) == 4.25       # + fp16 zero point
+    # issue 16 item 6: asymmetric INT4 packs its zero point in 4 bits (GPTQ/AWQ qzeros), not an fp16
+    assert q.bits_per_weight("int4", 128, symmetric=False) == 4 + 20 / 128
     assert q.bits_per_weight("int4", 0, row_length=8192) == 4 + 16 / 8192
     assert q.bits_per_weight("fp8", row_length=8192) == 8 + 32 / 8192
     assert q.bytes_per_weight("int4") == pytest.approx(0.515625)

@@ -9,8 +9,9 @@ Formats (weights only; activations and the KV cache stay 16-bit here):
   int8, int4  integer codes with one fp16 scale per group of `group_size` consecutive weights along the
         input (reduction) axis, as GPTQ/AWQ do. Symmetric (default): codes in [-(2^(b-1)-1), 2^(b-1)-1],
         s = max|group| / (2^(b-1)-1), no zero point (int4 -> 15 levels). Asymmetric: codes in [0, 2^b-1]
-        with an fp16 zero point per group (int4 -> 16 levels). Scales are themselves rounded to fp16,
-        because that is what is stored and counted in the bytes.
+        with an integer zero point per group in the same range, packed in b bits as GPTQ/AWQ checkpoints
+        store it (qzeros: eight 4-bit zeros per int32), so int4 g128 costs 4 + (16 + 4)/128 bits (int4 ->
+        16 levels). Scales are themselves rounded to fp16, because that is what is stored and counted.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ INT_BITS = {"int8": 8, "int4": 4, "int3": 3, "int2": 2}   # int3/int2: for contr
 E4M3_MAX = 448.0          # (1 + 6/8) * 2^(15 - 7): exponent field 1111 with mantissa 111 is NaN
 E4M3_MIN_NORMAL_EXP = -6  # exponent field 0001 -> 2^(1 - 7)
 E4M3_MANTISSA_BITS = 3
-SCALE_BITS = 16           # int group scales and zero points are fp16
+SCALE_BITS = 16           # int group scales are fp16; zero points are packed b-bit integers
 FP8_SCALE_BITS = 32       # fp8 per-channel scale is fp32
 FORMAT_SOURCES = (
     "OCP 8-bit Floating Point Specification (OFP8) rev 1.0, 2023: E4M3 encoding, max 448, NaN S.1111.111",
@@ -58,7 +59,7 @@ def bits_per_weight(precision: str, group_size: int = 128, symmetric: bool = Tru
     if precision == "fp8":
         return 8.0 + FP8_SCALE_BITS / row_length
     per = group_size if group_size > 0 else row_length
-    extra = SCALE_BITS * (1 if symmetric else 2)   # scale (+ zero point)
+    extra = SCALE_BITS + (0 if symmetric else INT_BITS[precision])   # fp16 scale (+ packed b-bit zero point)
     return INT_BITS[precision] + extra / per
 
 
@@ -81,12 +82,13 @@ def bytes_per_weight_math(precision: str, group_size: int = 128, symmetric: bool
                        "row_length": (row_length, "weights")},
                       ["E4M3 code per weight, one fp32 scale per output row"], FORMAT_SOURCES[:2])
     per = group_size if group_size > 0 else row_length
-    n_meta = 1 if symmetric else 2
-    return derive(value, "bytes/weight", "(code_bits + n_meta * 16 / group_size) / 8",
-                  {"code_bits": (INT_BITS[precision], "bits"), "n_meta": (n_meta, "fp16 values per group"),
+    zero_bits = 0 if symmetric else INT_BITS[precision]
+    return derive(value, "bytes/weight", "(code_bits + (16 + zero_bits) / group_size) / 8",
+                  {"code_bits": (INT_BITS[precision], "bits"), "zero_bits": (zero_bits, "bits per group"),
                    "group_size": (per, "weights")},
                   ["symmetric: one fp16 scale per group" if symmetric
-                   else "asymmetric: fp16 scale and fp16 zero point per group",
+                   else "asymmetric: an fp16 scale and a zero point packed in code_bits bits per group "
+                        "(GPTQ/AWQ qzeros)",
                    "groups run along the input (reduction) dimension"], FORMAT_SOURCES[2:])
 
 
@@ -172,7 +174,7 @@ def int_quantize(w: np.ndarray, bits: int, group_size: int = 128, symmetric: boo
         lo, hi = grp.min(axis=-1, keepdims=True), grp.max(axis=-1, keepdims=True)
         scale = round_fp16((hi - lo) / (2 ** bits - 1))
         scale = np.where(scale > 0, scale, 1.0)
-        zero = round_fp16(np.round(-lo / scale))
+        zero = np.clip(np.round(-lo / scale), 0, 2 ** bits - 1)  # an integer code, packed in b bits
         codes = np.clip(np.round(grp / scale) + zero, 0, 2 ** bits - 1)
     codes = np.moveaxis(codes.reshape(x.shape), -1, axis).astype(np.int16)
     return codes, scale, zero
