@@ -2,31 +2,61 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from inside_llm.api.kv_cache import CAPACITY_TOKENS, MAX_FRAMES, MAX_REQUESTS, MAX_SEQ_LEN
-from inside_llm.sim.kvcache import frame_cells, simulate_kv
+from inside_llm.sim.kvpolicies import simulate_kv
 
 
 def by_name(d):
     return {p["name"]: p for p in d["policies"]}
 
 
+def rows(columns):
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def residents(d, policy, step):
+    """What the stage computes: who holds memory at `step`, from the policy's residencies."""
+    st, out = policy["residencies"], []
+    for k, rid in enumerate(st["request_id"]):
+        if st["first_step"][k] <= step <= st["last_step"][k]:
+            n = st["first_num_tokens"][k] + step - st["first_step"][k]
+            r = {"request_id": rid, "num_tokens": n, "num_final_tokens": d["num_final_tokens"][rid]}
+            if policy["layout"] == "paged":
+                r["block_table"] = st["block_table"][k][:-(-n // policy["block_size"])]
+            else:
+                r["start_slot"], r["num_slots"] = st["start_slot"][k], st["num_slots"][k]
+            out.append(r)
+    return out
+
+
 def test_contract_fields_for_every_policy(client):
     r = client.get("/api/kv-cache", params={"block_size": 16, "workload": "sharegpt", "requests": 300, "seed": 0})
     assert r.status_code == 200
-    pols = by_name(r.json())
-    assert {"paged", "contiguous"} <= set(pols)
+    d = r.json()
+    pols = by_name(d)
+    assert {"paged", "contiguous"} <= set(pols) and d["drawn"] == ["paged", "contiguous"]
+    assert len(d["num_final_tokens"]) == 300
     for p in pols.values():
         assert 0 <= p["waste_fraction"] <= 1 and p["max_concurrent_requests"] >= 1
-        assert isinstance(p["frames"], list) and p["math"]["waste_fraction"]["formula"]
+        assert p["math"]["waste_fraction"]["formula"]
     for name in ("paged", "contiguous"):
-        assert pols[name]["drawn"] and 2 <= len(pols[name]["frames"]) <= MAX_FRAMES
-        f = pols[name]["frames"][1]
-        assert {"step", "waste_fraction", "used_slots", "reserved_slots", "internal_fragmentation_slots",
-                "free_slots", "residents"} <= set(f)
+        frames = pols[name]["frames"]
+        assert 2 <= len(frames["step"]) <= MAX_FRAMES
+        assert {len(column) for column in frames.values()} == {len(frames["step"])}, "columns, one entry per frame"
+        assert {"waste_fraction", "used_slots", "reserved_slots", "internal_fragmentation_slots",
+                "free_slots"} <= set(frames)
+        assert len(pols[name]["residencies"]["request_id"]) >= 300
+
+
+def test_bytes_per_token_come_from_the_model_shape(client):
+    k = client.get("/api/kv-cache").json()["kv_per_token"]
+    assert k["model_id"] == "llama-3.1-70b" and k["bytes"] == 2 * 80 * 8 * 128 * 2 == 327_680  # 320 KiB
+    assert k["math"]["value"] == k["bytes"] and len(k["math"]["inputs"]) == 4
+    small = client.get("/api/kv-cache", params={"model": "llama-3.1-8b"}).json()["kv_per_token"]
+    assert small["bytes"] == 2 * 32 * 8 * 128 * 2
+    assert client.get("/api/kv-cache", params={"model": "gpt-9"}).status_code == 422
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -40,58 +70,47 @@ def test_guide_claim_without_paging_60_to_80_percent_with_pages_about_4(client, 
 
 def test_frames_share_one_clock(client):
     d = client.get("/api/kv-cache").json()
-    for p in d["policies"]:
-        assert all(f["step"] % d["frame_every"] == 0 for f in p["frames"])
-        assert [f["step"] for f in p["frames"]] == sorted({f["step"] for f in p["frames"]})
-
-
-def decode(policy: dict) -> list[list[dict]]:
-    """Expand compact frames back into the simulation's residents."""
-    out = []
-    for f in policy["frames"]:
-        res = []
-        for a, n in f["residents"]:
-            al = policy["allocations"][a]
-            r = {"request_id": al["request_id"], "num_tokens": n, "num_final_tokens": al["num_final_tokens"]}
-            if policy["layout"] == "paged":
-                r["block_table"] = al["block_table"][:math.ceil(n / policy["block_size"])]
-            else:
-                r["start_slot"], r["num_slots"] = al["start_slot"], al["num_slots"]
-            res.append(r)
-        out.append(res)
-    return out
+    for name in d["drawn"]:
+        steps = by_name(d)[name]["frames"]["step"]
+        assert all(s % d["frame_every"] == 0 for s in steps) and steps == sorted(set(steps))
 
 
 @pytest.mark.parametrize("params", [{}, {"block_size": 8, "compare": "oracle"},
                                     {"workload": "alpaca", "block_size": 64, "compare": "pow2"},
                                     {"workload": "fixed", "requests": 60, "seed": 3}])
-def test_compact_frames_are_lossless(client, params):
-    """Every frame decodes to exactly the simulation's residents, and so to frame_cells' grid."""
+def test_residencies_rebuild_every_frame(client, params):
+    """At every frame (and between frames) the residencies give a consistent picture: tokens add up to the
+    frame's used slots, no page or slot has two owners, and they agree with the simulation run directly."""
     d = client.get("/api/kv-cache", params=params).json()
     q = d["params"]
-    sim = by_name(simulate_kv(block_size=q["block_size"], workload=q["workload"], num_requests=q["requests"],
-                              seed=q["seed"], capacity_tokens=CAPACITY_TOKENS, max_seq_len=MAX_SEQ_LEN,
-                              max_frames=MAX_FRAMES))
-    for name in ("paged", q["compare"]):
+    sim = simulate_kv(block_size=q["block_size"], workload=q["workload"], num_requests=q["requests"], seed=q["seed"],
+                      capacity_tokens=CAPACITY_TOKENS, max_seq_len=MAX_SEQ_LEN, max_frames=MAX_FRAMES)
+    for name in d["drawn"]:
         pol = by_name(d)[name]
-        assert [f["step"] for f in pol["frames"]] == [f["step"] for f in sim[name]["frames"]]
-        for got, want in zip(decode(pol), sim[name]["frames"]):
-            assert got == want["residents"]
-            cells = frame_cells(sim[name], {**want, "residents": got}, q["block_size"])
-            assert sum(cells["num_filled"]) == want["used_slots"]
+        want = next(p for p in sim.policies if p.name == name)
+        assert pol["frames"]["step"] == want.frames.step[:len(pol["frames"]["step"])]
+        for f in rows(pol["frames"]):
+            res = residents(d, pol, f["step"])
+            assert sum(r["num_tokens"] for r in res) == f["used_slots"] and len(res) == f["num_resident_requests"]
+            owned = [x for r in res for x in (r["block_table"] if "block_table" in r
+                                              else range(r["start_slot"], r["start_slot"] + r["num_slots"]))]
+            assert len(owned) == len(set(owned))
+            between = residents(d, pol, f["step"] + d["frame_every"] // 2)
+            assert all(1 <= r["num_tokens"] <= r["num_final_tokens"] for r in between)
 
 
 def test_undrawn_policies_keep_metrics_but_no_frames(client):
-    pols = by_name(client.get("/api/kv-cache", params={"compare": "pow2"}).json())
-    assert pols["pow2"]["drawn"] and pols["pow2"]["frames"]
-    assert not pols["contiguous"]["drawn"] and pols["contiguous"]["frames"] == []
+    d = client.get("/api/kv-cache", params={"compare": "pow2"}).json()
+    pols = by_name(d)
+    assert d["drawn"] == ["paged", "pow2"] and pols["pow2"]["frames"]["step"]
+    assert pols["contiguous"]["frames"]["step"] == [] and pols["contiguous"]["residencies"]["request_id"] == []
     assert pols["contiguous"]["waste_fraction"] > pols["pow2"]["waste_fraction"] > pols["paged"]["waste_fraction"]
 
 
 def test_default_response_is_lean_and_deterministic(client):
     a = client.get("/api/kv-cache")
-    assert len(a.content) < 200_000, len(a.content)
-    b = client.get("/api/kv-cache?block_size=16&workload=sharegpt&requests=300&seed=0")
+    assert len(a.content) < 120_000, len(a.content)
+    b = client.get("/api/kv-cache?block_size=16&workload=sharegpt&requests=300&seed=0&model=llama-3.1-70b")
     assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
     assert client.get("/api/kv-cache", headers={"if-none-match": a.headers["etag"]}).status_code == 304
 

@@ -1,5 +1,6 @@
-"""Chapter 6 in Chromium: two cache grids draw, waste meters show numbers, the scrubber moves the frame,
-a page click opens its request's block table, controls refetch, reduced motion keeps a still frame."""
+"""Chapter 6 in Chromium: one chat's cache grows token by token, two cache grids draw in distinct colours, waste
+meters show numbers, the scrubber moves the step, a page click opens its request's block table, controls refetch,
+reduced motion keeps a still frame."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ WASTE = re.compile(r"^\d+(\.\d)?%$")
 
 def ready(page):
     page.wait_for_function("() => document.querySelectorAll('.kv-grid').length === 2 && "
-                           "document.querySelector('.kv-clock')?.textContent.includes('frame')")
+                           "document.querySelector('.kv-clock')?.textContent.includes('step')")
 
 
 def test_grids_draw_and_waste_meters_show_numbers(page, base_url):
@@ -42,28 +43,28 @@ def test_grids_draw_and_waste_meters_show_numbers(page, base_url):
 def test_scrubber_changes_the_frame(page, base_url):
     page.goto(base_url + "/tour/kv-cache?step=2")
     ready(page)
-    assert "frame 13 of" not in page.locator(".kv-clock").inner_text()
+    assert not page.locator(".kv-clock").inner_text().startswith("step 1,200 of")
     before = page.locator(".kv-right canvas").get_attribute("aria-label")
     counts = page.locator(".kv-right .kv-counts").inner_text()
     page.locator(".kv-transport input[type=range]").evaluate(
-        "(el) => { el.value = 12; el.dispatchEvent(new Event('input', { bubbles: true })); }")
-    assert "frame 13 of" in page.locator(".kv-clock").inner_text()
+        "(el) => { el.value = 1200; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+    assert page.locator(".kv-clock").inner_text().startswith("step 1,200 of")
     assert page.locator(".kv-right .kv-counts").inner_text() != counts
     assert page.locator(".kv-right canvas").get_attribute("aria-label") != before
     assert page.locator(".kv-play").inner_text().endswith("Play")
 
 
 def clock(page) -> tuple[int, int]:
-    frame, frames = re.search(r"frame ([\d,]+) of ([\d,]+)", page.locator(".kv-clock").inner_text()).groups()
-    return int(frame.replace(",", "")), int(frames.replace(",", ""))
+    step, steps = re.search(r"step ([\d,]+) of ([\d,]+)", page.locator(".kv-clock").inner_text()).groups()
+    return int(step.replace(",", "")), int(steps.replace(",", ""))
 
 
 def test_steps_are_a_dozen_beats_most_while_both_policies_run(page, base_url):
-    """97 frames are too many key presses for a speaker: 8 beats span the paged run, 4 the rest of the other."""
+    """Thousands of steps are too many key presses for a speaker: 8 beats span the paged run, 4 the rest."""
     page.goto(base_url + "/tour/kv-cache?step=0&present=1")
     page.wait_for_selector(".presenter-label")
     assert page.locator(".presenter-label").inner_text().endswith("step 1 of 12")
-    assert clock(page)[0] == 1
+    assert clock(page)[0] == 0
     frames = []
     for step in range(12):
         page.goto(base_url + f"/tour/kv-cache?step={step}")
@@ -72,8 +73,8 @@ def test_steps_are_a_dozen_beats_most_while_both_policies_run(page, base_url):
         paged = page.locator(".kv-right .kv-counts").inner_text()
         assert paged.startswith("All ") == (step >= 8), (step, paged)
     shown = [f for f, _ in frames]
-    assert shown == sorted(set(shown)), "each beat shows a later frame"
-    assert shown[-1] == frames[-1][1], "the last beat is the last frame"
+    assert shown == sorted(set(shown)), "each beat shows a later step"
+    assert shown[-1] == frames[-1][1], "the last beat is the last step"
     assert shown[7] < frames[-1][1] / 2, "the paged run ends well before the reserved-region run"
 
 
@@ -94,7 +95,7 @@ def test_clicking_a_page_opens_its_block_table(page, base_url):
     n = int(re.search(r"in (\d+) pages? of", text).group(1))
     assert pages.count() == n and re.fullmatch(r"\d+", pages.first.locator("b").inner_text())
     page.locator(".kv-pick select").select_option("")
-    assert "oldest in memory" in page.locator(".kv-bt-text").first.inner_text()
+    assert "(in memory longest)" in page.locator(".kv-bt-text").first.inner_text()
     assert page.console_errors == []
 
 
@@ -118,7 +119,7 @@ def test_reduced_motion_shows_a_still_frame(browser, base_url):
     ready(page)
     first = page.locator(".kv-clock").inner_text()
     page.wait_for_timeout(600)
-    assert page.locator(".kv-clock").inner_text() == first and "frame 1 of" not in first
+    assert page.locator(".kv-clock").inner_text() == first and not first.startswith("step 0 of")
     assert page.locator(".kv-play").get_attribute("aria-pressed") == "false"
     assert WASTE.match(page.locator(".kv-right .kv-waste .value").first.inner_text())
     assert errors == []
@@ -138,4 +139,44 @@ def test_phone_sized_embed_keeps_the_two_grids_readable(page, base_url):
     assert fit > 0.7, f"type shrunk to {fit:.0%} of its size"
     page.set_viewport_size({"width": 1280, "height": 720})
     page.wait_for_function("() => getComputedStyle(document.querySelector('.kv-bt')).display !== 'none'")
+    assert page.console_errors == []
+
+
+def test_one_chat_grows_token_by_token_with_bytes_from_the_model_shape(page, base_url):
+    page.goto(base_url + "/tour/kv-cache?step=0")
+    ready(page)
+    assert page.locator(".kv-scene").get_attribute("data-phase") == "one-chat"
+    tokens = []
+    for step in (3, 4, 5, 20):
+        page.locator(".kv-transport input[type=range]").evaluate(
+            f"(el) => {{ el.value = {step}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}")
+        text = page.locator(".kv-chat-text").inner_text()
+        tokens.append(int(re.match(r"([\d,]+) of [\d,]+ tokens", text).group(1).replace(",", "")))
+        assert "× 328 KB per token" in text and "Llama 3.1 70B" in text, text
+    assert tokens[1] - tokens[0] == 1 and tokens[2] - tokens[1] == 1 and tokens[3] - tokens[0] == 17, tokens
+    math = page.locator(".kv-chat-math").inner_text()
+    assert "2 × 80 layers × 8 KV heads × 128 values × 2 bytes = 327,680 bytes" in math
+    height = page.locator(".kv-chat-grid").bounding_box()["height"]
+    assert height >= 10
+    with page.expect_response(lambda r: "/api/kv-cache" in r.url and "model=llama-3.1-8b" in r.url):
+        page.select_option("#ctl-model", "llama-3.1-8b")
+    page.wait_for_function("() => document.querySelector('.kv-chat-math').textContent.includes('131,072 bytes')")
+    assert page.console_errors == []
+
+
+def test_requests_get_distinct_colours_and_preemption_is_explained(page, base_url):
+    page.goto(base_url + "/tour/kv-cache?step=3")
+    ready(page)
+    colours = page.evaluate("""() => { const cs = getComputedStyle(document.querySelector('.kv-scene'));
+        return Array.from({ length: 10 }, (_, i) => cs.getPropertyValue(`--kvr-${i}`).trim()); }""")
+    assert len(set(colours)) == 10 and all(colours), colours
+    hues = page.evaluate("""() => { const c = document.querySelector('.kv-right canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; const seen = new Set();
+        for (let i = 0; i < d.length; i += 4 * 7) if (d[i + 3] === 255) seen.add(`${d[i] >> 3},${d[i + 1] >> 3},${d[i + 2] >> 3}`);
+        return seen.size; }""")
+    assert hues >= 8, hues
+    residents = int(page.locator(".kv-right canvas").get_attribute("data-residents"))
+    assert residents >= 10
+    note = page.locator(".kv-right .kv-note").inner_text()
+    assert note.startswith("Preempted:") and "evicted" in note and "front of the queue" in note
     assert page.console_errors == []

@@ -5,9 +5,28 @@ from functools import cache
 import numpy as np
 import pytest
 
-from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, frame_cells, simulate_kv
-from inside_llm.sim.kvpolicies import KVRun, reservation_slots
+from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager
+from inside_llm.sim.kvpolicies import KVRun, frame_cells, reservation_slots, residents_at
+from inside_llm.sim.kvpolicies import simulate_kv as simulate_kv_typed
 from inside_llm.sim.workloads import make_trace
+
+
+def as_rows(result):
+    """The typed result as plain dicts, each frame a row with its residents (from the residencies)."""
+    out = {"frame_every": result.frame_every, "policies": []}
+    for pol in result.policies:
+        d = {k: v for k, v in vars(pol).items() if k not in ("frames", "residencies") and v is not None}
+        cols = vars(pol.frames)
+        d["frames"] = [dict(zip(cols, values)) for values in zip(*cols.values())]
+        for f in d["frames"]:
+            f["residents"] = residents_at(pol, result.num_final_tokens, f["step"])
+        d["typed"] = pol
+        out["policies"].append(d)
+    return out
+
+
+def simulate_kv(**kw):
+    return as_rows(simulate_kv_typed(**kw))
 
 
 @cache
@@ -121,7 +140,7 @@ def check_layout(pol, fr):
 def test_frame_cells_expand_residents_into_the_drawn_grid():
     for pol in sim(seed=0)["policies"]:
         fr = pol["frames"][3]
-        grid = frame_cells(pol, fr)
+        grid = frame_cells(pol["typed"], fr["residents"])
         assert sum(grid["num_filled"]) == fr["used_slots"]
         owned = {r for r in grid["owner"] if r is not None}
         assert owned == {r["request_id"] for r in fr["residents"]}
@@ -138,8 +157,8 @@ def test_frame_every_is_honoured_and_frames_are_downsampled_but_metrics_are_not(
 
 
 def test_deterministic_per_seed():
-    assert simulate_kv(seed=5, num_requests=60) == simulate_kv(seed=5, num_requests=60)
-    assert simulate_kv(seed=5, num_requests=60) != simulate_kv(seed=6, num_requests=60)
+    assert simulate_kv_typed(seed=5, num_requests=60) == simulate_kv_typed(seed=5, num_requests=60)
+    assert simulate_kv_typed(seed=5, num_requests=60) != simulate_kv_typed(seed=6, num_requests=60)
 
 
 def test_block_size_trades_waste():
@@ -151,6 +170,20 @@ def test_block_size_trades_waste():
 def test_small_memory_forces_preemption_and_everyone_still_finishes():
     run = KVRun("paged", make_trace("sharegpt", 80, 0, None, 2048), 2048, 16).run()
     assert run.num_preemptions > 0 and run.num_finished == 80 and run.max_resident >= 1
+    stays = run.residencies
+    assert len(stays) == 80 + run.num_preemptions
+    assert all(first <= last for _, first, last, _, _ in stays)
+
+
+def test_residencies_give_the_residents_of_any_step_not_only_frames():
+    """Stepping every step (frame_every=1) and reading residents from the residencies of a sparse run agree."""
+    dense = simulate_kv(seed=2, num_requests=60, capacity_tokens=4096, frame_every=1, max_frames=1000)
+    sparse = simulate_kv_typed(seed=2, num_requests=60, capacity_tokens=4096, frame_every=64, max_frames=100)
+    for pol, typed in zip(dense["policies"], sparse.policies):
+        assert typed.num_preemptions == pol["num_preemptions"]
+        for f in pol["frames"][::7]:
+            assert residents_at(typed, sparse.num_final_tokens, f["step"]) == f["residents"]
+            assert sum(r["num_tokens"] for r in f["residents"]) == f["used_slots"]
 
 
 @pytest.mark.parametrize("kw, name", [

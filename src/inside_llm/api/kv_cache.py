@@ -1,21 +1,24 @@
 """Chapter 6, KV cache: GET /api/kv-cache -> paging vs reserved regions on one request trace, frame by frame.
 
 Every policy reports run-level metrics over every step; the two drawn ones (paged and the chosen
-reservation policy) also carry down-sampled frames. Frames are compact: each allocation (a
-request's block table, or its reserved region) is listed once per policy, and a frame's residents
-are [allocation index, num_tokens] pairs (paged: the request holds the first ceil(num_tokens /
-block_size) pages of its allocation's block table).
+reservation policy) also carry their frames (slot counts, in columns) and residencies (who held which
+pages or region from which step to which: the stage derives any step's residents from them). The
+chosen model only sizes a token's keys and values in bytes (`kv_per_token`); the pool is in tokens.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from ..sim.kvcache import simulate_kv
+from ..sim import catalog
+from ..sim.derivation import derive
+from ..sim.kvpolicies import KVFrames, KVResult, Residencies, simulate_kv
+from ..sim.models import kv_bytes_per_token
 
 router = APIRouter(tags=["6 · kv-cache"])
 
@@ -23,12 +26,12 @@ MAX_REQUESTS = 1000
 CAPACITY_TOKENS = 16_384  # the drawn cache: 32 rows of 512 token slots
 MAX_SEQ_LEN = 2048
 MAX_FRAMES = 120
+KV_BYTES_PER_VALUE = 2  # BF16
+DEFAULT_MODEL = "llama-3.1-70b"
 Workload = Literal["sharegpt", "alpaca", "fixed"]
 Reservation = Literal["contiguous", "pow2", "oracle"]
+ModelId = Literal[tuple(m for m in catalog.models() if not m.startswith("demo-"))]  # type: ignore[valid-type]
 RESERVATIONS = ("contiguous", "pow2", "oracle")
-FRAME_KEYS = ("step", "num_resident_requests", "num_waiting_requests", "num_finished_requests",
-              "num_preemptions_total", "used_slots", "reserved_slots", "internal_fragmentation_slots",
-              "external_fragmentation_slots", "free_slots", "waste_fraction", "waste_fraction_to_date")
 
 
 class KVCacheParams(BaseModel):
@@ -41,6 +44,8 @@ class KVCacheParams(BaseModel):
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the request lengths (no unit; 0-2147483647).")
     compare: Reservation = Field("contiguous", description="Reservation policy drawn beside paging: contiguous "
                                                            "(max_seq_len per request), pow2 or oracle.")
+    model: ModelId = Field(DEFAULT_MODEL, description="Catalog model whose shape sizes one token's keys and "
+                                                      "values in bytes (BF16); the simulation itself is in tokens.")
 
     @field_validator("block_size")
     @classmethod
@@ -51,124 +56,56 @@ class KVCacheParams(BaseModel):
         return v
 
 
-class Allocation(BaseModel):
-    request_id: int
-    num_final_tokens: int = Field(description="prompt + output tokens when the request finishes")
-    block_table: list[int] | None = Field(None, description="paged: physical page per logical page, in order")
-    start_slot: int | None = Field(None, description="reserved region: first slot")
-    num_slots: int | None = Field(None, description="reserved region: slots reserved")
+@dataclass
+class KVCacheResponse(KVResult):
+    capacity_slots: int = CAPACITY_TOKENS
+    max_seq_len: int = MAX_SEQ_LEN
+    drawn: list[str] = field(default_factory=list)  # policies whose frames and residencies are included
+    kv_per_token: dict = field(default_factory=dict)  # the chosen model's bytes per token, with the math
 
 
-class KVFrame(BaseModel):
-    step: int
-    num_resident_requests: int
-    num_waiting_requests: int
-    num_finished_requests: int
-    num_preemptions_total: int
-    used_slots: int = Field(description="slots holding a token's keys and values")
-    reserved_slots: int = Field(description="allocated slots their request will fill later")
-    internal_fragmentation_slots: int = Field(description="allocated slots their request will never fill")
-    external_fragmentation_slots: int = Field(description="free slots in holes too small for the next request")
-    free_slots: int
-    waste_fraction: float = Field(description="1 - used / allocated at this step")
-    waste_fraction_to_date: float = Field(description="time-averaged waste from step 0 to this step")
-    residents: list[tuple[int, int]] = Field(description="[allocation index, num_tokens] per request in memory")
+RESPONSE = TypeAdapter(KVCacheResponse)
+NO_FRAMES = KVFrames(*([] for _ in range(12)))
+NO_RESIDENCIES = Residencies([], [], [], [])
 
 
-class KVPolicy(BaseModel):
-    name: str
-    layout: Literal["paged", "contiguous"]
-    reservation: str
-    drawn: bool = Field(description="true when this policy's frames are included")
-    waste_fraction: float = Field(description="time-averaged share of allocated KV memory not holding tokens")
-    max_concurrent_requests: int
-    mean_concurrent_requests: float
-    num_steps: int = Field(description="steps until the last request finished")
-    num_preemptions: int
-    num_finished_requests: int
-    breakdown: dict[str, float] = Field(description="time-averaged shares of capacity")
-    block_size: int | None = None
-    num_blocks: int | None = None
-    math: dict
-    allocations: list[Allocation]
-    frames: list[KVFrame]
+@lru_cache(maxsize=16)
+def kv_per_token(model_id: str) -> dict:
+    m = catalog.model(model_id)
+    b = int(kv_bytes_per_token(m, KV_BYTES_PER_VALUE))
+    return {"model": m.name, "model_id": model_id, "bytes": b, "layers": m.num_hidden_layers,
+            "kv_heads": m.num_key_value_heads, "head_dim": m.head_dim, "bytes_per_value": KV_BYTES_PER_VALUE,
+            "math": derive(b, "bytes per token", "2 (K and V) x layers x KV heads x head dim x bytes per value",
+                           {"layers": (m.num_hidden_layers, "layers"), "kv_heads": (m.num_key_value_heads, "heads"),
+                            "head_dim": (m.head_dim, "values"), "bytes_per_value": (KV_BYTES_PER_VALUE, "bytes (BF16)")},
+                           ["grouped-query attention: only the KV heads are cached, not every query head"],
+                           ["model config (data/models.toml)"]).to_dict()}
 
 
-class KVCacheResponse(BaseModel):
-    params: dict
-    capacity_slots: int
-    max_seq_len: int
-    frame_every: int = Field(description="steps between frames (one clock for every drawn policy)")
-    trace: dict
-    reference: dict
-    policies: list[KVPolicy]
-
-
-def _allocation_index(r: dict, paged: bool, allocs: list[dict], by_request: dict[int, list[int]]) -> int:
-    """The allocation a resident belongs to: paged, any allocation of the request whose block table
-    agrees with this one on their common prefix (extended when this one is longer); else its region."""
-    mine = by_request.setdefault(r["request_id"], [])
-    for a in mine:
-        al = allocs[a]
-        if paged:
-            t, bt = r["block_table"], al["block_table"]
-            n = min(len(t), len(bt))
-            if t[:n] == bt[:n]:
-                if len(t) > len(bt):
-                    al["block_table"] = list(t)
-                return a
-        elif (al["start_slot"], al["num_slots"]) == (r["start_slot"], r["num_slots"]):
-            return a
-    al = {"request_id": r["request_id"], "num_final_tokens": r["num_final_tokens"]}
-    if paged:
-        al["block_table"] = list(r["block_table"])
-    else:
-        al["start_slot"], al["num_slots"] = r["start_slot"], r["num_slots"]
-    allocs.append(al)
-    mine.append(len(allocs) - 1)
-    return len(allocs) - 1
-
-
-def compact_frames(policy: dict) -> tuple[list[dict], list[dict]]:
-    """(allocations, frames) for one policy: each block table or region listed once."""
-    paged = policy["layout"] == "paged"
-    allocs: list[dict] = []
-    by_request: dict[int, list[int]] = {}
-    frames = []
-    for f in policy["frames"]:
-        res = [(_allocation_index(r, paged, allocs, by_request), r["num_tokens"]) for r in f["residents"]]
-        frames.append({**{k: f[k] for k in FRAME_KEYS}, "residents": res})
-    return allocs, frames
-
-
-def simulate(p: KVCacheParams) -> dict:
+def simulate(p: KVCacheParams) -> KVResult:
     """simulate_kv for every policy on one clock. The reservation policies run first (cheap); their
     frame stride is then given to the paged run, which saves it the adaptive stride's extra frames.
     If paging ran past the frames that stride allows, everything reruns with a common stride."""
     common = dict(block_size=p.block_size, workload=p.workload, num_requests=p.requests, seed=p.seed,
                   capacity_tokens=CAPACITY_TOKENS, max_seq_len=MAX_SEQ_LEN, max_frames=MAX_FRAMES)
     result = simulate_kv(**common, policies=RESERVATIONS)
-    paged = simulate_kv(**common, frame_every=result["frame_every"], policies=("paged",))["policies"][0]
-    if paged["num_steps"] > MAX_FRAMES * result["frame_every"]:
+    paged = simulate_kv(**common, frame_every=result.frame_every, policies=("paged",)).policies[0]
+    if paged.num_steps > MAX_FRAMES * result.frame_every:
         return simulate_kv(**common, policies=("paged",) + RESERVATIONS)
-    result["policies"].insert(0, paged)
+    result.policies.insert(0, paged)
     return result
 
 
 @lru_cache(maxsize=64)
 def kv_cache_json(p: KVCacheParams) -> bytes:
     """The response body for one parameter set (pure: same params, same bytes)."""
-    drawn = ("paged", p.compare)
+    drawn = ["paged", p.compare]
     result = simulate(p)
-    policies = []
-    for pol in result["policies"]:
-        allocs, frames = compact_frames(pol) if pol["name"] in drawn else ([], [])
-        policies.append({**{k: v for k, v in pol.items() if k not in ("frames", "capacity_slots")},
-                         "drawn": pol["name"] in drawn, "allocations": allocs, "frames": frames})
-    resp = KVCacheResponse(params=p.model_dump(), capacity_slots=CAPACITY_TOKENS, max_seq_len=MAX_SEQ_LEN,
-                           frame_every=result["frame_every"], trace=result["trace"],
-                           reference=result["reference"], policies=policies)
-    return resp.model_dump_json(exclude_none=True).encode()
+    policies = [pol if pol.name in drawn else replace(pol, frames=NO_FRAMES, residencies=NO_RESIDENCIES)
+                for pol in result.policies]
+    fields = {**vars(result), "params": p.model_dump(), "policies": policies, "drawn": drawn,
+              "kv_per_token": kv_per_token(p.model)}
+    return RESPONSE.dump_json(KVCacheResponse(**fields), exclude_none=True)
 
 
 @router.get("/api/kv-cache", response_model=KVCacheResponse, response_model_exclude_none=True)

@@ -12,25 +12,13 @@ Vocabulary follows vLLM (vllm/v1/core/block_pool.py, kv_cache_manager.py):
   be split into holes too small for the next request (external fragmentation).
 Units: tokens == slots; one slot holds one token's keys and values for every layer.
 
-`simulate_kv` (paging vs reservation on one seeded trace) is the entry point; the step-by-step
-engine and the policies' accounting live in `kvpolicies`.
+The simulation that runs policies over these allocators (`simulate_kv`) is in kvpolicies.py.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
-
-from inside_llm.sim.workloads import PAPER, check_int, make_trace
-
-MAX_CAPACITY_TOKENS = 2_097_152
-MAX_FRAMES = 1000
-REFERENCE = {
-    "contiguous_waste_range": [0.60, 0.80], "paged_waste_max": 0.04,
-    "source": PAPER.replace("§6.1, Fig. 11", "§1 and Fig. 2 (20.4-38.2% of KV memory holds tokens "
-                            "in existing systems; vLLM wastes under 4%)"),
-}
 
 
 def num_blocks_for(num_tokens, block_size: int):
@@ -190,81 +178,3 @@ class ContiguousAllocator:
     def unusable_slots(self, num_slots: int) -> int:
         """External fragmentation for a request needing num_slots: free slots in holes too small."""
         return sum(size for _, size in self.holes if size < num_slots)
-
-
-def frame_cells(policy: dict, frame: dict, cell_slots: int = 16) -> dict:
-    """Expand one frame's residents into the grid the stage draws: per cell, its owner and fill.
-
-    Paged policies: one cell per physical page (cell_slots is the block size). Contiguous policies:
-    the slot range cut into cells of cell_slots slots; a cell shared by two regions shows the first
-    owner and counts both regions' tokens. Invariant: sum(num_filled) == frame["used_slots"].
-    Returns {"cell_slots", "owner": [request_id | None per cell], "num_filled": [slots with tokens]}.
-    """
-    paged = policy["layout"] == "paged"
-    size = policy["block_size"] if paged else cell_slots
-    num_cells = policy["num_blocks"] if paged else num_blocks_for(policy["capacity_slots"], size)
-    owner, filled = [None] * num_cells, [0] * num_cells
-    for r in frame["residents"]:
-        if paged:  # token t of the request lives in page block_table[t // size]
-            spans = [(b, i * size, (i + 1) * size) for i, b in enumerate(r["block_table"])]
-        else:  # token t lives in slot start_slot + t
-            start = r["start_slot"]
-            spans = [(c, c * size - start, (c + 1) * size - start)
-                     for c in range(start // size, (start + r["num_slots"] - 1) // size + 1)]
-        for cell, lo, hi in spans:  # tokens [lo, hi) of this request map into the cell
-            owner[cell] = r["request_id"] if owner[cell] is None else owner[cell]
-            filled[cell] += max(0, min(hi, r["num_tokens"]) - max(lo, 0))
-    return {"cell_slots": size, "owner": owner, "num_filled": filled}
-
-
-def validate_kv(block_size: int, num_requests: int, capacity_tokens: int, max_seq_len: int,
-                max_frames: int, frame_every: int | None, policies: tuple[str, ...], known: tuple[str, ...]) -> None:
-    """ValueError naming the parameter and its bound (a router maps these to 422)."""
-    check_int("block_size", block_size, 1, 256)
-    check_int("num_requests", num_requests, 1, 10_000)
-    check_int("max_seq_len", max_seq_len, 16, 32_768)
-    check_int("capacity_tokens", capacity_tokens, max_seq_len, MAX_CAPACITY_TOKENS)
-    if (capacity_tokens // block_size) * block_size < max_seq_len:
-        raise ValueError(f"capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole "
-                         f"blocks of {block_size}, got {capacity_tokens}")
-    check_int("max_frames", max_frames, 1, MAX_FRAMES)
-    if frame_every is not None:
-        check_int("frame_every", frame_every, 1, 10_000_000)
-    if not policies or any(p not in known for p in policies):
-        raise ValueError(f"policies must be a non-empty subset of {known}, got {policies!r}")
-
-
-def _common_stride(runs: list, max_frames: int) -> int:
-    """One clock for all policies: the smallest power-of-two stride (a multiple of every run's own
-    adaptive stride) with at most max_frames frames over the longest run."""
-    horizon = max(r.last for r in runs)
-    stride = max([r.stride for r in runs] + [1 << max(0, math.ceil(math.log2((horizon + 1) / max_frames)))])
-    while horizon // stride + 1 > max_frames:
-        stride *= 2
-    return stride
-
-
-def simulate_kv(block_size: int = 16, workload: str = "sharegpt", num_requests: int = 300, seed: int = 0,
-                capacity_tokens: int = 16_384, max_seq_len: int = 2048, max_frames: int = 120,
-                frame_every: int | None = None, policies: tuple[str, ...] | None = None) -> dict:
-    """Run each policy over the same seeded trace (all requests queued at step 0).
-
-    Frames are taken at steps 0, frame_every, 2*frame_every, ... (at most max_frames per policy) on
-    one clock for every policy; frame_every=None picks the smallest power-of-two stride whose frames
-    span the longest run.
-    Returns {"params", "trace", "frame_every", "reference", "policies": [summarize(run), ...]}.
-    """
-    from inside_llm.sim.kvpolicies import POLICIES, KVRun, summarize  # kvpolicies imports this module
-
-    policies = tuple(policies or POLICIES)
-    validate_kv(block_size, num_requests, capacity_tokens, max_seq_len, max_frames, frame_every, policies, POLICIES)
-    trace = make_trace(workload, num_requests, seed, None, max_seq_len)
-    runs = [KVRun(p, trace, capacity_tokens, block_size, max_frames, frame_every).run() for p in policies]
-    if frame_every is None:
-        frame_every = _common_stride(runs, max_frames)
-        for r in runs:
-            r.frames = [f for f in r.frames if f["step"] % frame_every == 0]
-    params = dict(block_size=block_size, workload=workload, num_requests=num_requests, seed=seed,
-                  capacity_tokens=capacity_tokens, max_seq_len=max_seq_len, max_frames=max_frames)
-    return {"params": params, "trace": trace.summary(), "frame_every": frame_every, "reference": REFERENCE,
-            "policies": [summarize(r) for r in runs]}

@@ -194,8 +194,10 @@ function followedRequest(d) {
     const firstStart = new Map();
     for (const s of cont.spans) if (!firstStart.has(s.request_id)) firstStart.set(s.request_id, s.start_s);
     const step = d.engine.decode_step_ms_all_seats / 1e3;
-    const queued = [...firstStart].filter(([id, start]) => start - arrivals[id] > 3 * step).map(([id]) => id);
-    if (queued.length) return Math.min(...queued);
+    for (const wait of [1, 3 * step]) { // a wait you can see on the lanes, else any real wait
+      const queued = [...firstStart].filter(([id, start]) => start - arrivals[id] > wait).map(([id]) => id);
+      if (queued.length) return Math.min(...queued);
+    }
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 //
 // `opts` for every call: { blockSize, capacitySlots, look, selected } where look holds the resolved theme colours
 // { colours: [one per request colour], waste, panel, free, ink, mono } and selected is a request id or null.
+// A resident is { al, n }: al = { request_id, num_final_tokens, block_table | start_slot + num_slots }, n its tokens.
 
 import { fitted } from '../lib/fit.js';
 
@@ -35,10 +36,10 @@ function sizeCanvas(canvas, g) {
 }
 
 /**
- * Paint one policy's frame `f` (null: nothing resident) on its canvas. Returns a Map from physical page cell to
- * the request that holds it (for clicks), or null when the cache is empty.
+ * Paint one policy's residents at a step (null: the run is over) on its canvas. Returns a Map from physical page
+ * cell to the request that holds it (for clicks), or null when the cache is empty.
  */
-export function paintGrid(canvas, policy, f, opts) {
+export function paintGrid(canvas, policy, residents, opts) {
   const g = geometry(canvas, opts);
   const c = sizeCanvas(canvas, g);
   c.clearRect(0, 0, g.w, g.h);
@@ -46,18 +47,17 @@ export function paintGrid(canvas, policy, f, opts) {
   for (let r = 0; r < g.rows; r++) {
     for (let k = 0; k < g.cols; k++) c.fillRect(k * g.cellW + 0.5, r * g.rowH + 1, g.cellW - 1, g.rowH - 2);
   }
-  if (!f) return null;
+  if (!residents) return null;
   const { selected, look } = opts;
   const cells = new Map();
   const paint = { c, g, look, cells };
-  for (const [a, n] of f.residents) {
-    const al = policy.allocations[a];
+  for (const { al, n } of residents) {
     c.globalAlpha = selected === null || selected === al.request_id ? 1 : 0.28;
     if (policy.layout === 'paged') drawPages(paint, al, n);
     else drawRegion(paint, al, n);
   }
   c.globalAlpha = 1;
-  if (selected !== null) outlineSelected(paint, policy, f, selected);
+  if (selected !== null) outlineSelected(paint, policy, residents, selected);
   return cells;
 }
 
@@ -80,7 +80,7 @@ function spanRects(c, g, a, b, inset = 1) {
   }
 }
 
-const colourOf = (look, id) => look.colours[id % look.colours.length];
+export const colourOf = (look, id) => look.colours[id % look.colours.length];
 
 /** Slot ranges inside an allocation of A slots holding n tokens of a request that will reach L. */
 function parts(n, A, L) {
@@ -158,30 +158,25 @@ function regionOutline(g, a, b) {
 }
 
 /** Outline the selected request's region, or its pages numbered in block-table order. */
-function outlineSelected({ c, g, look, cells }, policy, f, id) {
+function outlineSelected({ c, g, look, cells }, policy, residents, id) {
   c.strokeStyle = look.ink;
   c.lineWidth = 1.5;
+  const res = residents.find((r) => r.al.request_id === id);
   if (policy.layout !== 'paged') {
-    const hit = f.residents.find(([a]) => policy.allocations[a].request_id === id);
-    if (hit) {
-      const al = policy.allocations[hit[0]];
-      c.stroke(regionOutline(g, al.start_slot, al.start_slot + al.num_slots));
-    }
+    if (res) c.stroke(regionOutline(g, res.al.start_slot, res.al.start_slot + res.al.num_slots));
     return;
   }
   for (const [cell, owner] of cells) {
     if (owner !== id) continue;
     c.strokeRect((cell % g.cols) * g.cellW + 0.5, Math.floor(cell / g.cols) * g.rowH + 1, g.cellW - 1, g.rowH - 2);
   }
-  if (g.cellW < 14 || g.rowH < 11) return;
-  const res = f.residents.find(([a]) => policy.allocations[a].request_id === id);
-  if (!res) return;
-  const al = policy.allocations[res[0]];
+  if (g.cellW < 14 || g.rowH < 11 || !res) return;
+  const al = res.al;
   c.fillStyle = look.ink;
   c.font = `600 ${Math.min(11, g.rowH - 3)}px ${look.mono || 'monospace'}`;
   c.textAlign = 'center';
   c.textBaseline = 'middle';
-  al.block_table.slice(0, Math.ceil(res[1] / g.bs)).forEach((b, j) => {
+  al.block_table.slice(0, Math.ceil(res.n / g.bs)).forEach((b, j) => {
     c.fillText(String(j), (b % g.cols + 0.5) * g.cellW, (Math.floor(b / g.cols) + 0.5) * g.rowH + 0.5);
   });
 }
@@ -210,4 +205,37 @@ function hatchTile(colour, background) {
   c.moveTo(-1, 7); c.lineTo(7, -1);
   c.stroke();
   return t;
+}
+
+/**
+ * One chat's cache, zoomed in: a column per token (its keys on top, its values below), grouped in pages of
+ * blockSize tokens, wrapping over lines. Tokens [0, n) are written; the newest is outlined. Returns the height.
+ */
+export function paintChat(canvas, n, finalTokens, blockSize, look, colour) {
+  const w = Math.max(200, canvas.clientWidth);
+  const slot = Math.max(3, Math.min(6, Math.floor(w / 250)));
+  const pageW = blockSize * slot + 4; // pages sit 4 px apart
+  const perLine = Math.max(1, Math.floor((w + 4) / pageW));
+  const lines = Math.max(1, Math.ceil(Math.ceil(finalTokens / blockSize) / perLine));
+  const lineH = 2 * slot + 8;
+  const g = { w, h: lines * lineH };
+  const c = sizeCanvas(canvas, g);
+  c.clearRect(0, 0, g.w, g.h);
+  for (let t = 0; t < finalTokens; t++) {
+    const page = Math.floor(t / blockSize);
+    const x = (page % perLine) * pageW + (t % blockSize) * slot;
+    const y = Math.floor(page / perLine) * lineH;
+    const written = t < n;
+    c.fillStyle = written ? colour : look.free;
+    c.fillRect(x + 0.5, y, slot - 1, slot - 1); // K
+    c.globalAlpha = written ? 0.6 : 1;
+    c.fillRect(x + 0.5, y + slot, slot - 1, slot - 1); // V
+    c.globalAlpha = 1;
+    if (t === n - 1) {
+      c.strokeStyle = look.ink;
+      c.lineWidth = 1.5;
+      c.strokeRect(x, y - 0.5, slot, 2 * slot);
+    }
+  }
+  return g.h;
 }

@@ -1,17 +1,22 @@
-// scenes/kv-cache.js: chapter 6: the KV cache as a grid of token slots, reserved regions beside pages, one clock.
+// scenes/kv-cache.js: chapter 6: one chat's keys and values growing token by token, then the whole cache as a grid
+// of token slots, reserved regions beside pages, on one clock of engine steps.
 
 import { h, clear, cssVar } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
-import { num, pct, plural } from '../lib/format.js';
+import { num, pct, plural, bytes } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
-import { paintGrid, cellAt } from './kv-cache-grid.js';
+import { paintGrid, paintChat, cellAt, colourOf } from './kv-cache-grid.js';
 
-const MS_PER_FRAME = 160;
-const HOLD_FRAMES = 10; // the clock rests on the last frame this long before it loops
-const NUM_COLOURS = 8;
+// The clock: the first INTRO_STEPS steps go token by token (the chat above grows one token at a time), then the
+// picture zooms out to the pool and runs FAST_STEPS_PER_S; it rests HOLD_MS on the end before it loops.
+const INTRO_STEPS = 40;
+const INTRO_STEPS_PER_S = 6;
+const FAST_STEPS_PER_S = 240;
+const HOLD_MS = 2000;
+const NUM_COLOURS = 10;
 const NAMES = {
   paged: 'Paged', contiguous: 'Full-length region', pow2: 'Power-of-two region', oracle: 'Exact-length region',
 };
@@ -22,29 +27,31 @@ export function mount(stage, context) {
   ctx = context;
   sceneStyles('kv-cache');
   const css = document.querySelector('link[data-scene-css="kv-cache"]');
-  if (css && !css.sheet) css.addEventListener('load', () => { if (view && view.data) showFrame(view.index); }, { once: true });
+  if (css && !css.sheet) css.addEventListener('load', () => { if (view && view.data) drawStep(view.step); }, { once: true });
   clear(stage);
   const wrap = h('div', { class: 'kv-scene' }, stage);
   const bar = h('div', { class: 'kv-transport' }, wrap);
   view = {
-    wrap, data: null, index: 0, clock: null, selected: null, panels: [],
+    wrap, data: null, step: 0, clock: null, selected: null, panels: [],
     play: h('button', { class: 'btn kv-play', type: 'button', 'aria-pressed': 'false' }, bar),
     scrub: h('input', { type: 'range', min: 0, max: 0, value: 0, step: 1, 'aria-label': 'Step of the simulation' }, bar),
     clockText: h('output', { class: 'kv-clock', 'aria-live': 'off' }, bar),
+    chat: h('section', { class: 'kv-chat', 'aria-label': "One chat's keys and values" }, wrap),
     grids: h('div', { class: 'kv-panels' }, wrap),
     legend: h('div', { class: 'legend kv-legend' }, wrap),
     bt: h('section', { class: 'kv-bt', 'aria-label': 'Block table', 'data-narrow-secondary': '' }, wrap),
     summary: h('div', { class: 'kv-summary', 'data-narrow-secondary': '' }, wrap),
   };
   view.play.addEventListener('click', () => (view.clock ? pause() : play()));
-  view.scrub.addEventListener('input', () => { pause(); showFrame(Number(view.scrub.value)); });
+  view.scrub.addEventListener('input', () => { pause(); drawStep(Number(view.scrub.value)); });
+  buildChat();
   for (const side of ['left', 'right']) view.panels.push(makePanel(side));
   buildLegend();
   buildBlockTable();
-  const ro = new ResizeObserver(() => { if (view && view.data) drawGrids(); });
+  const ro = new ResizeObserver(() => { if (view && view.data) drawStep(view.step); });
   ro.observe(view.grids);
   view.ro = ro;
-  view.themeWatch = new MutationObserver(() => { if (view && view.data) showFrame(view.index); });
+  view.themeWatch = new MutationObserver(() => { if (view && view.data) drawStep(view.step); });
   view.themeWatch.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme', 'class'] });
 }
 
@@ -61,19 +68,19 @@ export function update(data, params) {
   const pols = Object.fromEntries(data.policies.map((p) => [p.name, p]));
   view.data = data;
   view.drawn = [pols[params.compare] || pols.contiguous, pols.paged];
-  view.numFrames = Math.max(...view.drawn.map((p) => p.frames.length));
-  view.scrub.max = String(view.numFrames - 1);
+  view.lastStep = Math.max(...view.drawn.map((p) => p.num_steps - 1));
+  view.scrub.max = String(view.lastStep);
   readColours();
   view.drawn.forEach((p, i) => setupPanel(view.panels[i], p));
   fillRequestPicker();
   drawSummary(data, pols);
   const still = ctx.reducedMotion || ctx.options.autoplay === '0';
   pause();
-  showFrame(still ? snapshotIndex() : 0);
+  drawStep(still ? snapshotStep() : 0);
   if (!still) play();
 }
 
-/** The theme's colours, resolved for the canvas (cheap; read again at every frame, so a theme switch follows). */
+/** The theme's colours, resolved for the canvas (cheap; read again at every draw, so a theme switch follows). */
 function readColours() {
   const cs = getComputedStyle(view.wrap);
   view.look = {
@@ -83,10 +90,10 @@ function readColours() {
   };
 }
 
-/** Scene contract: a dozen beats, most while both drawn policies are busy (the scrubber reaches every frame). */
+/** Scene contract: a dozen beats (steps), most while both drawn policies are busy (the scrubber reaches every step). */
 function beats(data) {
-  const lengths = data.policies.map((p) => p.frames.length).filter((n) => n > 0);
-  return twoRunBeats(Math.min(...lengths) - 1, Math.max(...lengths) - 1, true);
+  const pols = data.policies.filter((p) => data.drawn.includes(p.name));
+  return twoRunBeats(Math.min(...pols.map((p) => p.num_steps - 1)), Math.max(...pols.map((p) => p.num_steps - 1)), true);
 }
 
 export function numSteps(data) {
@@ -96,25 +103,37 @@ export function numSteps(data) {
 export function showStep(i) {
   if (!view || !view.data) return;
   pause();
-  showFrame(beatAt(beats(view.data), i));
+  drawStep(beatAt(beats(view.data), i));
 }
 
-/** A frame where both policies are still busy: halfway through the paged run. */
-function snapshotIndex() {
-  return Math.floor((view.drawn[1].frames.length - 1) / 2);
+/** A step where both policies are still busy: halfway through the paged run. */
+function snapshotStep() {
+  return Math.floor((view.drawn[1].num_steps - 1) / 2);
 }
 
 // ---- transport -----------------------------------------------------------------------------
+/** Steps reached after `ms` of playing from step 0: slow for the intro, then fast. */
+function stepAfter(ms) {
+  const introMs = (1000 * INTRO_STEPS) / INTRO_STEPS_PER_S;
+  if (ms <= introMs) return Math.floor((ms * INTRO_STEPS_PER_S) / 1000);
+  return INTRO_STEPS + Math.floor(((ms - introMs) * FAST_STEPS_PER_S) / 1000);
+}
+
+function msFor(step) {
+  if (step <= INTRO_STEPS) return (1000 * step) / INTRO_STEPS_PER_S;
+  return (1000 * INTRO_STEPS) / INTRO_STEPS_PER_S + (1000 * (step - INTRO_STEPS)) / FAST_STEPS_PER_S;
+}
+
 function play() {
   if (!view || view.clock) return;
-  const start = view.index >= view.numFrames - 1 ? 0 : view.index;
+  const start = view.step >= view.lastStep ? 0 : msFor(view.step);
+  const total = msFor(view.lastStep) + HOLD_MS;
   view.play.textContent = '❚❚ Pause';
   view.play.setAttribute('aria-pressed', 'true');
   live(false);
   view.clock = loop((ms) => {
-    const i = (start + Math.floor(ms / MS_PER_FRAME)) % (view.numFrames + HOLD_FRAMES);
-    const j = Math.min(i, view.numFrames - 1);
-    if (j !== view.index) showFrame(j);
+    const s = Math.min(view.lastStep, stepAfter((start + ms) % total));
+    if (s !== view.step) drawStep(s);
   });
 }
 
@@ -127,19 +146,90 @@ function pause() {
   live(true);
 }
 
-/** Readouts are announced when the clock stands still, not at every frame of the animation. */
+/** Readouts are announced when the clock stands still, not at every step of the animation. */
 function live(on) {
   view.wrap.querySelectorAll('[data-live]').forEach((el) => el.setAttribute('aria-live', on ? 'polite' : 'off'));
 }
 
-function showFrame(i) {
+function drawStep(s) {
   readColours();
-  view.index = Math.max(0, Math.min(i, view.numFrames - 1));
-  view.scrub.value = String(view.index);
-  const step = view.index * view.data.frame_every;
-  view.clockText.textContent = `step ${num(step)} · frame ${view.index + 1} of ${view.numFrames}`;
-  view.panels.forEach((panel) => drawPanelFrame(panel));
+  view.step = Math.max(0, Math.min(Math.round(s), view.lastStep));
+  view.scrub.value = String(view.step);
+  view.clockText.textContent = `step ${num(view.step)} of ${num(view.lastStep)} · one step = one new token per chat in memory`;
+  view.wrap.dataset.step = String(view.step);
+  view.wrap.dataset.phase = view.step < INTRO_STEPS ? 'one-chat' : 'pool';
+  view.panels.forEach((panel) => drawPanel(panel));
+  drawChat();
   drawBlockTable();
+}
+
+// ---- who is in memory at a step: from the policy's residencies -----------------------------------
+/** Residents at step s, in admission order: [{ al, n }] (al: request id, final tokens, pages or region). */
+function residentsAt(policy, s) {
+  if (s > policy.num_steps - 1) return null;
+  const st = policy.residencies, out = [];
+  for (let k = 0; k < st.request_id.length; k++) {
+    if (st.first_step[k] > s || st.last_step[k] < s) continue;
+    const id = st.request_id[k];
+    const al = { request_id: id, num_final_tokens: view.data.num_final_tokens[id] };
+    if (st.block_table) al.block_table = st.block_table[k];
+    else { al.start_slot = st.start_slot[k]; al.num_slots = st.num_slots[k]; }
+    out.push({ al, n: st.first_num_tokens[k] + s - st.first_step[k] });
+  }
+  return out;
+}
+
+/** The sampled frame at or before step s (slot counts), as an object, or null after the run. */
+function frameAt(policy, s) {
+  if (s > policy.num_steps - 1) return null;
+  const f = policy.frames;
+  const i = Math.min(Math.floor(s / view.data.frame_every), f.step.length - 1);
+  return Object.fromEntries(Object.keys(f).map((k) => [k, f[k][i]]));
+}
+
+// ---- one chat, zoomed in -------------------------------------------------------------------
+function buildChat() {
+  const head = h('header', {}, view.chat);
+  view.chatTitle = h('h3', {}, head);
+  view.chatText = h('p', { class: 'kv-chat-text', 'aria-live': 'polite', 'data-live': '' }, view.chat);
+  view.chatCanvas = h('canvas', { class: 'kv-chat-grid', role: 'img', 'data-narrow-secondary': '' }, view.chat);
+  view.chatMath = h('p', { class: 'kv-sub kv-chat-math', 'data-secondary': '' }, view.chat);
+}
+
+/**
+ * The chat followed in the zoomed strip and the block table: the selected one; else, while it is in memory, the
+ * first chat admitted at step 0 that stays through the token-by-token intro; else the oldest chat in memory.
+ */
+function chatId() {
+  if (view.selected !== null) return view.selected;
+  const paged = view.drawn[1], st = paged.residencies;
+  const residents = residentsAt(paged, view.step) || [];
+  const intro = st.request_id.find((_, k) => st.first_step[k] === 0 && st.last_step[k] >= INTRO_STEPS);
+  if (intro !== undefined && (view.step < INTRO_STEPS || residents.some((r) => r.al.request_id === intro))) return intro;
+  return residents.length ? residents[0].al.request_id : st.request_id[0];
+}
+
+function drawChat() {
+  const d = view.data, k = d.kv_per_token, paged = view.drawn[1];
+  const id = chatId();
+  const final = d.num_final_tokens[id];
+  const r = (residentsAt(paged, view.step) || []).find((x) => x.al.request_id === id);
+  const st = paged.residencies;
+  const stays = st.request_id.map((x, i) => i).filter((i) => st.request_id[i] === id);
+  const done = stays.length && view.step > st.last_step[stays[stays.length - 1]];
+  const n = r ? r.n : done ? final : 0;
+  const colour = colourOf(view.look, id);
+  paintChat(view.chatCanvas, n, final, paged.block_size, view.look, colour);
+  view.chatTitle.textContent = `One chat, zoomed in: request #${id}`;
+  const where = r ? `in memory, ${plural(Math.ceil(n / paged.block_size), 'page')} of ${paged.block_size} tokens`
+    : done ? 'finished; its pages are free again' : 'waiting for memory (in the queue, or preempted)';
+  view.chatText.textContent = `${num(n)} of ${num(final)} tokens × ${bytes(k.bytes)} per token = ` +
+    `${bytes(n * k.bytes)} of keys and values (${k.model}, BF16) · ${where}`;
+  view.chatCanvas.setAttribute('aria-label', `Request #${id}: ${num(n)} tokens cached, each one key and one value column`);
+  view.chatMath.textContent = `Every new token appends one key and one value vector in each layer: 2 × ` +
+    `${num(k.layers)} layers × ${num(k.kv_heads)} KV heads × ${num(k.head_dim)} values × ${k.bytes_per_value} bytes = ` +
+    `${num(k.bytes)} bytes. Below, the whole cache: ${num(d.capacity_slots)} token slots, ` +
+    `${bytes(d.capacity_slots * k.bytes)} for this model.`;
 }
 
 // ---- one policy's panel: title, waste meter, grid, counts ------------------------------------
@@ -152,6 +242,7 @@ function makePanel(side) {
     meter: h('div', { class: 'kv-meter', role: 'img' }, el),
     canvas: h('canvas', { class: 'kv-grid', role: 'img' }, el),
     counts: h('p', { class: 'kv-counts' }, el),
+    note: h('p', { class: 'kv-sub kv-note', 'data-narrow-secondary': '' }, el),
   };
   const big = h('div', { class: 'readout' }, panel.readouts);
   h('span', { class: 'label', text: 'Waste so far' }, big);
@@ -169,45 +260,38 @@ function setupPanel(panel, policy) {
   panel.el.dataset.policy = policy.name;
   panel.title.textContent = policy.layout === 'paged' ? `Paged · ${policy.block_size}-token pages` : NAMES[policy.name];
   panel.sub.textContent = `Reserves ${policy.reservation}.`;
-  const last = policy.frames[policy.frames.length - 1];
-  panel.doneStep = policy.num_steps;
-  panel.lastFrame = last;
+  panel.note.textContent = policy.layout === 'paged'
+    ? 'Preempted: when a growing chat needs a page and none is free, the newest chat in memory is evicted. ' +
+      'Its pages are freed for the others, and it waits at the front of the queue to compute its keys and values again.'
+    : 'A chat is admitted only when one free region is long enough for its whole reservation; nobody is evicted.';
 }
 
-function drawPanelFrame(panel) {
+function drawPanel(panel) {
   const p = panel.policy;
-  const f = p.frames[view.index];
+  const f = frameAt(p, view.step);
   const cap = view.data.capacity_slots;
-  const done = !f;
   const fr = f || { used_slots: 0, reserved_slots: 0, internal_fragmentation_slots: 0, external_fragmentation_slots: 0 };
-  panel.wasteAvg.textContent = pct(done ? p.waste_fraction : f.waste_fraction_to_date, 1);
-  panel.wasteNow.textContent = done ? 'done' : pct(f.waste_fraction, 1);
+  panel.wasteAvg.textContent = pct(f ? f.waste_fraction_to_date : p.waste_fraction, 1);
+  panel.wasteNow.textContent = f ? pct(f.waste_fraction, 1) : 'done';
   const parts = [fr.used_slots, fr.reserved_slots, fr.internal_fragmentation_slots, fr.external_fragmentation_slots];
   parts.forEach((v, k) => { panel.segs[k].style.width = `${(100 * v) / cap}%`; });
   panel.meter.setAttribute('aria-label', `Of ${num(cap)} slots: ${num(parts[0])} hold tokens, ${num(parts[1])} reserved ` +
     `for later tokens, ${num(parts[2])} never used, ${num(parts[3])} free but too fragmented`);
-  panel.counts.textContent = done
-    ? `All ${plural(p.num_finished_requests, 'request')} finished by step ${num(p.num_steps)}.`
-    : `${num(f.num_resident_requests)} in memory · ${num(f.num_waiting_requests)} waiting · ` +
-      `${num(f.num_finished_requests)} finished${p.layout === 'paged' ? ` · ${num(f.num_preemptions_total)} preempted so far` : ''}`;
-  drawGrid(panel, f);
-}
-
-function drawGrids() {
-  view.panels.forEach((panel) => drawGrid(panel, panel.policy.frames[view.index]));
+  panel.counts.textContent = f
+    ? `${num(f.num_resident_requests)} in memory · ${num(f.num_waiting_requests)} waiting · ` +
+      `${num(f.num_finished_requests)} finished${p.layout === 'paged' ? ` · ${num(f.num_preemptions_total)} preempted so far` : ''}`
+    : `All ${plural(p.num_finished_requests, 'request')} finished by step ${num(p.num_steps)}.`;
+  const res = residentsAt(p, view.step);
+  panel.cells = paintGrid(panel.canvas, p, res, gridOpts());
+  panel.canvas.dataset.residents = String(res ? res.length : 0);
+  panel.canvas.setAttribute('aria-label', res
+    ? `${panel.title.textContent}: ${plural(res.length, 'request')} hold ${num(res.reduce((a, r) => a + r.n, 0))} token slots`
+    : `${panel.title.textContent}: ${num(cap)} slots free`);
 }
 
 // ---- the grid (drawn by kv-cache-grid.js) -------------------------------------------------------
 function gridOpts() {
   return { blockSize: view.drawn[1].block_size, capacitySlots: view.data.capacity_slots, look: view.look, selected: view.selected };
-}
-
-function drawGrid(panel, f) {
-  panel.cells = paintGrid(panel.canvas, panel.policy, f, gridOpts());
-  panel.canvas.setAttribute('aria-label', f
-    ? `${panel.title.textContent}: ${plural(f.num_resident_requests, 'request')} hold ${num(f.used_slots)} token slots; ` +
-      `${pct(f.waste_fraction, 1)} of allocated slots hold no token`
-    : `${panel.title.textContent}: ${num(view.data.capacity_slots)} slots free`);
 }
 
 function pickAt(panel, e) {
@@ -219,14 +303,13 @@ function pickAt(panel, e) {
 function select(id) {
   view.selected = id;
   view.picker.value = id === null ? '' : String(id);
-  drawGrids();
-  drawBlockTable();
+  drawStep(view.step);
 }
 
 // ---- legend, block table, summary ------------------------------------------------------------
 function buildLegend() {
   swatches(view.legend, [
-    ['used', 'keys and values of a token (one colour per request)'],
+    ['used', 'keys and values of a token (one colour per request; ten colours in turn)'],
     ['reserved', 'reserved, not written yet'],
     ['internal', 'reserved, never used (internal fragmentation)'],
     ['free', 'free'],
@@ -249,7 +332,7 @@ function buildBlockTable() {
 function fillRequestPicker() {
   clear(view.picker);
   h('option', { value: '', text: 'oldest in memory' }, view.picker);
-  const ids = [...new Set(view.drawn[1].allocations.map((a) => a.request_id))].sort((a, b) => a - b);
+  const ids = [...new Set(view.drawn[1].residencies.request_id)].sort((a, b) => a - b);
   for (const id of ids) h('option', { value: id, text: `#${id}` }, view.picker);
   if (view.selected !== null && !ids.includes(view.selected)) view.selected = null;
   view.picker.value = view.selected === null ? '' : String(view.selected);
@@ -260,18 +343,15 @@ function fillRequestPicker() {
   }
 }
 
-function resident(policy, id) {
-  const f = policy.frames[view.index];
-  if (!f) return null;
-  const hit = id === null ? f.residents[0] : f.residents.find(([a]) => policy.allocations[a].request_id === id);
-  return hit ? { al: policy.allocations[hit[0]], n: hit[1] } : null;
+function residentOf(policy, id) {
+  return (residentsAt(policy, view.step) || []).find((r) => r.al.request_id === id) || null;
 }
 
 function drawBlockTable() {
   const paged = view.drawn[1];
   const bs = paged.block_size;
-  const r = resident(paged, view.selected);
-  const id = view.selected !== null ? view.selected : r ? r.al.request_id : null;
+  const id = chatId();
+  const r = residentOf(paged, id);
   const pages = r ? Math.ceil(r.n / bs) : 0;
   view.btBoxes.forEach((b, j) => {
     b.li.hidden = j >= pages;
@@ -279,10 +359,9 @@ function drawBlockTable() {
     b.phys.textContent = String(r.al.block_table[j]);
     b.fill.style.width = `${(100 * Math.min(bs, r.n - j * bs)) / bs}%`;
   });
-  if (id === null) view.btText.textContent = 'No request is in memory at this step.';
-  else if (!r) view.btText.textContent = `Request #${id} is not in paged memory at this step (waiting, or finished).`;
+  if (!r) view.btText.textContent = `Request #${id} is not in paged memory at this step (waiting, preempted or finished).`;
   else {
-    view.btText.textContent = `Request #${id}${view.selected === null ? ' (the oldest in memory)' : ''}: ` +
+    view.btText.textContent = `Request #${id}${view.selected === null ? ' (in memory longest)' : ''}: ` +
       `${num(r.n)} of ${num(r.al.num_final_tokens)} tokens in ${plural(pages, 'page')} of ${bs}. ` +
       'Logical page (position in the list) → physical page (number):';
   }
@@ -292,9 +371,9 @@ function drawBlockTable() {
 
 function drawRegionNote(id) {
   const other = view.drawn[0];
-  const r = id === null ? null : resident(other, id);
+  const r = residentOf(other, id);
   if (!r) {
-    view.btRegion.textContent = id === null ? '' : `${NAMES[other.name]}: request #${id} is not in memory at this step.`;
+    view.btRegion.textContent = `${NAMES[other.name]}: request #${id} is not in memory at this step.`;
     return;
   }
   const { al, n } = r;
@@ -318,7 +397,7 @@ function drawSummary(d, pols) {
   }
   const body = h('tbody', {}, table);
   for (const p of d.policies) {
-    const tr = h('tr', { class: p.drawn ? 'drawn' : '' }, body);
+    const tr = h('tr', { class: d.drawn.includes(p.name) ? 'drawn' : '' }, body);
     h('th', { scope: 'row', text: p.layout === 'paged' ? `Paged (${p.block_size}-token pages)` : NAMES[p.name] }, tr);
     const w = h('td', {}, tr);
     const bar = h('span', { class: 'kv-minibar' }, w);
@@ -329,6 +408,7 @@ function drawSummary(d, pols) {
     h('td', { text: num(p.num_preemptions) }, tr);
   }
   const math = h('div', { class: 'kv-math', 'data-secondary': '' }, view.summary);
+  math.appendChild(mathDetails(d.kv_per_token.math, `How many bytes does one token take in ${d.kv_per_token.model}?`));
   for (const p of view.drawn) math.appendChild(mathDetails(p.math.waste_fraction, `How is ${p.name} waste computed?`));
   const src = h('p', { class: 'kbd-hint', text: `Reference: ${d.reference.source}.`, 'data-secondary': '' }, view.summary);
   src.title = 'The figure the simulation is checked against';
