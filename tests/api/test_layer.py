@@ -1,25 +1,35 @@
-"""GET /api/layer: Q/K/V, causal attention weights grouped by KV head, the MLP's activations, bounds."""
+"""GET /api/layer: Q/K/V, causal attention weights grouped by KV head, the MLP's activations, model=smollm2|toy, bounds.
+
+Tests read the model that actually serves (SmolLM2 when its file is here, else the toy), so they hold either way.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from inside_llm.api.embeddings import MAX_PROMPT_TOKENS
-from inside_llm.api.generate import demo_model
-from inside_llm.api.layer import facts
+from inside_llm.api.embeddings import MAX_PROMPT_TOKENS, served_model
+from inside_llm.api.layer import MAX_LAYER, facts
 from inside_llm.sim import catalog
 
 PROMPT = "To be, or not to be, that is the"
+MODELS = ("smollm2", "toy")
 
 
-def get(client, layer=0, prompt=PROMPT):
-    r = client.get("/api/layer", params={"prompt": prompt, "layer": layer})
+def demo_model():
+    """The model the default request reads."""
+    return served_model().model
+
+
+def get(client, layer=0, prompt=PROMPT, model=None):
+    params = {"prompt": prompt, "layer": layer} | ({"model": model} if model else {})
+    r = client.get("/api/layer", params=params)
     assert r.status_code == 200, r.text
     return r.json()
 
 
-def trace(layer, prompt=PROMPT):
-    m = demo_model()
+def trace(layer, prompt=PROMPT, model="smollm2"):
+    m = served_model(model).model
     return m.forward(m.encode(prompt), intermediates=True).layers[layer]
 
 
@@ -74,15 +84,39 @@ def test_layers_differ(client):
 
 
 def test_layer_out_of_range_gets_422_naming_layer_and_bound(client):
-    n = demo_model().config.n_layers
-    for bad in (n, -1, 99):
-        r = client.get("/api/layer", params={"prompt": "x", "layer": bad})
-        assert r.status_code == 422
-        err = r.json()["detail"][0]
-        assert err["loc"][-1] == "layer"
-    assert str(n - 1) in client.get("/api/layer", params={"layer": n}).json()["detail"][0]["msg"]
+    for model in MODELS:
+        n = served_model(model).model.config.n_layers
+        for bad in (n, -1, 99):
+            r = client.get("/api/layer", params={"prompt": "x", "layer": bad, "model": model})
+            assert r.status_code == 422
+            err = r.json()["detail"][0]
+            assert err["loc"][-1] == "layer"
+        assert str(n - 1) in client.get("/api/layer", params={"layer": n, "model": model}).json()["detail"][0]["msg"]
     spec = client.get("/openapi.json").json()["paths"]["/api/layer"]["get"]["parameters"]
-    assert next(p for p in spec if p["name"] == "layer")["schema"]["maximum"] == n - 1
+    deepest = max(served_model(m).model.config.n_layers for m in MODELS)
+    assert next(p for p in spec if p["name"] == "layer")["schema"]["maximum"] == MAX_LAYER >= deepest - 1
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_each_model_opens_its_own_layers_with_its_own_heads(client, model):
+    s = served_model(model)
+    c = s.model.config
+    d = get(client, c.n_layers - 1, model=model)
+    assert d["model"]["served"] == s.served and d["layer"] == c.n_layers - 1
+    assert len(d["heads"]) == c.n_heads and len(d["groups"]) == c.n_kv_heads
+    assert np.array(d["qkv"]["q"]).shape == (d["num_tokens"], c.n_heads * c.head_dim)
+    tr = trace(c.n_layers - 1, model=model)
+    np.testing.assert_allclose(d["heads"][-1]["weights"][-1], tr.attn[-1, -1], rtol=1e-3, atol=1e-6)
+    assert d["model"]["choices"]["toy"] == {"served": "toy", "n_layers": served_model("toy").model.config.n_layers,
+                                            "n_heads": served_model("toy").model.config.n_heads}
+
+
+def test_without_the_model_file_the_toy_serves_and_says_so(client, no_model):
+    d = get(client, 1, "Paris is", "smollm2")
+    assert d["model"]["served"] == "toy" and "fetch-model" in d["model"]["note"]
+    n = served_model("toy").model.config.n_layers
+    r = client.get("/api/layer", params={"prompt": "x", "layer": n, "model": "smollm2"})
+    assert r.status_code == 422 and str(n - 1) in r.json()["detail"][0]["msg"]
 
 
 def test_too_long_prompt_gets_422_naming_prompt(client):
@@ -90,6 +124,16 @@ def test_too_long_prompt_gets_422_naming_prompt(client):
     assert r.status_code == 422
     err = r.json()["detail"][0]
     assert err["loc"][-1] == "prompt" and str(MAX_PROMPT_TOKENS) in err["msg"]
+
+
+def test_the_slider_in_the_scene_file_reaches_the_deepest_model():
+    from inside_llm.scenes import scene_by_slug
+
+    ctl = {c.name: c for c in scene_by_slug("layer").controls}
+    if served_model("smollm2").served == "smollm2":  # the deepest model: the slider ends at its last layer exactly
+        assert ctl["layer"].max == MAX_LAYER == served_model("smollm2").model.config.n_layers - 1
+    assert ctl["layer"].max == MAX_LAYER and ctl["head"].max >= max(served_model(m).model.config.n_heads for m in MODELS) - 1
+    assert ctl["head"].api is False and [o[0] for o in ctl["model"].options] == list(MODELS)
 
 
 def test_same_url_same_bytes(client):

@@ -1,8 +1,11 @@
-"""Chapter 2, embeddings: GET /api/embeddings -> the prompt's real embedding rows rising through the demo model.
+"""Chapter 2, embeddings: GET /api/embeddings -> the prompt's real embedding rows rising through a model.
 
-For each token: its embedding row (the model's table row for its id), the residual stream after every
-layer, how much each layer changed it (relative norm of the layer's update) and the logit lens (final
-norm + tied head applied to that floor: the top-3 next-token guesses). Beside it, the real scale from
+`model=smollm2` (the default) reads the prompt with SmolLM2-135M-Instruct when its file is on this
+server; without it, and for `model=toy`, the toy model trained here serves, and the response says which
+served and why (`model.served`, `model.note`). For each drawn floor (every floor of the toy; a handful of
+SmolLM2's 31, listed in `drawn_floors`): every token's vector. For every floor: each vector's length, how
+much the layer changed it, and the logit lens (final norm + tied head applied there: the top-3 next-token
+guesses) for every token on drawn floors and for the last token on all. Beside it, the real scale from
 the catalog (Llama 3.1 70B). A pure function of the URL; the CPU timings live at
 GET /api/embeddings/measured (measured once per process) so this response stays cacheable by ETag.
 Also mounts GET /api/generate (extra_routers), which is not a chapter of its own.
@@ -12,17 +15,19 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from .. import modelfile
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
-from ..sim.transformer_ops import log_softmax
-from .generate import check_prompt, demo_model, generate_router, model_info, piece_text, prompt_tokens, sig
+from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
+from .generate import demo_model, generate_router, model_info, piece_text, prompt_tokens, sig
 
 router = APIRouter(tags=["2 · embeddings"])
 measured_router = APIRouter(tags=["2 · embeddings"])
@@ -30,62 +35,127 @@ extra_routers = [measured_router, generate_router]
 
 MAX_PROMPT_TOKENS = 64  # the stage draws a column per token; longer prompts would not be readable
 MAX_PROMPT_CHARS = 1000
-DEFAULT_PROMPT = "To be, or not to be, that is the"
+DEFAULT_PROMPT = "The capital of France is"
 SCALE_MODEL = "llama-3.1-70b"
 TOP_K = 3
-SCALE_QUANTILE = 0.98  # colour scale of a floor: +-this quantile of |value| (a few outliers saturate)
+SCALE_QUANTILE = 0.98  # colour scale: +-this quantile of |value| (a few outliers saturate)
+MODEL_CHOICES = ("smollm2", "toy")
+
+
+# ---- which model reads the prompt ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Served:
+    """The model behind `model=`: the one asked for when it is on this server, else the toy, and why."""
+
+    requested: str
+    served: str            # "smollm2" | "toy"
+    model: object          # the model object (the demo transformer's interface)
+    note: str | None       # why the toy serves when smollm2 was asked for; None otherwise
+
+
+def _real_model():
+    """(SmolLM2-135M-Instruct, None) when its file is on this server, else (None, why not)."""
+    m = modelfile.served_smollm()
+    if m is None:
+        return None, (f"SmolLM2-135M-Instruct is not on this server ({modelfile.HOW_TO_FETCH}); "
+                      "the toy model trained here serves meanwhile.")
+    return m, None
+
+
+def served_model(requested: str = "smollm2") -> Served:
+    if requested == "smollm2":
+        m, why = _real_model()
+        if m is not None:
+            return Served(requested, "smollm2", m, None)
+        return Served(requested, "toy", demo_model(), why)
+    return Served(requested, "toy", demo_model(), None)
+
+
+def served_info(s: Served) -> dict:
+    """model_info plus which model was asked for, which serves, why when they differ, and what each
+    choice of `model` would serve (so a page can bound its layer and head controls before it asks)."""
+    choices = {}
+    for name in MODEL_CHOICES:
+        o = served_model(name)
+        choices[name] = {"served": o.served, "n_layers": o.model.config.n_layers, "n_heads": o.model.config.n_heads}
+    return model_info(s.model) | {"requested": s.requested, "served": s.served, "note": s.note, "choices": choices}
+
+
+def check_model_prompt(text: str, info: ValidationInfo, max_tokens: int) -> str:
+    """ValueError (a 422 on `prompt`) unless the text is at most max_tokens tokens of the model that serves."""
+    m = served_model(info.data.get("model", "smollm2")).model
+    n = len(m.encode(text))
+    if n > max_tokens:
+        raise ValueError(f"the prompt is {n} tokens for the {m.name} model; at most {max_tokens} tokens are allowed")
+    return text
+
+
+def model_tokens(s: Served, prompt: str) -> tuple[list[int], list[dict], list[dict]]:
+    """(ids, chapter 1's cl100k pieces (toy only; [] otherwise), one row per model token)."""
+    if s.served == "toy":
+        return prompt_tokens(s.model, prompt)
+    m, ids = s.model, s.model.encode(prompt)
+    rows = [{"index": i, "id": t, "cl100k_id": None, "text": piece_text(m.piece(t)), "bytes": m.piece(t).hex(" ").upper(),
+             "piece": i, "fallback": False} for i, t in enumerate(ids)]
+    return ids, [], rows
+
+
+MODEL_FIELD = Field("smollm2", description="Which model reads the prompt: smollm2 (SmolLM2-135M-Instruct, when its "
+                    "file is on this server; otherwise the toy serves and the response says so) or toy (the 6M-parameter "
+                    "model trained here). No unit.")
 
 
 class PromptParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    model: Literal["smollm2", "toy"] = MODEL_FIELD
     prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text the demo model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
-        "demo-model tokens; empty gives an empty picture)."))
+        f"Text the model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
+        "tokens of the model that serves; empty gives an empty picture)."))
 
     @field_validator("prompt")
     @classmethod
-    def _prompt(cls, v: str) -> str:
-        return check_prompt(v, MAX_PROMPT_TOKENS, min_tokens=0)
+    def _prompt(cls, v: str, info: ValidationInfo) -> str:
+        return check_model_prompt(v, info, MAX_PROMPT_TOKENS)
 
 
 class Guess(BaseModel):
-    id: int = Field(description="Demo-model id of the guessed next token.")
-    text: str | None = Field(description="The piece as text; null for a partial UTF-8 byte.")
+    id: int = Field(description="Model id of the guessed next token.")
+    text: str | None = Field(description="The piece as text; null for a piece that is only part of a UTF-8 character.")
     bytes: str | None = Field(None, description="The piece's bytes in hex when text is null.")
     p: float = Field(description="Probability (0-1) after softmax over the whole vocabulary.")
 
 
 class Floor(BaseModel):
     after_layer: int = Field(description="0 = the embedding rows (before any layer); l = after layer l (1-based).")
-    vectors: list[list[float]] = Field(description="[tokens][dim] the residual stream here (4 significant digits).")
-    scale: float = Field(description=f"Colour scale: +-{SCALE_QUANTILE:.0%} quantile of |value| on this floor.")
+    drawn: bool = Field(description="Whether this floor is drawn (its vectors are sent).")
+    vectors: list[list[float]] = Field(description="[tokens][dim] the residual stream here (4 significant digits); "
+                                       "[] on a floor that is not drawn.")
+    scale: float = Field(description=f"This floor's own colour scale: +-{SCALE_QUANTILE:.0%} quantile of |value| here.")
     norm: list[float] = Field(description="[tokens] L2 norm of each vector.")
     change: list[float] | None = Field(description="[tokens] ||out - in|| / ||in||: how much this layer changed each "
                                        "token's vector (null for the embedding floor).")
-    lens: list[list[Guess]] = Field(description=f"[tokens][{TOP_K}] logit lens: the likeliest next tokens if the model "
-                                    "stopped here (final RMSNorm + tied head).")
+    lens: list[list[Guess] | None] = Field(description=f"[tokens] each token's top {TOP_K} logit-lens guesses (the "
+                                           "likeliest next tokens if the model stopped here: final RMSNorm + tied head); "
+                                           "null where not computed (tokens before the last on floors not drawn).")
 
 
 class EmbeddingsResponse(BaseModel):
     prompt: str
-    model: dict = Field(description="The demo model served (name, dim, n_layers, heads, ...).")
+    model: dict = Field(description="The model that serves (name, dim, n_layers, heads, ...; requested, served, note).")
     num_tokens: int
     num_pieces: int
-    num_fallback_pieces: int = Field(description="cl100k pieces outside the demo vocabulary, spelled byte by byte.")
-    pieces: list[dict] = Field(description="Chapter 1's cl100k_base pieces: id, text, bytes, in_vocab.")
+    num_fallback_pieces: int = Field(description="cl100k pieces outside the toy vocabulary, spelled byte by byte.")
+    pieces: list[dict] = Field(description="Chapter 1's cl100k_base pieces (toy model only): id, text, bytes, in_vocab.")
     tokens: list[dict] = Field(description="The model's tokens: index, id, cl100k_id, text, bytes, piece, fallback.")
     floors: list[Floor] = Field(description="n_layers + 1 floors, bottom (embedding rows) to top.")
+    drawn_floors: list[int] = Field(description="The floors drawn (after_layer values), bottom to top.")
+    shared_scale: float = Field(description=f"One colour scale for every drawn floor: +-{SCALE_QUANTILE:.0%} quantile of "
+                                "|value| over all of them.")
     next_token: Guess | None = Field(description="The model's actual prediction after the last token (argmax); "
                                      "null for an empty prompt.")
     real_model: dict = Field(description="The real thing from the catalog: name, hidden_size, num_layers, source.")
     math: dict
-
-
-def _lens(m, x: np.ndarray) -> list[list[dict]]:
-    """Top-TOP_K next-token guesses [T][k] for residual rows x [T, dim]."""
-    p = np.exp(log_softmax(m.head(x)))  # [T, V]
-    top = np.argsort(-p, axis=-1, kind="stable")[:, :TOP_K]
-    return [[_guess(m, int(i), p[t, i]) for i in row] for t, row in enumerate(top)]
 
 
 def _guess(m, i: int, p: float) -> dict:
@@ -94,15 +164,26 @@ def _guess(m, i: int, p: float) -> dict:
             "p": float(f"{p:.4g}")}
 
 
-def layer_change(resid_in: np.ndarray, resid_out: np.ndarray) -> np.ndarray:
-    """[T] ||out - in|| / ||in|| per token: the size of a layer's update relative to what came in."""
-    return np.linalg.norm(resid_out - resid_in, axis=-1) / np.linalg.norm(resid_in, axis=-1)
+def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, lens: list) -> dict:
+    return {"after_layer": l, "drawn": drawn, "vectors": sig(x) if drawn else [],
+            "scale": float(f"{colour_scale([x], SCALE_QUANTILE):.3g}"), "norm": sig(np.linalg.norm(x, axis=-1)),
+            "change": None if change is None else sig(change), "lens": lens}
 
 
-def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None) -> dict:
-    return {"after_layer": l, "vectors": sig(x), "scale": float(f"{np.quantile(np.abs(x), SCALE_QUANTILE):.3g}"),
-            "norm": sig(np.linalg.norm(x, axis=-1)), "change": None if change is None else sig(change),
-            "lens": _lens(m, x)}
+def _floors(m, xs: list[np.ndarray], changes: list, drawn: list[int]) -> list[dict]:
+    """Every floor; the logit lens for every token on drawn floors and for the last token on the others,
+    in one pass through the output head (it is the largest matrix: reading it once per floor would dominate)."""
+    T = len(xs[0])
+    rows = [range(T) if f in drawn else range(T - 1, T) for f in range(len(xs))]  # which tokens get a lens
+    ids, p = logit_lens(m, np.concatenate([x[list(r)] for x, r in zip(xs, rows, strict=True)]), TOP_K)
+    out, n = [], 0
+    for f, (x, c, r) in enumerate(zip(xs, changes, rows, strict=True)):
+        lens: list = [None] * T
+        for t in r:
+            lens[t] = [_guess(m, int(i), float(q)) for i, q in zip(ids[n], p[n], strict=True)]
+            n += 1
+        out.append(_floor(m, f, x, c, f in drawn, lens))
+    return out
 
 
 def real_model() -> dict:
@@ -136,35 +217,51 @@ def _math(m, floors: list[dict], real: dict) -> dict:
                           ["nostalgebraist, 'interpreting GPT: the logit lens' (LessWrong, 2020)"]))
 
 
+def embeddings_json(prompt: str, model: str = "smollm2") -> bytes:
+    return _embeddings_json(prompt, model, served_model(model).served)  # cached per model that actually serves
+
+
+def served_name(s: Served) -> str:
+    """The served model in a fact sentence."""
+    return "SmolLM2-135M-Instruct" if s.served == "smollm2" else "our toy model"
+
+
 @lru_cache(maxsize=64)
-def embeddings_json(prompt: str) -> bytes:
-    m = demo_model()
-    ids, pieces, rows = prompt_tokens(m, prompt)
+def _embeddings_json(prompt: str, model: str, served: str) -> bytes:
+    s = served_model(model)
+    m = s.model
+    ids, pieces, rows = model_tokens(s, prompt)
+    drawn = drawn_floors(m.config.n_layers)
     if ids:
         fw = m.forward(ids, intermediates=True)
-        floors = [_floor(m, 0, fw.embeddings, None)]
-        floors += [_floor(m, i + 1, t.resid_out, layer_change(t.resid_in, t.resid_out)) for i, t in enumerate(fw.layers)]
+        xs = [fw.embeddings] + [t.resid_out for t in fw.layers]
+        changes = [None] + [layer_change(t.resid_in, t.resid_out) for t in fw.layers]
+        floors = _floors(m, xs, changes, drawn)
+        shared = float(f"{colour_scale([xs[f] for f in drawn], SCALE_QUANTILE):.3g}")
     else:  # an empty prompt (e.g. while the box is cleared): empty floors, nothing to predict from
-        floors = [{"after_layer": i, "vectors": [], "scale": 0.0, "norm": [], "change": [] if i else None, "lens": []}
-                  for i in range(m.config.n_layers + 1)]
+        floors = [{"after_layer": i, "drawn": i in drawn, "vectors": [], "scale": 0.0, "norm": [],
+                   "change": [] if i else None, "lens": []} for i in range(m.config.n_layers + 1)]
+        shared = 0.0
     real = real_model()
     return EmbeddingsResponse(
-        prompt=prompt, model=model_info(m), num_tokens=len(ids), num_pieces=len(pieces),
+        prompt=prompt, model=served_info(s), num_tokens=len(ids), num_pieces=len(pieces),
         num_fallback_pieces=sum(not p["in_vocab"] for p in pieces), pieces=pieces, tokens=rows, floors=floors,
-        next_token=floors[-1]["lens"][-1][0] if ids else None, real_model=real, math=_math(m, floors, real)).model_dump_json().encode()
+        drawn_floors=drawn, shared_scale=shared, next_token=floors[-1]["lens"][-1][0] if ids else None,
+        real_model=real, math=_math(m, floors, real)).model_dump_json().encode()
 
 
 @router.get("/api/embeddings", response_model=EmbeddingsResponse)
 def get_embeddings(p: Annotated[PromptParams, Query()]) -> Response:
-    """The prompt's embedding rows and the residual stream after each layer of the demo model, with the logit lens."""
-    return Response(content=embeddings_json(p.prompt), media_type="application/json")
+    """The prompt's embedding rows and the residual stream after each layer of the model, with the logit lens."""
+    return Response(content=embeddings_json(p.prompt, p.model), media_type="application/json")
 
 
 def facts(p: PromptParams | None = None) -> dict[str, str]:
     p = p or PromptParams()
-    real, c = real_model(), demo_model().config
-    num_tokens = json.loads(embeddings_json(p.prompt))["num_tokens"]
-    return {"num_tokens": f"{num_tokens:,} token{'' if num_tokens == 1 else 's'}", "num_numbers": f"{num_tokens * c.dim:,}", "model_name": real["name"], "hidden_size": f"{real['hidden_size']:,}", "num_layers": str(real["num_layers"]),
+    s = served_model(p.model)
+    real, c = real_model(), s.model.config
+    num_tokens = json.loads(embeddings_json(p.prompt, p.model))["num_tokens"]
+    return {"num_tokens": f"{num_tokens:,} token{'' if num_tokens == 1 else 's'}", "num_numbers": f"{num_tokens * c.dim:,}", "served_name": served_name(s), "model_name": real["name"], "hidden_size": f"{real['hidden_size']:,}", "num_layers": str(real["num_layers"]),
             "demo_dim": f"{c.dim:,}", "demo_layers": str(c.n_layers)}
 
 

@@ -1,4 +1,7 @@
-"""Chapter 3, layer: GET /api/layer -> what one layer of the demo model computes for the prompt.
+"""Chapter 3, layer: GET /api/layer -> what one layer of a model computes for the prompt.
+
+`model=smollm2` (the default) opens a layer of SmolLM2-135M-Instruct when its file is on this server;
+without it, and for `model=toy`, the toy model trained here serves and the response says so.
 
 Each token's Query, Key and Value (after rotary positions), every attention head's real weights
 (lower-triangular: a token only looks back; query heads grouped by the KV head they share), and the
@@ -11,45 +14,74 @@ from __future__ import annotations
 import json
 import threading
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.transformer import LayerTrace
 from ..sim.transformer_ops import rms_norm
-from .embeddings import DEFAULT_PROMPT, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, SCALE_MODEL
-from .generate import check_prompt, demo_config, demo_model, model_info, prompt_tokens, sig
+from .embeddings import (
+    DEFAULT_PROMPT,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPT_TOKENS,
+    MODEL_FIELD,
+    SCALE_MODEL,
+    check_model_prompt,
+    model_tokens,
+    served_info,
+    served_model,
+    served_name,
+)
+from .generate import demo_model, model_info, sig
 
 router = APIRouter(tags=["3 · layer"])
 measured_router = APIRouter(tags=["3 · layer"])
 extra_routers = [measured_router]
 
-MAX_LAYER = demo_config().n_layers - 1
+def _slider_max() -> int:
+    """The layer slider's end in scenes/03-layer.toml: SmolLM2's last layer, the deepest model this tour serves
+    (a test checks it against the model file when present). One public bound whether or not the file is here;
+    each request is then checked against the model that serves it."""
+    from ..scenes import scene_by_slug
+
+    return int(next(c.max for c in scene_by_slug("layer").controls if c.name == "layer"))
+
+
+MAX_LAYER = _slider_max()
 
 
 class LayerParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    model: Literal["smollm2", "toy"] = MODEL_FIELD
     prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text the demo model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
-        "demo-model tokens; empty gives an empty picture)."))
-    layer: int = Field(0, ge=0, le=MAX_LAYER, description=f"Which layer to open (0-based; 0-{MAX_LAYER}, the demo "
-                       "model's layers).")
+        f"Text the model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
+        "tokens of the model that serves; empty gives an empty picture)."))
+    layer: int = Field(0, ge=0, le=MAX_LAYER, description=f"Which layer to open (0-based: 0-{MAX_LAYER} layers, "
+                       "and at most the last layer of the model that serves: a 422 says which).")
 
     @field_validator("prompt")
     @classmethod
-    def _prompt(cls, v: str) -> str:
-        return check_prompt(v, MAX_PROMPT_TOKENS, min_tokens=0)
+    def _prompt(cls, v: str, info: ValidationInfo) -> str:
+        return check_model_prompt(v, info, MAX_PROMPT_TOKENS)
+
+    @field_validator("layer", mode="before")
+    @classmethod
+    def _whole(cls, v):
+        if isinstance(v, bool):  # JSON true/false is not a layer number (a query string never holds a bool)
+            raise ValueError(f"layer must be a whole number of layers, 0-{MAX_LAYER}")
+        return v
 
     @field_validator("layer")
     @classmethod
-    def _layer(cls, v: int) -> int:
-        n = demo_model().config.n_layers
+    def _layer(cls, v: int, info: ValidationInfo) -> int:
+        m = served_model(info.data.get("model", "smollm2")).model
+        n = m.config.n_layers
         if v >= n:
-            raise ValueError(f"the demo model has {n} layers: layer must be 0-{n - 1}")
+            raise ValueError(f"the {m.name} model has {n} layers: layer must be 0-{n - 1}")
         return v
 
 
@@ -103,11 +135,16 @@ def _math(m, T: int) -> dict:
                            {"dim": (c.dim, "numbers"), "ffn_dim": (c.ffn_dim, "numbers")}))
 
 
+def layer_json(prompt: str, layer: int, model: str = "smollm2") -> bytes:
+    return _layer_json(prompt, layer, model, served_model(model).served)  # cached per model that actually serves
+
+
 @lru_cache(maxsize=64)
-def layer_json(prompt: str, layer: int) -> bytes:
-    m = demo_model()
+def _layer_json(prompt: str, layer: int, model: str, served: str) -> bytes:
+    s = served_model(model)
+    m = s.model
     c = m.config
-    ids, _, rows = prompt_tokens(m, prompt)
+    ids, _, rows = model_tokens(s, prompt)
     T = len(ids)
     tr = m.forward(ids, intermediates=True).layers[layer] if T else _empty_trace(m)
     q, k, v = (a.transpose(1, 0, 2) for a in (tr.q, tr.k, tr.v))  # [T, heads, hd]
@@ -116,7 +153,7 @@ def layer_json(prompt: str, layer: int) -> bytes:
              for h in range(c.n_heads)]
     mlp_in = rms_norm(tr.resid_mid, m.layers[layer].mlp_norm, c.norm_eps)  # [T, dim]
     return LayerResponse(
-        prompt=prompt, layer=layer, model=model_info(m), num_tokens=T, tokens=rows,
+        prompt=prompt, layer=layer, model=served_info(s), num_tokens=T, tokens=rows,
         groups=[{"kv_head": j, "query_heads": list(range(j * g, (j + 1) * g))} for j in range(c.n_kv_heads)],
         qkv={"q": sig(q.reshape(T, c.n_heads * c.head_dim)), "k": sig(k.reshape(T, c.n_kv_heads * c.head_dim)),
              "v": sig(v.reshape(T, c.n_kv_heads * c.head_dim)),
@@ -142,13 +179,13 @@ def _empty_trace(m) -> LayerTrace:
 @router.get("/api/layer", response_model=LayerResponse)
 def get_layer(p: Annotated[LayerParams, Query()]) -> Response:
     """Q, K, V, the attention heads' weights and the MLP's activations of one demo-model layer for the prompt."""
-    return Response(content=layer_json(p.prompt, p.layer), media_type="application/json")
+    return Response(content=layer_json(p.prompt, p.layer, p.model), media_type="application/json")
 
 
 def facts(p: LayerParams | None = None) -> dict[str, str]:
     p = p or LayerParams()
-    r, d = catalog.model(SCALE_MODEL), json.loads(layer_json(p.prompt, p.layer))
-    return {"layer": str(p.layer), "demo_layers": str(d["model"]["n_layers"]), "num_tokens": f"{d['num_tokens']:,} token{'' if d['num_tokens'] == 1 else 's'}",
+    r, d = catalog.model(SCALE_MODEL), json.loads(layer_json(p.prompt, p.layer, p.model))
+    return {"layer": str(p.layer), "served_name": served_name(served_model(p.model)), "demo_layers": str(d["model"]["n_layers"]), "num_tokens": f"{d['num_tokens']:,} token{'' if d['num_tokens'] == 1 else 's'}",
             "demo_heads": str(d["model"]["n_heads"]), "demo_kv_heads": str(d["model"]["n_kv_heads"]), "model_name": r.name, "num_heads": str(r.num_attention_heads), "num_kv_heads": str(r.num_key_value_heads),
             "hidden_size": f"{r.hidden_size:,}", "ffn_dim": f"{r.intermediate_size:,}"}
 

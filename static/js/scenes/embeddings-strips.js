@@ -57,13 +57,64 @@ function image(W, H, fill) {
   return canvas.toDataURL('image/png');
 }
 
-/** A guess {text, bytes} as it reads in a small label: its bytes in hex when it is part of a character. */
-export const guessLabel = (g) => (g.text === null ? `<${g.bytes}>` : tokenLabel(g.text));
+/**
+ * A token or guess {text, bytes} as it reads in a small label: spaces as ·, newlines as ↵; a piece that is only
+ * part of a character (text null) shows what of it decodes, then its leftover raw bytes in hex as ⟨F0 9F⟩.
+ */
+export function pieceLabel(p) {
+  if (p.text !== null && p.text !== undefined) return tokenLabel(p.text);
+  const raw = Uint8Array.from((p.bytes || '').split(' ').filter(Boolean), (x) => parseInt(x, 16));
+  let n = raw.length;
+  for (; n > 0; n--) {
+    try { new TextDecoder('utf-8', { fatal: true }).decode(raw.subarray(0, n)); break; } catch { /* shorter */ }
+  }
+  const head = n ? tokenLabel(new TextDecoder().decode(raw.subarray(0, n))) : '';
+  return `${head}⟨${[...raw.subarray(n)].map((b) => b.toString(16).toUpperCase().padStart(2, '0')).join(' ')}⟩`;
+}
+
+/** Legend words for ⟨..⟩ and ·, shared by chapters 2 and 3. */
+export const PIECE_KEY = '· is a space (·the = “ the”); a piece without · joins the word before it; ⟨F0 9F⟩ = raw bytes, ' +
+  'part of a character (an emoji, say) that the vocabulary spells in several pieces';
+
+export const guessLabel = pieceLabel;
 
 /** A token piece as it reads in a small label: spaces as ·, newlines as ↵. */
 export function tokenLabel(text) {
   if (text === null || text === undefined) return '�';
-  return text.replace(/ /g, '·').replace(/\n/g, '↵').replace(/\t/g, '→') || '∅';
+  return text.replace(/[ \u00a0]/g, '·').replace(/\n/g, '↵').replace(/\t/g, '→') || '∅';
+}
+
+/** The served model in a few words, from the response. */
+export function modelWords(m) {
+  return m.served === 'smollm2' ? `SmolLM2-135M-Instruct (${num(m.num_params / 1e6, 3)} M parameters, a real chat model)`
+    : `our toy model (“${m.name}”, ${num(m.num_params / 1e6, 2)} M parameters, trained here on Shakespeare)`;
+}
+
+/** A line saying why the toy model serves when SmolLM2 was asked for (its file is not on this server). */
+export function modelNote(before, m) {
+  before.parentNode.querySelector(':scope > .model-note')?.remove();
+  if (m.note) before.before(h('p', { class: 'model-note', role: 'status', text: m.note }));
+}
+
+/**
+ * Keep the layer and head sliders inside the model the visitor switches to: on a change of the model select,
+ * clamp them to that model's counts (from the last response's `choices`) before the new request goes out.
+ */
+export function followModelSelect(ctx, getData) {
+  const sel = document.getElementById('ctl-model');
+  if (!sel) return () => {};
+  const onChange = () => {
+    const c = getData()?.model?.choices?.[sel.value];
+    if (!c) return;
+    for (const [name, n] of [['layer', c.n_layers], ['head', c.n_heads]]) {
+      const el = document.getElementById(`ctl-${name}`);
+      if (!el || !(name in ctx.params)) continue;
+      if (el.type === 'range') el.max = String(n - 1);
+      if (ctx.params[name] > n - 1) ctx.setParam(name, n - 1);
+    }
+  };
+  sel.addEventListener('change', onChange);
+  return () => sel.removeEventListener('change', onChange);
 }
 
 export function readout(parent, label, value, unit, cls = '') {

@@ -5,11 +5,13 @@ import { swatches } from '../lib/legend.js';
 import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
-import { colours, vectorImage, tokenLabel, guessLabel, readout, measuredBars, legendScale, variantFor, drawToScale } from './embeddings-strips.js';
+import { fitted } from '../lib/fit.js';
+import { colours, vectorImage, pieceLabel, PIECE_KEY, readout, measuredBars, legendScale, variantFor, drawToScale, modelWords,
+  modelNote } from './embeddings-strips.js';
 
 const VARIANTS = {
-  wide: { name: 'wide', W: 1000, label: 92, lens: 190, maxCols: 24, maxCell: 7 },
-  narrow: { name: 'narrow', W: 360, label: 30, lens: 0, maxCols: 9, maxCell: 5 },
+  wide: { name: 'wide', W: 1000, label: 92, lens: 190, maxCols: 24, maxCell: 7, maxTile: 84 },
+  narrow: { name: 'narrow', W: 360, label: 30, lens: 0, maxCols: 9, maxCell: 5, maxTile: 64 },
 };
 const RISE_MS = 300; // between floors while the vectors rise
 let view = null;
@@ -26,13 +28,14 @@ export function mount(stage, context) {
     note: h('p', { class: 'emb-note' }, wrap),
     figure: h('div', { class: 'emb-figure' }, wrap),
     legend: h('div', { class: 'legend emb-legend' }, wrap),
-    lens: h('div', { class: 'emb-lens', 'aria-live': 'polite' }, wrap),
+    lens: h('div', { class: 'emb-lens', 'aria-live': 'polite', 'data-secondary': '' }, wrap),
     lower: h('div', { class: 'emb-lower' }, wrap),
     math: h('div', { class: 'emb-math', 'data-secondary': '' }, wrap),
   };
   view.scale = h('section', { class: 'emb-real', 'aria-label': 'The real thing, to scale' }, view.lower);
-  view.meas = h('section', { class: 'strip-measured', 'aria-label': 'Measured on this server' }, view.lower);
-  view.ro = new ResizeObserver(() => { if (view?.data?.num_tokens && variantFor(stage) !== view.variant) draw(); });
+  view.meas = h('section', { class: 'strip-measured', 'aria-label': 'Measured on this server', 'data-secondary': '' }, view.lower);
+  const stale = () => variantFor(stage) !== view.variant || fitted() !== view.dense;
+  view.ro = new ResizeObserver(() => { if (view?.data?.num_tokens && stale()) draw(); });
   view.ro.observe(stage);
 }
 
@@ -43,9 +46,10 @@ export function unmount() {
   view = null;
 }
 
-export function update(data) {
+export function update(data, params = {}) {
   if (!view) return;
   view.data = data;
+  view.perFloor = params.colours !== 'shared';
   // the selected token: kept while it exists; an empty prompt (no tokens) clears it
   if (view.sel === null || view.sel < 0 || view.sel >= data.num_tokens) view.sel = data.num_tokens ? data.num_tokens - 1 : null;
   if (!data.num_tokens) return drawEmpty();
@@ -63,7 +67,9 @@ export function update(data) {
 }
 
 /** Step 0: the tokens alone; step k: floors 0..k-1 (the embedding first); the last step shows every floor. */
-export function numSteps(data) { return data.floors.length + 1; }
+export function numSteps(data) { return drawnCount(data) + 1; }
+
+const drawnCount = (d) => d.floors.filter((f) => f.drawn !== false).length;
 
 export function showStep(i) {
   if (!view) return;
@@ -86,7 +92,7 @@ function drawEmpty() {
 
 function rise(k) {
   reveal(k);
-  if (k < view.data.floors.length) view.timer = setTimeout(() => view && rise(k + 1), k === 0 ? 150 : RISE_MS);
+  if (k < drawnCount(view.data)) view.timer = setTimeout(() => view && rise(k + 1), k === 0 ? 150 : RISE_MS);
 }
 
 function reveal(k) {
@@ -102,24 +108,36 @@ function drawReadouts(d) {
   const m = d.model;
   readout(view.readouts, 'Tokens', num(d.num_tokens), d.num_fallback_pieces ? `tokens · ${plural(d.num_fallback_pieces, 'piece')} in bytes` : 'tokens');
   const real = d.real_model.name.replace(/^Llama [\d.]+ /, '');
-  readout(view.readouts, 'Numbers per token', num(m.dim), `demo (${real}: ${num(d.real_model.hidden_size)})`);
-  readout(view.readouts, 'Layers', num(m.n_layers), `demo (${real}: ${num(d.real_model.num_layers)})`);
-  readout(view.readouts, 'Next token', guessLabel(d.next_token), `${pct(d.next_token.p, 0)} likely`, 'emb-next');
+  const who = m.served === 'smollm2' ? 'SmolLM2' : 'toy';
+  readout(view.readouts, 'Numbers per token', num(m.dim), `${who} (${real}: ${num(d.real_model.hidden_size)})`);
+  readout(view.readouts, 'Layers', num(m.n_layers), `${who} (${real}: ${num(d.real_model.num_layers)})`);
+  readout(view.readouts, 'Next token', pieceLabel(d.next_token), `${pct(d.next_token.p, 0)} likely`, 'emb-next');
 }
 
 function drawNote(d) {
   const m = d.model;
   clear(view.note);
-  view.note.append(`Our demo model (“${m.name}”, ${num(m.num_params / 1e6, 2)} M parameters, trained on Shakespeare) ` +
-    `swaps each token for its ${num(m.dim)}-number embedding row; each square below is one number. `);
-  legendScale(view.note, 'each floor scaled to its own ±range');
+  modelNote(view.note, m);
+  view.note.append(`${cap(modelWords(m))} swaps each token for its ${num(m.dim)}-number embedding row; each small square below is one ` +
+    'number, the row wrapped into a block. ');
+  const drawn = d.floors.filter((f) => f.drawn !== false);
+  if (drawn.length < d.floors.length) {
+    view.note.append(`Drawn: ${drawn.length} of the ${d.floors.length} floors (the embedding and layers ` +
+      `${drawn.slice(1).map((f) => f.after_layer).join(', ')}); ⋮ marks layers passed over. `);
+  }
+  legendScale(view.note, view.perFloor
+    ? 'each floor scaled to its own range, given at its left: compare patterns, not strength, between floors'
+    : `one scale for every floor: full colour = ±${num(d.shared_scale, 2)}, so growth shows`);
 }
+
+const cap = (t) => t[0].toUpperCase() + t.slice(1);
 
 function drawLegend() {
   swatches(view.legend, [
-    ['sw-change', 'how much the layer changed the vector: ‖out − in‖ / ‖in‖ (full bar = 100%, ×n past it)'],
-    ['sw-guess', 'text above a block: the likeliest next token if the model stopped on that floor'],
-    ['sw-fallback', 'dashed chip: a piece outside the demo vocabulary, spelled byte by byte'],
+    ['sw-change', 'bar under a block: how much that layer changed the token’s numbers (length of the change ÷ length before; a full bar = 100% or more)'],
+    ['sw-guess', 'word above a block: the model’s likeliest next token if it stopped on that floor (grey: under 10% sure)'],
+    ['sw-piece', PIECE_KEY],
+    view.data.num_fallback_pieces > 0 && ['sw-fallback', 'dashed chip: a piece outside the demo vocabulary, spelled byte by byte'],
   ]);
 }
 
@@ -132,7 +150,8 @@ function layout(d, v) {
   const area = v.W - v.label - (v.lens ? v.lens + 16 : 0);
   const colW = area / nT, tileMax = colW * 0.84;
   const C = Array.from({ length: dim }, (_, k) => k + 1).find((c) => dim % c === 0 && c * c >= dim);
-  const R = dim / C, cell = Math.min(v.maxCell, tileMax / C);
+  const maxTile = fitted() ? 46 : v.maxTile; // a slide frame (embed, presenter) is short: smaller blocks
+  const R = dim / C, cell = Math.min(v.maxCell, tileMax / C, maxTile / R);
   const gap = Math.max(1, Math.round((colW - C * cell) / cell));
   const tileW = C * cell, tileH = R * cell, pitch = (C + gap) * cell;
   const guess = pitch >= 34;
@@ -144,24 +163,34 @@ function layout(d, v) {
 
 function draw() {
   const d = view.data, v = VARIANTS[(view.variant = variantFor(view.stage))];
+  view.dense = fitted();
   view.wrap.classList.toggle('wide', v.name === 'wide');
-  const L = layout(d, v), nF = d.floors.length, chipH = 30;
-  const H = 18 + nF * L.floorH + chipH + 8;
+  const L = layout(d, v), chipH = 30;
+  const drawn = d.floors.map((fl, f) => f).filter((f) => d.floors[f].drawn !== false);
+  const gaps = drawn.map((f, k) => (k ? f - drawn[k - 1] - 1 : 0)); // layers passed over below each drawn floor
+  const gapH = 16, nF = drawn.length, H = 18 + nF * L.floorH + gaps.filter(Boolean).length * gapH + chipH + 8;
   const fig = clear(view.figure);
   const s = root(fig, v.W, H, `${plural(d.num_tokens, 'token')} as ${d.model.dim}-number vectors rising through ${d.model.n_layers} ` +
-    `layers of the demo model; the model's next-token guess after the last layer: ${guessLabel(d.next_token)}.`);
+    `layers of ${d.model.name}; the model's next-token guess after the last layer: ${pieceLabel(d.next_token)}.`);
   s.classList.add('emb-svg', `emb-${v.name}`);
   const pal = colours();
   const xOf = (i) => L.x0 + (i - L.first) * L.pitch;
-  const yOf = (f) => 18 + (nF - 1 - f) * L.floorH; // top of floor f's band
+  const ys = [];  // top of each drawn floor's band, top floor first
+  let y = 18;
+  for (let k = nF - 1; k >= 0; k--) {
+    ys[k] = y;
+    y += L.floorH;
+    if (gaps[k]) { folded(s, v, y, gaps[k], drawn[k - 1] + 1, drawn[k] - 1); y += gapH; }
+  }
   const selRect = svg('rect', { class: 'emb-sel', y: 14, width: L.tileW + 8, height: H - 18, rx: 6 }, s);
-  const floors = d.floors.map((fl, f) => drawFloor(s, d, fl, f, L, v, pal, xOf, yOf(f)));
+  const floors = [];
+  drawn.forEach((f, k) => { floors[f] = drawFloor(s, d, d.floors[f], f, L, v, pal, xOf, ys[k]); });
   const chips = drawChips(s, d, L, xOf, H - chipH - 4, chipH);
   if (v.lens) {
-    svg('line', { x1: v.W - v.lens - 8, x2: v.W - v.lens - 8, y1: 14, y2: yOf(0) + L.floorH - 6, class: 'emb-divider' }, s);
+    svg('line', { x1: v.W - v.lens - 8, x2: v.W - v.lens - 8, y1: 14, y2: H - chipH - 10, class: 'emb-divider' }, s);
     view.lensHead = svg('text', { x: v.W - v.lens, y: 10, class: 'emb-small emb-lens-head' }, s);
   }
-  view.tower = { s, L, v, floors, chips, selRect, xOf, yOf };
+  view.tower = { s, L, v, floors: floors.filter(Boolean), byFloor: floors, chips, selRect, xOf };
   if (L.first > 0) {
     svg('text', { x: v.W / 2, y: 11, 'text-anchor': 'middle', class: 'emb-small',
       text: `showing the last ${L.nT} of ${d.num_tokens} tokens` }, s);
@@ -170,24 +199,31 @@ function draw() {
   select(view.sel, false, true);
 }
 
+/** A band standing for the layers between two drawn floors: ⋮ and which layers. */
+function folded(s, v, y, n, from, to) {
+  svg('text', { x: v.name === 'wide' ? 0 : 2, y: y + 11, class: 'emb-small emb-folded',
+    text: `⋮ ${n === 1 ? `layer ${from}` : `layers ${from}–${to}`} (not drawn)` }, s);
+}
+
 function drawFloor(s, d, fl, f, L, v, pal, xOf, y) {
-  const g = svg('g', { class: 'emb-floor' }, s);
+  const g = svg('g', { class: 'emb-floor', 'data-floor': fl.after_layer }, s);
   const ty = y + L.guessH, mid = ty + L.tileH / 2;
+  const scale = view.perFloor ? fl.scale : d.shared_scale;
   if (v.name === 'wide') {
-    svg('text', { x: 0, y: mid - 2, class: 'emb-floor-label', text: f === 0 ? 'Embedding' : `Layer ${f}` }, g);
-    svg('text', { x: 0, y: mid + 12, class: 'emb-small', text: `colour ±${num(fl.scale, 2)}` }, g);
+    svg('text', { x: 0, y: mid - 2, class: 'emb-floor-label', text: f === 0 ? 'Embedding' : `Layer ${fl.after_layer}` }, g);
+    if (view.perFloor) svg('text', { x: 0, y: mid + 12, class: 'emb-small', text: `colour ±${num(fl.scale, 2)}` }, g);
   } else {
-    svg('text', { x: 0, y: mid + 4, class: 'emb-floor-label', text: f === 0 ? 'emb' : `L${f}` }, g);
+    svg('text', { x: 0, y: mid + 4, class: 'emb-floor-label', text: f === 0 ? 'emb' : `L${fl.after_layer}` }, g);
   }
   const idx = Array.from({ length: L.nT }, (_, j) => L.first + j);
   svg('image', { x: xOf(L.first), y: ty, width: (L.nT * (L.C + L.gap) - L.gap) * L.cell, height: L.tileH, preserveAspectRatio: 'none',
-    href: vectorImage(idx.map((i) => fl.vectors[i]), L.R, L.C, L.gap, fl.scale, pal), class: 'strip-img' }, g);
+    href: vectorImage(idx.map((i) => fl.vectors[i]), L.R, L.C, L.gap, scale, pal), class: 'strip-img' }, g);
   for (const i of idx) {
     const x = xOf(i);
-    if (L.guess) {
+    if (L.guess && fl.lens[i]) {
       const gs = fl.lens[i][0];
-      const t = svg('text', { x: x + L.tileW / 2, y: ty - 4, 'text-anchor': 'middle', class: 'emb-guess', text: clip(guessLabel(gs), L.pitch / 7) }, g);
-      t.style.opacity = String(0.45 + 0.55 * Math.min(1, gs.p * 2));
+      svg('text', { x: x + L.tileW / 2, y: ty - 4, 'text-anchor': 'middle', class: `emb-guess${gs.p < 0.1 ? ' unsure' : ''}`,
+        text: clip(pieceLabel(gs), L.pitch / 7) }, g);
     }
     if (fl.change) changeBar(g, x, ty + L.tileH + 3, L.tileW, fl.change[i]);
     svg('rect', { x, y: ty, width: L.tileW, height: L.tileH, class: 'emb-hit', 'data-i': i }, g);
@@ -197,11 +233,10 @@ function drawFloor(s, d, fl, f, L, v, pal, xOf, y) {
   return g;
 }
 
-/** How much the layer changed this vector, ||out - in|| / ||in||: bar full at 100%, "×n" past it. */
+/** How much the layer changed this vector, ||out - in|| / ||in||: the bar is full at 100% (or more). */
 function changeBar(g, x, y, w, c) {
   svg('rect', { x, y, width: w, height: 3, rx: 1.5, class: 'emb-bar-track' }, g);
   svg('rect', { x, y, width: w * Math.min(1, c), height: 3, rx: 1.5, class: 'emb-bar' }, g);
-  if (c > 1 && w >= 28) svg('text', { x: x + w, y: y + 11, 'text-anchor': 'end', class: 'emb-small emb-bar-x', text: `×${num(c, 2)}` }, g);
 }
 
 function drawChips(s, d, L, xOf, y, hgt) {
@@ -209,10 +244,10 @@ function drawChips(s, d, L, xOf, y, hgt) {
   for (let i = L.first; i < d.num_tokens; i++) {
     const t = d.tokens[i], x = xOf(i);
     const g = svg('g', { class: `emb-token${t.fallback ? ' fallback' : ''}`, tabindex: 0, role: 'button', 'data-i': i,
-      'aria-label': `token ${i + 1}: ${t.text === null ? `byte ${t.bytes}` : JSON.stringify(t.text)}, id ${t.id}${t.fallback ? ' (byte fallback)' : ''}` }, s);
+      'aria-label': `token ${i + 1}: ${t.text === null ? `bytes ${t.bytes}` : JSON.stringify(t.text)}, id ${t.id}${t.fallback ? ' (byte fallback)' : ''}` }, s);
     svg('rect', { x: x - 2, y, width: L.tileW + 4, height: hgt - 4, rx: 5, class: 'emb-chip' }, g);
     svg('text', { x: x + L.tileW / 2, y: y + hgt / 2 + 2, 'text-anchor': 'middle', class: 'emb-chip-text',
-      text: clip(t.text === null ? t.bytes : tokenLabel(t.text), (L.tileW + 4) / 6.6) }, g);
+      text: clip(pieceLabel(t), (L.tileW + 4) / 6.6) }, g);
     g.addEventListener('focus', () => select(i, true));
     g.addEventListener('pointerover', () => select(i, false));
     g.addEventListener('click', () => select(i, true));
@@ -221,7 +256,6 @@ function drawChips(s, d, L, xOf, y, hgt) {
   return out;
 }
 
-const changeText = (c) => (c < 1 ? pct(c, 0) : `×${num(c, 2)}`);
 
 function clip(text, n) {
   const k = Math.max(1, Math.floor(n));
@@ -244,32 +278,33 @@ function lensRows(g, v, y) {
 function select(i, announce, force = false) {
   if (!view?.tower || (i === view.sel && !announce && !force)) return;
   view.sel = i;
-  const { selRect, xOf, L, floors, chips, v } = view.tower;
+  const { selRect, xOf, L, byFloor, chips, v } = view.tower;
   selRect.setAttribute('x', (xOf(Math.max(i, L.first)) - 4).toFixed(1));
   chips.forEach((c, j) => c && c.classList.toggle('selected', j === i));
   const d = view.data, t = d.tokens[i];
-  const who = t.text === null ? `byte ${t.bytes}` : tokenLabel(t.text);
+  const who = pieceLabel(t);
   if (v.lens) {
     view.lensHead.textContent = `if it stopped here, after ${who}:`;
-    d.floors.forEach((fl, f) => floors[f].lensRows.forEach((r, k) => {
-      const gs = fl.lens[i][k];
-      r.text.textContent = `${guessLabel(gs)}  ${pct(gs.p, 0)}`;
+    d.floors.forEach((fl, f) => byFloor[f]?.lensRows.forEach((r, k) => {
+      const gs = fl.lens[i]?.[k];
+      if (!gs) return;
+      r.text.textContent = `${pieceLabel(gs)}  ${pct(gs.p, 0)}`;
       r.bar.setAttribute('width', Math.max(1, gs.p * v.lens).toFixed(1));
     }));
   }
   drawLensList(d, i, who);
-  if (announce) ctx.announce(`After ${who}: the model would say ${guessLabel(d.floors[d.floors.length - 1].lens[i][0])} next`);
+  if (announce) ctx.announce(`After ${who}: the model would say ${pieceLabel(d.floors[d.floors.length - 1].lens[i][0])} next`);
 }
 
 function drawLensList(d, i, who) {
   clear(view.lens);
   h('p', { class: 'emb-lens-title', text: `After ${who}, the next token would be… (floor by floor, top 3)` }, view.lens);
   const ol = h('ol', { class: 'emb-lens-list' }, view.lens);
-  [...d.floors].reverse().forEach((fl) => {
+  [...d.floors].reverse().filter((fl) => fl.lens[i]).forEach((fl) => {
     const li = h('li', {}, ol);
     h('span', { class: 'emb-lens-floor', text: fl.after_layer === 0 ? 'embedding' : `layer ${fl.after_layer}` }, li);
-    h('span', { class: 'emb-lens-guesses', text: fl.lens[i].map((g) => `${guessLabel(g)} ${pct(g.p, 0)}`).join(' · ') }, li);
-    if (fl.change) h('span', { class: 'emb-lens-change', text: `layer changed it ${changeText(fl.change[i])}` }, li);
+    h('span', { class: 'emb-lens-guesses', text: fl.lens[i].map((g) => `${pieceLabel(g)} ${pct(g.p, 0)}`).join(' · ') }, li);
+    if (fl.change) h('span', { class: 'emb-lens-change', text: `layer changed it by ${pct(fl.change[i], 0)}` }, li);
   });
 }
 

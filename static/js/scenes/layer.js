@@ -1,15 +1,16 @@
 // scenes/layer.js: chapter 3: one layer of the demo model: Q/K/V, the attention heads (grouped by KV head), the MLP.
 
 import { svg, h, clear, root } from '../lib/svg.js';
-import { num, pct, plural } from '../lib/format.js';
+import { num, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
 import { fitted } from '../lib/fit.js';
-import { colours, rowsImage, tokenLabel, readout, measuredBars, legendScale, variantFor } from './embeddings-strips.js';
+import { colours, rowsImage, readout, measuredBars, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
+import { drawAttention, groupOf, tokenText } from './layer-attention.js';
 
 const VARIANTS = {
-  wide: { name: 'wide', W: 1000, label: 74, heatMax: 170, perRow: 8 },
-  narrow: { name: 'narrow', W: 360, label: 14, heatMax: 120, perRow: 4 },
+  wide: { name: 'wide', W: 1000, label: 74 },
+  narrow: { name: 'narrow', W: 360, label: 40 },
 };
 const SECTIONS = ['qkv', 'attn', 'mlp']; // the steps: each adds one part of the layer
 let view = null;
@@ -22,7 +23,7 @@ export function mount(stage, context) {
   clear(stage);
   const wrap = h('div', { class: 'ly-scene' }, stage);
   view = {
-    stage, sel: null, data: null, timer: 0, animated: false, shown: SECTIONS.length,
+    stage, wrap, sel: null, data: null, timer: 0, animated: false, shown: SECTIONS.length,
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     note: h('p', { class: 'ly-note' }, wrap),
     chips: h('div', { class: 'chips ly-chips', role: 'group', 'aria-label': 'Tokens: hover or focus one to look from it' }, wrap),
@@ -34,20 +35,26 @@ export function mount(stage, context) {
   const stale = () => variantFor(stage) !== view.variant || fitted() !== view.geo?.dense;
   view.ro = new ResizeObserver(() => { if (view?.data?.num_tokens && stale()) draw(); });
   view.ro.observe(stage);
+  view.unfollow = followModelSelect(ctx, () => view?.data);
 }
 
 export function unmount() {
   if (!view) return;
   clearTimeout(view.timer);
   view.ro.disconnect();
+  view.unfollow();
   view = null;
 }
 
-export function update(data) {
+export function update(data, params = {}) {
   if (!view) return;
+  const fresh = !view.data || data.prompt !== view.data.prompt;
   view.data = data;
-  // the selected token: kept while it exists; an empty prompt (no tokens) clears it
-  if (view.sel === null || view.sel < 0 || view.sel >= data.num_tokens) view.sel = data.num_tokens ? data.num_tokens - 1 : null;
+  // looking from: the last token for a new prompt (where a prompt's point usually shows); kept across layers and heads
+  if (fresh || view.sel === null || view.sel >= data.num_tokens) view.sel = data.num_tokens ? data.num_tokens - 1 : null;
+  view.head = Math.min(data.model.n_heads - 1, Math.max(0, Math.round(params.head ?? view.head ?? 0)));
+  narrowControl('layer', data.model.n_layers - 1);
+  narrowControl('head', data.model.n_heads - 1);
   if (!data.num_tokens) {
     for (const k of ['readouts', 'chips', ...SECTIONS]) clear(view[k]);
     view.heat = null;
@@ -99,6 +106,12 @@ function reveal(k) {
   SECTIONS.forEach((s, i) => view[s].classList.toggle('shown', i < k));
 }
 
+/** A slider's top end follows the model drawn (its layers, its heads): the form was rendered for any model. */
+function narrowControl(name, max) {
+  const el = document.getElementById(`ctl-${name}`);
+  if (el && el.type === 'range' && Number(el.max) !== max) el.max = String(max);
+}
+
 // ---- readouts, note, chips --------------------------------------------------------------------
 
 function drawReadouts(d) {
@@ -112,7 +125,8 @@ function drawReadouts(d) {
 
 function drawNote(d) {
   clear(view.note);
-  view.note.append(`Layer ${d.layer + 1} of our demo model (“${d.model.name}”) reading ${plural(d.num_tokens, 'token')}; ` +
+  modelNote(view.note, d.model);
+  view.note.append(`Layer ${d.layer + 1} of ${modelWords(d.model)} reading ${plural(d.num_tokens, 'token')}; ` +
     'every coloured pixel is one real number. ');
   legendScale(view.note, 'scaled per block');
 }
@@ -122,7 +136,7 @@ function drawChips(d) {
   view.chipEls = d.tokens.map((t, i) => {
     const c = h('button', { type: 'button', class: `chip ly-chip${t.fallback ? ' partial' : ''}`, 'aria-pressed': 'false',
       'aria-label': `token ${i + 1}: ${t.text === null ? `byte ${t.bytes}` : JSON.stringify(t.text)}` }, view.chips);
-    c.textContent = t.text === null ? t.bytes : tokenLabel(t.text);
+    c.textContent = tokenText(t);
     c.style.background = `var(--chip-${i % 6})`;
     c.addEventListener('focus', () => select(i, true));
     c.addEventListener('pointerenter', () => select(i, false));
@@ -137,14 +151,25 @@ function draw() {
   const pal = colours();
   const dense = fitted(); // a slide frame (embed, presenter) is short: thinner rows
   const budget = dense ? 70 : v.name === 'wide' ? 190 : 150; // SVG units per block of T rows
-  const rowH = Math.max(2.5, Math.min(dense ? 6 : v.name === 'wide' ? 11 : 8, budget / d.num_tokens));
+  const rowH = Math.max(2.5, Math.min(dense ? 6 : v.name === 'wide' ? 14 : 9, budget / d.num_tokens));
   view.geo = { v, rowH, dense };
   drawChips(d);
-  view.qkvFig = drawQKV(d, v, pal, rowH);
-  view.heat = drawHeads(d, v, pal);
-  view.attends = drawAttends(d);
+  view.qkvFig = drawQKV(d, v, pal, rowH, view.head);
+  view.heat = drawAttention(view.attn, d, dense ? (v.name === 'wide' ? 'dense' : 'narrowDense') : v.name, pal, view.head, {
+    row: (i) => select(i, false),
+    head: (hh) => pickHead(hh),
+  });
   view.mlpFig = drawMLP(d, v, pal, rowH);
   select(view.sel, false, true);
+}
+
+/** Open head hh large: through the `head` control when the scene has one (so the URL keeps it). */
+function pickHead(hh) {
+  if (hh === view.head) return;
+  if (ctx.params && 'head' in ctx.params) ctx.setParam('head', hh);
+  else { view.head = hh; draw(); }
+  view.attn.querySelector(`.ly-thumb[data-head="${hh}"]`)?.focus();
+  ctx.announce(`Head ${hh} drawn large`);
 }
 
 function heading(box, title, sub) {
@@ -153,108 +178,60 @@ function heading(box, title, sub) {
   if (sub) h('span', { class: 'ly-sub', text: ` ${sub}` }, hd);
 }
 
-/** Row labels and a highlight bar across a block of T rows starting at y. */
+/** Row labels (the tokens) and a highlight bar across a block of T rows starting at y. */
 function rowsFrame(s, d, v, y, rowH) {
-  if (rowH >= 8 && v.name === 'wide') {
-    d.tokens.forEach((t, i) => svg('text', { x: v.label - 6, y: y + (i + 0.5) * rowH + 3.5, 'text-anchor': 'end', class: 'ly-row-label',
-      text: t.text === null ? t.bytes.slice(0, 5) : tokenLabel(t.text).slice(0, 9) }, s));
+  const font = Math.min(11, rowH * 0.95);
+  if (font >= 5.5) {
+    d.tokens.forEach((t, i) => svg('text', { x: v.label - 6, y: y + (i + 0.5) * rowH + font * 0.35, 'text-anchor': 'end', class: 'ly-row-label',
+      'font-size': font.toFixed(1), text: clip(tokenText(t), v.name === 'wide' ? 10 : 6) }, s));
   }
   return svg('rect', { x: v.label - 3, width: v.W - v.label + 3, height: rowH, class: 'ly-row-sel', y }, s);
 }
 
-function drawQKV(d, v, pal, rowH) {
-  const m = d.model, q = d.qkv, T = d.num_tokens;
+const clip = (text, n) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
+
+/** Q, K and V of every token: rows are tokens, columns the numbers, head after head; the drawn head's
+ * query columns and its key/value head's columns are outlined. */
+function drawQKV(d, v, pal, rowH, head) {
+  const m = d.model, q = d.qkv, T = d.num_tokens, grp = groupOf(d, head), hd = m.head_dim;
   heading(view.qkv, 'Each token makes a Query, a Key and a Value', '(what am I looking for? what do I offer? what do I share?)');
-  const widths = [m.n_heads, m.n_kv_heads, m.n_kv_heads].map((n) => n * (m.head_dim + 1) - 1);
+  const widths = [m.n_heads, m.n_kv_heads, m.n_kv_heads].map((n) => n * (hd + 1) - 1);
   const gap = v.name === 'wide' ? 18 : 8, unit = (v.W - v.label - 2 * gap) / (widths[0] + widths[1] + widths[2]);
-  const top = 30, H = top + T * rowH + 6;
-  const s = root(view.qkv, v.W, H, `Queries, keys and values of ${plural(T, 'token')} in layer ${d.layer + 1}.`);
+  const top = 44, H = top + T * rowH + 20;
+  const s = root(view.qkv, v.W, H, `Queries, keys and values of ${plural(T, 'token')} in layer ${d.layer + 1}: one row per ` +
+    `token, ${hd} numbers per head; query head ${head} reads key/value head ${grp.kv_head}.`);
   s.classList.add('ly-svg');
   let x = v.label;
   const blocks = [['Query', q.q, q.q_scale, m.n_heads, 'q'], ['Key', q.k, q.k_scale, m.n_kv_heads, 'k'], ['Value', q.v, q.v_scale, m.n_kv_heads, 'v']];
+  const g = m.n_heads / m.n_kv_heads;
   blocks.forEach(([name, rows, scale, heads, cls], b) => {
-    const w = widths[b] * unit;
-    svg('text', { x, y: 12, class: `ly-block-title ${cls}`, text: v.name === 'wide' ? `${name} · ${heads} × ${m.head_dim}` : name }, s);
+    const w = widths[b] * unit, segW = hd * unit;
+    const titles = [`${name} · ${heads} heads × ${hd} = ${num(heads * hd)} numbers`, `${name} · ${heads} × ${hd}`, name];
+    svg('text', { x, y: 12, class: `ly-block-title ${cls}`, text: titles.find((t) => t.length * 7.2 < w) || name }, s);
     for (let hh = 0; hh < heads; hh++) {
-      const hx = x + hh * (m.head_dim + 1) * unit, group = cls === 'q' ? Math.floor(hh / (m.n_heads / m.n_kv_heads)) : hh;
-      svg('rect', { x: hx, y: 18, width: m.head_dim * unit, height: 4, rx: 1, class: `ly-group g${group % 4}` }, s);
+      const hx = x + hh * (hd + 1) * unit, group = cls === 'q' ? Math.floor(hh / g) : hh;
+      const mine = cls === 'q' ? hh === head : hh === grp.kv_head;
+      svg('rect', { x: hx, y: 30, width: segW, height: 5, rx: 1, class: `ly-group g${group % 4}` }, s);
+      if (segW >= 9) svg('text', { x: hx + segW / 2, y: 26, 'text-anchor': 'middle', class: `ly-head-no${mine ? ' sel' : ''}`, text: String(hh) }, s);
+      if (mine) svg('rect', { x: hx - 1.5, y: top - 3, width: segW + 3, height: T * rowH + 6, rx: 2, class: 'ly-head-sel' }, s);
     }
     svg('image', { x, y: top, width: w, height: T * rowH, preserveAspectRatio: 'none', class: 'strip-img',
-      href: rowsImage(rows, scale, pal, m.head_dim) }, s);
+      href: rowsImage(rows, scale, pal, hd) }, s);
     x += w + gap;
   });
-  const g = m.n_heads / m.n_kv_heads;
-  h('p', { class: 'ly-caption', text: `Rows: tokens. Each query head reads the key/value head marked in the same shade ` +
-    `above: ${g} query heads share each of the ${m.n_kv_heads} key/value heads (grouped-query attention), ` +
+  svg('text', { x: v.label, y: H - 4, class: 'ly-small', text: v.name === 'wide'
+    ? `rows: the ${plural(T, 'token')} · columns: their numbers, ${hd} per head (head numbers above; outlined: head ${head} and the key/value head it reads)`
+    : `rows: tokens · columns: ${hd} numbers per head` }, s);
+  h('p', { class: 'ly-caption', 'data-secondary': '', text: `Query head ${head} compares its ${hd} numbers with key head ${grp.kv_head}’s and mixes value head ` +
+    `${grp.kv_head}’s. ${g} query heads share each of the ${m.n_kv_heads} key/value heads (grouped-query attention; same colour bar = same group), ` +
     `so the cache keeps ${m.n_kv_heads} keys and values per token instead of ${m.n_heads}.` }, view.qkv);
   return { s, sel: rowsFrame(s, d, v, top, rowH), top };
-}
-
-function drawHeads(d, v, pal) {
-  const m = d.model, T = d.num_tokens, g = m.n_heads / m.n_kv_heads;
-  heading(view.attn, 'Attention heads match queries to keys', '(row: the token looking · column: the token it looks at)');
-  const perRow = Math.min(m.n_heads, v.perRow), pad = 10;
-  const size = Math.min(v.heatMax, (v.W - (perRow - 1) * pad - 2 * (m.n_kv_heads > 1 ? 8 : 0)) / perRow - 8);
-  const cell = size / T, nRows = Math.ceil(m.n_heads / perRow), rowH = size + 44;
-  const s = root(view.attn, v.W, nRows * rowH + 4, `${m.n_heads} attention heads in ${m.n_kv_heads} groups sharing a key/value head.`);
-  s.classList.add('ly-svg');
-  const pos = (hh) => ({ x: 4 + (hh % perRow) * (size + pad + 8), y: Math.floor(hh / perRow) * rowH + 34 });
-  d.groups.forEach((grp) => {
-    const a = pos(grp.query_heads[0]), b = pos(grp.query_heads[grp.query_heads.length - 1]);
-    svg('rect', { x: a.x - 4, y: a.y - 30, width: b.x - a.x + size + 8, height: size + 38, rx: 8, class: 'ly-group-box' }, s);
-    const boxW = b.x - a.x + size;
-    svg('text', { x: a.x, y: a.y - 17, class: 'ly-group-label', text: boxW >= 250
-      ? `KV head ${grp.kv_head} · shared by query heads ${grp.query_heads[0]}–${grp.query_heads[g - 1]}`
-      : boxW >= 150 ? `KV head ${grp.kv_head} · heads ${grp.query_heads[0]}–${grp.query_heads[g - 1]}` : `KV ${grp.kv_head}` }, s);
-  });
-  const rows = d.heads.map((hd) => {
-    const { x, y } = pos(hd.head);
-    svg('text', { x, y: y - 4, class: 'ly-small', text: `head ${hd.head}` }, s);
-    svg('path', { d: `M${x},${y}H${x + size}V${y + size}Z`, class: 'ly-future' }, s);
-    const full = hd.weights.map((r) => r.concat(Array(T - r.length).fill(NaN)));
-    svg('image', { x, y, width: size, height: size, preserveAspectRatio: 'none', class: 'strip-img', href: heatImage(full, pal) }, s);
-    const hit = svg('rect', { x, y, width: size, height: size, class: 'ly-hit' }, s);
-    hit.addEventListener('pointermove', (e) => {
-      const r = hit.getBoundingClientRect();
-      select(Math.min(T - 1, Math.max(0, Math.floor(((e.clientY - r.top) / r.height) * T))), false);
-    });
-    return svg('rect', { x, width: size, height: cell, class: 'ly-heat-sel' }, s);
-  });
-  return { rows, pos, cell };
-}
-
-/** Attention weights as pixels: 0 -> the panel, 1 -> --c-tokens (a square root lifts the small ones); NaN -> transparent. */
-function heatImage(rows, pal) {
-  const c = document.createElement('canvas');
-  c.width = c.height = rows.length;
-  const g = c.getContext('2d'), img = g.createImageData(rows.length, rows.length);
-  rows.forEach((r, i) => r.forEach((w, j) => {
-    if (Number.isNaN(w)) return;
-    const o = (i * rows.length + j) * 4, t = Math.sqrt(Math.min(1, w));
-    for (let k = 0; k < 3; k++) img.data[o + k] = pal.zero[k] + (pal.pos[k] - pal.zero[k]) * t;
-    img.data[o + 3] = 255;
-  }));
-  g.putImageData(img, 0, 0);
-  return c.toDataURL('image/png');
-}
-
-function drawAttends(d) {
-  const box = h('div', { class: 'ly-attends', 'aria-live': 'polite', 'data-narrow-secondary': '' }, view.attn);
-  const title = h('p', { class: 'ly-attends-title' }, box);
-  const grid = h('div', { class: 'ly-attends-grid' }, box);
-  const rows = d.heads.map((hd) => {
-    const first = hd.head > 0 && d.heads[hd.head - 1].kv_head !== hd.kv_head;
-    h('span', { class: `ly-attends-head${first ? ' kv-start' : ''}`, text: `head ${hd.head} · kv ${hd.kv_head}` }, grid);
-    const line = h('span', { class: `ly-attends-line${first ? ' kv-start' : ''}` }, grid);
-    return d.tokens.map((t) => h('span', { class: 'ly-att', text: t.text === null ? t.bytes : tokenLabel(t.text) }, line));
-  });
-  return { title, rows };
 }
 
 function drawMLP(d, v, pal, rowH) {
   const m = d.model, T = d.num_tokens, mlp = d.mlp, wide = v.W - v.label, narrowW = (wide * m.dim) / m.ffn_dim;
   heading(view.mlp, `Then the MLP stretches each vector to ${num(m.ffn_dim)} numbers and squeezes it back to ${num(m.dim)}`);
-  const bh = T * rowH, link = v.name === 'wide' ? 40 : 30, y1 = 16, y2 = y1 + bh + link + 14, y3 = y2 + bh + link + 14;
+  const bh = T * rowH, link = view.geo.dense ? 22 : v.name === 'wide' ? 40 : 30, y1 = 16, y2 = y1 + bh + link + 14, y3 = y2 + bh + link + 14;
   const s = root(view.mlp, v.W, y3 + bh + 6, `The MLP of layer ${d.layer + 1}: ${m.dim} numbers in, ${m.ffn_dim} in the middle, ${m.dim} out.`);
   s.classList.add('ly-svg');
   const cx = v.label + wide / 2, nx = cx - narrowW / 2;
@@ -280,26 +257,17 @@ function drawMLP(d, v, pal, rowH) {
 function select(i, announce, force = false) {
   if (!view?.heat || (i === view.sel && !announce && !force)) return; // pointermove within one row: nothing to do
   view.sel = i;
-  const d = view.data, { rowH } = view.geo, t = d.tokens[i];
-  const who = t.text === null ? `byte ${t.bytes}` : tokenLabel(t.text);
+  const d = view.data, { rowH } = view.geo, who = tokenText(d.tokens[i]);
   view.chipEls.forEach((c, j) => { c.classList.toggle('selected', j === i); c.setAttribute('aria-pressed', String(j === i)); });
   view.qkvFig.sel.setAttribute('y', (view.qkvFig.top + i * rowH).toFixed(1));
   view.mlpFig.sels.forEach((r, k) => r.setAttribute('y', (view.mlpFig.ys[k] + i * rowH).toFixed(1)));
-  view.heat.rows.forEach((r, hh) => r.setAttribute('y', (view.heat.pos(hh).y + i * view.heat.cell).toFixed(1)));
-  view.attends.title.textContent = `What ${who} (token ${i + 1}) attends to in each head: darker = more weight; later tokens are out of sight.`;
-  d.heads.forEach((hd, hh) => view.attends.rows[hh].forEach((el, j) => {
-    const w = j <= i ? hd.weights[i][j] : null;
-    el.classList.toggle('future', w === null);
-    el.style.background = w === null ? '' : `color-mix(in srgb, var(--c-tokens) ${Math.round(100 * Math.sqrt(w))}%, var(--panel))`;
-    el.style.color = w !== null && w > 0.35 ? '#fff' : '';
-    el.title = w === null ? 'after this token: masked' : `${pct(w, 1)} of head ${hd.head}’s attention`;
-  }));
+  view.heat.select(i);
   const v = view.selReadout.querySelector('.value');
   v.textContent = who;
   h('span', { class: 'unit', text: `token ${i + 1} of ${d.num_tokens}` }, v);
   if (announce) {
-    const top = d.heads.map((hd) => hd.weights[i].indexOf(Math.max(...hd.weights[i])));
-    ctx.announce(`${who}: head 0 looks most at ${tokenLabel(d.tokens[top[0]].text || d.tokens[top[0]].bytes)}`);
+    const w = d.heads[view.head].weights[i], top = w.indexOf(Math.max(...w));
+    ctx.announce(`${who}: head ${view.head} looks most at ${tokenText(d.tokens[top])}, ${Math.round(w[top] * 100)}%`);
   }
 }
 
