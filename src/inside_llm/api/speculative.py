@@ -100,6 +100,8 @@ class DemoOut(BaseModel):
     tokens_per_target_pass: float
     weights_cost_ratio: float = Field(description="draft / target parameters: c on a memory-bound GPU")
     predicted_speedup_memory_bound: float = Field(description="Theorem 3.8 at the measured alpha and weights_cost_ratio")
+    gpu_time: dict = Field(description="this run's GPU time in big-model passes (plain vs speculative, per pass), "
+                           "a pass costing its weight reads; speedup = plain / speculative")
     frames: list[DemoFrame]
     measured_speedup: float | None = Field(description=(
         "greedy wall time / speculative wall time of the demo models on this server's CPU (x; the one wall-clock "
@@ -120,6 +122,8 @@ class SpeculativeResponse(BaseModel):
     curve: list[dict[str, float]]
     math: dict
     demo: DemoOut
+    example_prompts: dict[str, str] = Field(description="usually_right: the default, a run the draft mostly guesses; "
+                                            "often_wrong: one where it mostly misses")
 
 
 def measured_url(p: DemoParams) -> str:
@@ -144,8 +148,9 @@ def demo_view(p: DemoParams) -> dict:
 def speculative_json(p: SpeculativeParams) -> bytes:
     """The response body for one parameter set (pure: same params, same bytes)."""
     a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
-    resp = SpeculativeResponse(**{k: a[k] for k in SpeculativeResponse.model_fields if k != "demo"},
-                               demo=demo_view(p))
+    resp = SpeculativeResponse(**{k: a[k] for k in SpeculativeResponse.model_fields if k not in ("demo", "example_prompts")},
+                               demo=demo_view(p), example_prompts={"usually_right": demo.DEFAULT_PROMPT,
+                                                                   "often_wrong": demo.HARD_PROMPT})
     return resp.model_dump_json(by_alias=True).encode()
 
 

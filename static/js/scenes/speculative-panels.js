@@ -22,30 +22,51 @@ function section(parent, cls, label) {
   return parent.querySelector(`:scope > .${cls}`) || h('section', { class: cls, 'aria-label': label }, parent);
 }
 
-// ---- ledger: target passes for the same tokens, plain vs speculative ----------------------------
-/** Two rows of cells on one token axis: plain decoding spends a pass per token, speculative one per group. */
+// ---- GPU time: one bar per pass, plain vs speculative, on one time axis --------------------------
+/**
+ * Two rows on one axis of GPU time (unit: one big-model pass, which costs its weight reads). Plain decoding:
+ * one full bar per token. Speculative: per pass, its draft passes (c each) then one big-model bar split into
+ * the tokens it kept. Up to `passes` passes (and `written` tokens) are drawn solid, the rest faint.
+ */
 export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.length) {
   clear(box);
-  const n = d.num_tokens;
+  const t = d.gpu_time, U = 10, gap = 0.12 * U;
+  const W = Math.max(t.plain, t.speculative) * U;
+  h('p', { class: 'sp-ledger-head', text: 'GPU time, one bar per pass (a pass costs its weight reads; ' +
+    `a draft pass costs c = ${fixed(t.cost_ratio, 2)} of a big-model pass)` }, box);
   const row = (label, count, draw) => {
     h('span', { class: 'sp-ledger-label', text: label }, box);
-    const s = svg('svg', { viewBox: `0 0 ${n * 10} 10`, preserveAspectRatio: 'none', class: 'sp-ledger-bar',
+    const s = svg('svg', { viewBox: `0 0 ${W} 12`, preserveAspectRatio: 'none', class: 'sp-ledger-bar',
       role: 'img', 'aria-label': `${label}: ${count}` }, box);
     draw(s);
     h('span', { class: 'sp-ledger-count', text: count }, box);
   };
-  row('Plain decoding', plural(written, 'pass', 'passes'), (s) => {
-    for (let j = 0; j < n; j++) svg('rect', { x: j * 10 + 1, y: 0, width: 8, height: 10, class: j < written ? 'own' : 'todo' }, s);
+  row('Plain decoding', `${plural(d.num_tokens, 'pass', 'passes')}`, (s) => {
+    for (let j = 0; j < d.num_tokens; j++) {
+      svg('rect', { x: j * U + gap / 2, y: 0, width: U - gap, height: 12, class: `pass ${j < written ? 'own' : 'todo'}` }, s);
+    }
+    svg('line', { x1: t.speculative * U, x2: t.speculative * U, y1: 0, y2: 12, class: 'sp-done' }, s);
   });
-  row('Speculative', plural(passes, 'pass', 'passes'), (s) => {
-    d.frames.forEach((f) => {
-      const len = f.emitted.length, x0 = f.start * 10 + 1.5, w = (len * 10 - 3) / len;
+  const drafts = d.frames.reduce((a, f) => a + f.proposed.length, 0);
+  row('Speculative', `${num(d.frames.length)} + ${num(drafts)} × ${fixed(t.cost_ratio, 2)} = ${fixed(t.speculative, 1)}`, (s) => {
+    let x = 0;
+    d.frames.forEach((f, i) => {
+      const done = i < passes, p = t.per_pass[i];
+      for (let j = 0; j < f.proposed.length && p.draft > 0; j++) {
+        const w = t.cost_ratio * U;
+        svg('rect', { x: x + w * 0.1, y: 3, width: w * 0.8, height: 6, class: `draft ${done ? '' : 'todo'}` }, s);
+        x += w;
+      }
+      const n = f.emitted.length, bw = (U - gap) / n;
       f.emitted.forEach((_, j) => {
-        const cls = f.start + j >= written ? 'todo' : j < f.num_accepted ? 'kept' : 'own';
-        svg('rect', { x: x0 + j * w + 0.4, y: 0, width: w - 0.8, height: 10, class: cls }, s);
+        const cls = !done ? 'todo' : j < f.num_accepted ? 'kept' : 'own';
+        svg('rect', { x: x + gap / 2 + j * bw + (j ? 0.3 : 0), y: 0, width: bw - (j ? 0.3 : 0), height: 12, class: `pass ${cls}` }, s);
       });
+      x += U;
     });
   });
+  h('p', { class: 'sp-ledger-sum', text: `Same ${plural(d.num_tokens, 'token')}: ${fixed(t.plain, 0)} pass-times plain, ` +
+    `${fixed(t.speculative, 1)} speculative, ${fixed(t.speedup, 1)}× sooner on a GPU (the dashed line: where speculative ends).` }, box);
 }
 
 // ---- the formula: speed-up vs γ for the chosen α and c -------------------------------------------

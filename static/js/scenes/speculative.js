@@ -30,6 +30,7 @@ export function mount(stage, context) {
     bench: h('section', { class: 'sp-bench', 'aria-label': 'This pass' }, wrap),
     text: h('p', { class: 'sp-text', 'aria-label': 'Prompt and answer so far' }, wrap),
     check: h('p', { class: 'sp-check' }, wrap),
+    other: h('p', { class: 'sp-other' }, wrap),
     ledger: h('div', { class: 'sp-ledger' }, wrap),
     legend: h('div', { class: 'legend sp-legend' }, wrap),
     panels: h('div', { class: 'sp-panels' }, wrap),
@@ -74,9 +75,23 @@ export function update(data, params) {
     ? `✓ Identical to the ${d.target_model.name} model’s own greedy answer, token for token (${d.num_tokens} of ` +
       `${d.num_tokens}), recomputed one pass per token.`
     : '✗ The answer differs from the target’s own greedy answer: a bug, not a property of the method.';
+  drawOther(data, params);
   pause();
   if (ctx.reducedMotion || ctx.options.autoplay === '0') poseStep(numSteps(data) - 1);
   else { poseStep(0); play(); }
+}
+
+/** The other example run: after the one where the draft is usually right, the one where it is often wrong. */
+function drawOther(data, params) {
+  clear(view.other);
+  const ex = data.example_prompts, prompt = (params && params.prompt) || ex.usually_right;
+  const good = prompt === ex.usually_right;
+  const d = data.demo, rate = `${pct(d.acceptance_rate, 0)} of guesses kept, ${fixed(d.gpu_time.speedup, 1)}× the speed`;
+  h('span', { text: good ? `This run: the draft is usually right (${rate}). ` :
+    prompt === ex.often_wrong ? `This run: the draft is often wrong (${rate}). ` : `Your prompt: ${rate}. ` }, view.other);
+  const b = button(view.other, good ? 'Now a run where it is often wrong →' : '← Back to a run where it is usually right', null,
+    () => ctx.setParam('prompt', good ? ex.often_wrong : ex.usually_right));
+  b.classList.add('sp-other-btn');
 }
 
 /** Scene contract: step 0 is the prompt alone; step i is big-model pass i with its verdict. */
