@@ -117,3 +117,20 @@ def test_measurement_reports_times_and_the_prediction_for_what_it_measured():
     assert m["predicted_speedup_with_verify_cost"] == pytest.approx(
         e / (3 * m["measured_cost_ratio"] + m["verify_cost_steps"]))
     assert set(m["math"]) == {"measured_speedup", "predicted_speedup", "predicted_speedup_with_verify_cost"}
+
+
+def test_gpu_time_counts_a_check_as_one_pass_and_a_draft_pass_as_c():
+    r = demo.run_demo(demo.DEFAULT_PROMPT, 4, 24)
+    t, c = r["gpu_time"], r["weights_cost_ratio"]
+    drafts = sum(len(f["proposed"]) for f in r["frames"])
+    assert t["plain"] == r["num_tokens"] == 24
+    assert t["speculative"] == pytest.approx(len(r["frames"]) + drafts * c)
+    assert t["speedup"] == pytest.approx(24 / t["speculative"]) and t["math"]["value"] == pytest.approx(t["speedup"])
+    assert [p["tokens"] for p in t["per_pass"]] == [len(f["emitted"]) for f in r["frames"]]
+
+
+def test_the_default_run_is_a_good_one_and_the_hard_prompt_a_bad_one():
+    good, bad = demo.run_demo(demo.DEFAULT_PROMPT, 4, 24), demo.run_demo(demo.HARD_PROMPT, 4, 24)
+    assert good["acceptance_rate"] >= 0.5 > 0.3 > bad["acceptance_rate"]
+    assert good["gpu_time"]["speedup"] > 1 > bad["gpu_time"]["speedup"]
+    assert good["matches_greedy"] and bad["matches_greedy"]

@@ -35,11 +35,12 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
   h('p', { class: 'sp-ledger-head', text: 'GPU time, one bar per pass (a pass costs its weight reads; ' +
     `a draft pass costs c = ${fixed(t.cost_ratio, 2)} of a big-model pass)` }, box);
   const row = (label, count, draw) => {
-    h('span', { class: 'sp-ledger-label', text: label }, box);
+    const r = h('div', { class: 'sp-ledger-row' }, box);
+    h('span', { class: 'sp-ledger-label', text: label }, r);
     const s = svg('svg', { viewBox: `0 0 ${W} 12`, preserveAspectRatio: 'none', class: 'sp-ledger-bar',
-      role: 'img', 'aria-label': `${label}: ${count}` }, box);
+      role: 'img', 'aria-label': `${label}: ${count}` }, r);
     draw(s);
-    h('span', { class: 'sp-ledger-count', text: count }, box);
+    h('span', { class: 'sp-ledger-count', text: count }, r);
   };
   row('Plain decoding', `${plural(d.num_tokens, 'pass', 'passes')}`, (s) => {
     for (let j = 0; j < d.num_tokens; j++) {

@@ -287,5 +287,6 @@ function legend() {
     ['sw-rejected', 'first mistake: rejected'],
     ['sw-dropped', 'guesses after the mistake: thrown away'],
     ['sw-own', 'the big model’s own token (the fix, or a free bonus)'],
+    ['sw-draft', 'one draft pass (in the GPU-time bars)'],
   ]);
 }
