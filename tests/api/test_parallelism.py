@@ -85,3 +85,14 @@ def test_deterministic_cached_and_fast(client):
     t0 = time.perf_counter()
     client.get("/api/parallelism", params={"tp": 1, "pp": 2, "gpus": 2, "model": "qwen2.5-72b"})
     assert time.perf_counter() - t0 < 0.5
+
+
+def test_layer_weights_as_tensor_parallelism_cuts_them(client):
+    ly = client.get("/api/parallelism").json()["layer"]
+    # Llama 3.1 70B: Q and O are 8,192 x 8,192, K and V 8,192 x 1,024; the MLP is 3 x 8,192 x 28,672.
+    assert ly["attention_params"] == 2 * 8192 * 8192 + 2 * 8192 * 1024
+    assert ly["mlp_params"] == 3 * 8192 * 28672
+    assert ly["layer_bytes"] == ly["attention_bytes"] + ly["mlp_bytes"] == 2 * (ly["attention_params"] + ly["mlp_params"])
+    assert ly["slice_bytes"] == ly["layer_bytes"] / 8
+    moe = client.get("/api/parallelism", params={"model": "mixtral-8x7b", "tp": 4, "pp": 2}).json()["layer"]
+    assert moe["num_experts"] == 8 and moe["slice_bytes"] == moe["layer_bytes"] / 4

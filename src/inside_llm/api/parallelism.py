@@ -75,6 +75,8 @@ class ParallelismResponse(BaseModel):
     prefill: dict
     decode: dict
     node: dict
+    layer: dict = Field(description="One layer's weights as tensor parallelism cuts them: attention and MLP params "
+                        "and bytes, and slice_bytes each of the tp GPUs holds (sim.parallelism.layer_weights).")
     math: dict
 
 

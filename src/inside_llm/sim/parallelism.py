@@ -34,7 +34,8 @@ from typing import Any
 from . import catalog, serving
 from .costmodel import GB, EngineConfig, StepTime, allreduce_s, memory_per_gpu, step_time
 from .derivation import Derivation, derive
-from .hardware import ACTIVATION_BYTES
+from .hardware import ACTIVATION_BYTES, weight_bytes_per_param
+from .models import param_counts
 
 MAX_NODE_GPUS = 8          # one HGX baseboard
 MAX_MICRO_BATCHES = 64
@@ -190,9 +191,24 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
         "prefill": phases["prefill"], "decode": phases["decode"],
         "node": _node_dict(node),
         "nodes": serving.node_facts(cfg, p.gpus),
+        "layer": layer_weights(cfg),
     }
     out["math"] = {k: d.to_dict() for k, d in _derivations(cfg, node, p, out).items()}
     return out
+
+
+def layer_weights(cfg: EngineConfig) -> dict[str, Any]:
+    """One transformer layer's weight matrices as tensor parallelism cuts them: attention by heads (Q, K, V
+    column slices, O row slices) and the MLP by its intermediate columns (gate/up columns, down rows), so each
+    of the tp GPUs holds 1/tp of both and both end in an all-reduce (Megatron-LM)."""
+    m, wb = cfg.model, weight_bytes_per_param(cfg.precision)
+    c = param_counts(m)
+    attention, mlp = c.attention_per_layer, c.mlp_per_layer
+    return {"hidden_size": m.hidden_size, "intermediate_size": m.intermediate_size, "q_dim": m.q_dim,
+            "kv_dim": m.kv_dim, "num_experts": m.num_local_experts if m.is_moe else 1,
+            "attention_params": attention, "mlp_params": mlp, "bytes_per_param": wb,
+            "attention_bytes": attention * wb, "mlp_bytes": mlp * wb, "layer_bytes": (attention + mlp) * wb,
+            "slice_bytes": (attention + mlp) * wb / cfg.tp}
 
 
 def _node_dict(node: catalog.NodeSpec) -> dict[str, Any]:

@@ -33,7 +33,7 @@ export function mount(stage, context) {
     budget: h('div', { class: 'gpu-budget' }, wrap),
     clock: h('div', { class: 'gpu-clock' }, wrap),
     legend: h('div', { class: 'legend gpu-legend' }, wrap),
-    math: h('div', { class: 'gpu-math' }, wrap),
+    math: h('div', { class: 'gpu-math', 'data-secondary': '' }, wrap),
     key: '', variant: null, drawing: null, data: null, timer: null, paused: false,
   };
   buildClock();

@@ -6,12 +6,13 @@ import { num, fixed, pct, duration, plural } from '../lib/format.js';
 import { prefersReducedMotion } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
 import { drawText } from './parallelism-text.js';
-import { POOL, animateBoard } from './parallelism-motion.js';
+import { POOL, animateBoard, beatCount, showBeat } from './parallelism-motion.js';
+import { drawLayer } from './parallelism-layer.js';
 
 // Two drawings, px-for-px at desktop and at phone width (viewBox width = the width it is drawn for).
 const VARIANTS = {
-  wide: { name: 'wide', W: 960, H: 390, x0: 24, gw: 204, step: 234, gh: 116, sw: 124, sh: 34, label: 14, small: 11.5, barY: 54 },
-  narrow: { name: 'narrow', W: 360, H: 330, x0: 6, gw: 82, step: 88, gh: 104, sw: 72, sh: 28, label: 12, small: 10, barY: 46 },
+  wide: { name: 'wide', W: 960, H: 390, x0: 24, gw: 204, step: 234, gh: 116, sw: 124, sh: 40, label: 14, small: 11.5, barY: 54 },
+  narrow: { name: 'narrow', W: 360, H: 330, x0: 6, gw: 82, step: 88, gh: 104, sw: 76, sh: 36, label: 12, small: 10, barY: 46 },
 };
 const NARROW_BELOW = 640;
 
@@ -25,15 +26,16 @@ export function mount(stage, context) {
     stage, ctx: context,
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     verdict: h('p', { class: 'par-verdict' }, wrap),
+    layer: h('div', { class: 'par-layer' }, wrap),
     board: h('div', { class: 'par-board' }, wrap),
-    legend: h('div', { class: 'legend par-legend' }, wrap),
+    legend: h('div', { class: 'legend par-legend', 'data-narrow-secondary': '' }, wrap),
     caption: h('p', { class: 'par-caption', 'aria-hidden': 'true' }, wrap),
-    cards: h('div', { class: 'par-cards' }, wrap),
+    cards: h('div', { class: 'par-cards', 'data-secondary': '' }, wrap),
     timeline: h('div', { class: 'par-timeline' }, wrap),
-    breakdown: h('div', { class: 'par-breakdown' }, wrap),
-    sources: h('p', { class: 'par-sources' }, wrap),
-    math: h('div', { class: 'par-math' }, wrap),
-    data: null, params: {}, variant: null, motion: null,
+    breakdown: h('div', { class: 'par-breakdown', 'data-narrow-secondary': '' }, wrap),
+    sources: h('p', { class: 'par-sources', 'data-secondary': '' }, wrap),
+    math: h('div', { class: 'par-math', 'data-secondary': '' }, wrap),
+    data: null, params: {}, variant: null, motion: null, step: null,
   };
   view.ro = new ResizeObserver(() => {
     if (view && view.data && variantFor() !== view.variant) drawAll();
@@ -52,6 +54,7 @@ export function update(data, params) {
   if (!view) return;
   view.data = data;
   view.params = params || {};
+  view.step = null; // tour.js calls showStep again after every update while a step is frozen
   drawText(view, data, phaseOf());
   drawLegend();
   drawAll();
@@ -74,12 +77,27 @@ const variantFor = () => (view.stage.clientWidth && view.stage.clientWidth < NAR
 function drawAll() {
   stopMotion();
   view.variant = variantFor();
-  const d = view.data;
-  view.drawing = drawBoard(d, VARIANTS[view.variant]);
-  view.tl = drawTimeline(d, d[phaseOf()], VARIANTS[view.variant]);
+  const d = view.data, v = VARIANTS[view.variant];
+  view.ly = drawLayer(view.layer, d, v.name === 'narrow');
+  view.drawing = drawBoard(d, v);
+  view.tl = drawTimeline(d, d[phaseOf()], v);
+  view.args = { d, p: d[phaseOf()], dr: view.drawing, tl: view.tl, ly: view.ly, v,
+    caption: (text) => { view.caption.textContent = text; } };
+  if (view.step !== null) return showBeat(view.args, view.step);
   const frozen = prefersReducedMotion() || view.ctx.options?.autoplay === '0';
-  view.motion = animateBoard({ d, p: d[phaseOf()], dr: view.drawing, tl: view.tl, v: VARIANTS[view.variant], frozen,
-    caption: (text) => { view.caption.textContent = text; } });
+  view.motion = animateBoard({ ...view.args, frozen });
+}
+
+/** Presenter beats: the tensor-parallel story of one layer (whole, cut, compute, all-reduce...) or pipeline slots. */
+export function numSteps(data) {
+  return beatCount(data);
+}
+
+export function showStep(i) {
+  if (!view || !view.data) return;
+  stopMotion();
+  view.step = Math.max(0, Math.min(i, numSteps(view.data) - 1));
+  if (view.args) showBeat(view.args, view.step);
 }
 
 function stopMotion() {
@@ -141,6 +159,7 @@ function drawGpu(parent, d, g, v) {
   const used = !!m;
   const grp = svg('g', { class: `gpu${used ? '' : ' unused'}` }, parent);
   const glow = svg('rect', { x: b.x, y: b.y, width: b.w, height: b.h, rx: 10, class: 'gpu-box' }, grp);
+  if (m && d.tp > 1) svg('rect', { x: b.x + 1.5, y: b.y + 8, width: 7, height: b.h - 16, rx: 3.5, class: `slice-mark g-${m.rank % 8}` }, grp);
   const wide = v.name === 'wide';
   const tx = b.x + (wide ? 10 : 6);
   svg('text', { x: tx, y: b.y + (wide ? 22 : 18), class: 'lbl', 'font-size': v.label, text: `GPU ${g}` }, grp);
@@ -176,13 +195,17 @@ function drawBoard(d, v) {
       G[`p${k}`] = [[x1, y1], [x2, y2]];
     }
   }
-  for (const sb of switches) {
-    svg('rect', { x: sb.x, y: sb.y, width: sb.w, height: sb.h, rx: 6, class: 'switch' }, s);
-    svg('text', { x: sb.x + sb.w / 2, y: sb.y + sb.h / 2 + 4, 'text-anchor': 'middle', class: 'sm sw-lbl',
-      'font-size': v.small, text: 'NVSwitch' }, s);
-  }
   const pulses = [...Array(POOL)].map(() => svg('circle', { r: 0, class: 'pulse', visibility: 'hidden' }, s));
-  return { svg: s, gpus, switches, pulses, n };
+  const switchBytes = [];
+  for (const sb of switches) { // over the pulses: traffic passes under the switch and never hides its bytes
+    svg('rect', { x: sb.x, y: sb.y, width: sb.w, height: sb.h, rx: 6, class: 'switch' }, s);
+    const name = svg('text', { x: sb.x + sb.w / 2, y: sb.y + sb.h / 2 + 4, 'text-anchor': 'middle', class: 'sm sw-lbl',
+      'font-size': v.small, text: 'NVSwitch' }, s);
+    const val = svg('text', { x: sb.x + sb.w / 2, y: sb.y + sb.h / 2 + v.small, 'text-anchor': 'middle', class: 'sm sw-bytes',
+      'font-size': v.small - 1, visibility: 'hidden' }, s);
+    switchBytes.push({ name, val, cy: sb.y + sb.h / 2, fs: v.small });
+  }
+  return { svg: s, gpus, switches, pulses, n, switchBytes, narrow: v.name === 'narrow' };
 }
 
 // ---- the timeline (pipeline) ---------------------------------------------------------------------

@@ -32,13 +32,13 @@ export function mount(stage, context) {
     stage,
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     note: h('p', { class: 'roofline-note' }, wrap),
-    hint: h('p', { class: 'kbd-hint roofline-hint', text: 'Drag a dot along its dotted path, or focus it and press ← →: ' +
+    hint: h('p', { class: 'kbd-hint roofline-hint', 'data-secondary': '', text: 'Drag a dot along its dotted path, or focus it and press ← →: ' +
       'decode moves with the number of chats, prefill with the prompt length.' }, wrap),
     figure: h('div', { class: 'roofline-figure' }, wrap),
     legend: h('div', { class: 'legend roofline-legend' }, wrap),
-    reuseHead: h('p', { class: 'roofline-reuse-head' }, wrap),
-    reuse: h('div', { class: 'roofline-reuse' }, wrap),
-    math: h('div', { class: 'roofline-math' }, wrap),
+    reuseHead: h('p', { class: 'roofline-reuse-head', 'data-narrow-secondary': '' }, wrap),
+    reuse: h('div', { class: 'roofline-reuse', 'data-narrow-secondary': '' }, wrap),
+    math: h('div', { class: 'roofline-math', 'data-secondary': '' }, wrap),
     key: '', chart: null, data: null, anim: null, shown: null,
   };
   view.ro = new ResizeObserver(() => {

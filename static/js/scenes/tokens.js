@@ -34,7 +34,7 @@ export function mount(stage, context) {
     source: h('div', { class: 'tok-source', 'aria-hidden': 'true' }, wrap),
     idsLabel: h('p', { class: 'eyebrow', text: 'What the model sees' }, wrap),
     ids: h('div', { class: 'ids', 'aria-label': 'Token ids' }, wrap),
-    math: h('div', {}, wrap),
+    math: h('div', { 'data-secondary': '' }, wrap),
     tip: h('div', { class: 'tooltip', hidden: true }, stage),
     lit: null, segs: [], segAt: new Map(), idEls: [],
   };
