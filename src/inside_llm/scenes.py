@@ -35,6 +35,8 @@ class Control:
     help: str = ""
     api: bool = True             # False: drawing-only, not sent to the endpoint
     scale: str = "linear"        # range controls: linear | log2 (slider moves in powers of two)
+    main: bool = False           # the chapter's main control: first in the rail, kept on a phone's bottom bar
+    question: bool = False       # text filled from the visitor's question (`q` in the URL), which it also sets
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Scene:
     slug: str
     title: str
     short: str
+    hook: str
     narration: tuple[str, ...]
     fact: str
     controls: tuple[Control, ...] = ()
@@ -50,6 +53,14 @@ class Scene:
 
     def defaults(self) -> dict[str, Any]:
         return {c.name: c.default for c in self.controls}
+
+    def main_control(self) -> Control | None:
+        """The control marked `main = true`, else the first one."""
+        return next((c for c in self.controls if c.main), self.controls[0] if self.controls else None)
+
+    def controls_main_first(self) -> tuple[Control, ...]:
+        m = self.main_control()
+        return (m, *(c for c in self.controls if c is not m)) if m else ()
 
     def fact_fields(self) -> list[str]:
         return [f for _, f, _, _ in string.Formatter().parse(self.fact) if f]
@@ -68,7 +79,7 @@ def _scene(path) -> Scene:
     number, slug = FILE_RE.match(path.name).groups()
     raw = tomllib.loads(path.read_text(encoding="utf-8"))
     narration = tuple(p.strip() for p in raw["narration"].strip().split("\n\n") if p.strip())
-    return Scene(number=int(number), slug=slug, title=raw["title"], short=raw["short"],
+    return Scene(number=int(number), slug=slug, title=raw["title"], short=raw["short"], hook=raw["hook"],
                  narration=narration, fact=raw["fact"].strip(),
                  controls=tuple(_control(c) for c in raw.get("controls", ())),
                  presets=tuple(raw.get("presets", ())))

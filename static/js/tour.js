@@ -8,10 +8,17 @@ import { loadSceneData } from './lib/offline.js';
 import { autoFit } from './lib/fit.js';
 import { bindToolbar } from './lib/share.js';
 import { createPresenter } from './lib/presenter.js';
+import { applyTheme, bindThemeToggle } from './lib/theme.js';
 
 const page = JSON.parse(document.getElementById('page-state').textContent);
 page.options = readOptions(location.search); // offline pages were rendered without the query
-if (page.offline) page.params = readParams(page.controls, location.search);
+if (page.offline) {
+  const q = new URLSearchParams(location.search);
+  page.question = q.has('q') ? q.get('q').slice(0, 500) : null;
+  page.params = readParams(page.controls, location.search, page.question);
+}
+// The visitor's question (`q`): the thread through the chapters. A `question` control shows it and sets it.
+let question = page.question ?? null;
 const opts = { ...page.options };
 const els = {
   stage: document.getElementById('stage'),
@@ -26,32 +33,40 @@ let ctl = createController(page, els, hooks);
 let fitter = null;
 
 // ---- theme --------------------------------------------------------------------------------
-const THEME_KEY = 'inside-llm-theme';
-/** localStorage throws in third-party iframes when the browser blocks their storage: never fail for it. */
-const store = {
-  get: (k) => { try { return localStorage.getItem(k); } catch { return null; } },
-  set: (k, v) => { try { localStorage.setItem(k, v); } catch { /* embed without storage: theme not saved */ } },
-};
-function applyTheme() {
-  const saved = opts.theme || store.get(THEME_KEY) || 'auto';
-  document.documentElement.dataset.theme = saved;
-}
-document.getElementById('theme-toggle')?.addEventListener('click', () => {
-  const root = document.documentElement.dataset.theme;
-  const dark = root === 'dark' || (root === 'auto' && matchMedia('(prefers-color-scheme: dark)').matches);
-  store.set(THEME_KEY, dark ? 'light' : 'dark');
+bindThemeToggle(document.getElementById('theme-toggle'), () => {
   delete opts.theme;
-  applyTheme();
   syncURL();
   ctl.redraw();
 });
 
 // ---- URL state ------------------------------------------------------------------------------
-/** Query string for a state: every non-default param, then the presentation options. */
+const isQuestion = (st, name) => st.controls.some((c) => c.name === name && c.question);
+
+/** Query string for a state: the question, every other non-default param, then the presentation options. */
 function queryFor(st, params, options) {
-  const changed = {};
-  for (const [k, v] of Object.entries(params)) if (v !== st.defaults[k]) changed[k] = v;
+  const changed = question === null ? {} : { q: question };
+  for (const [k, v] of Object.entries(params)) {
+    if (question !== null && isQuestion(st, k)) continue; // it is the question
+    if (v !== st.defaults[k]) changed[k] = v;
+  }
   return toQuery({ ...changed, ...options });
+}
+
+/** A question typed into a chapter's question control becomes the question for every chapter. */
+function followQuestion() {
+  for (const c of ctl.state.controls) {
+    if (!c.question) continue;
+    const v = ctl.params[c.name];
+    if (question !== null || v !== ctl.state.defaults[c.name]) question = v;
+  }
+}
+
+/** Every link to another step (and the embed link) carries the question. */
+function threadLinks() {
+  const tail = question === null ? '' : `?${toQuery({ q: question })}`;
+  for (const a of document.querySelectorAll('a[data-step]')) {
+    a.href = a.href.split('?')[0] + tail;
+  }
 }
 
 function currentOptions() {
@@ -112,7 +127,7 @@ bindToolbar(document.querySelector('.stage-tools'), document.getElementById('too
 /** The page-state of another scene: parsed from its embed page, or from the offline bundle's data file. */
 async function stateOf(slug) {
   if (page.offline) return (await loadSceneData(page.urls.root, slug)).state;
-  const res = await fetch(`${page.urls.embed}${slug}`);
+  const res = await fetch(`${page.urls.embed}${slug}${question === null ? '' : `?${toQuery({ q: question })}`}`);
   if (!res.ok) throw new Error(`${slug}: ${res.status}`);
   const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
   return JSON.parse(doc.getElementById('page-state').textContent);
@@ -155,13 +170,15 @@ addEventListener('popstate', () => location.reload());
 
 // ---- render hook, keys ----------------------------------------------------------------------
 function onRender() {
+  followQuestion();
   syncURL();
+  threadLinks();
   if (fitter) fitter.refit();
   presenter.update();
 }
 
 function go(to) {
-  if (to) location.href = `${page.urls.tour}${to}${page.urls.suffix}`;
+  if (to) location.href = `${page.urls.tour}${to}${page.urls.suffix}${question === null ? '' : `?${toQuery({ q: question })}`}`;
 }
 
 /** Embeds take arrow keys only to step a scene's animation (never to leave the scene). */
@@ -190,8 +207,22 @@ document.addEventListener('keydown', (ev) => {
 window.addEventListener('pagehide', () => { const s = ctl.scene(); if (s && s.unmount) s.unmount(); });
 window.addEventListener('pageshow', (ev) => { if (ev.persisted) location.reload(); });
 
+// ---- controls rail: on a phone, a bottom bar with the main control; "All controls" opens the rest ----
+const rail = document.getElementById('rail');
+const railToggle = document.getElementById('rail-toggle');
+railToggle?.addEventListener('click', () => {
+  const open = rail.classList.toggle('open');
+  railToggle.setAttribute('aria-expanded', String(open));
+  railToggle.textContent = open ? 'Fewer controls' : 'All controls';
+});
+if (rail) { // the page keeps room under the stage for the bar, however tall it is
+  new ResizeObserver(() => {
+    document.documentElement.style.setProperty('--rail-h', `${rail.offsetHeight}px`);
+  }).observe(rail);
+}
+
 // ---- start --------------------------------------------------------------------------------
-applyTheme();
+applyTheme(opts.theme);
 if (page.embed) {
   const panel = document.getElementById('embed-controls');
   if (panel) panel.hidden = opts.controls !== '1';

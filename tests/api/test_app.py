@@ -20,7 +20,26 @@ def test_every_step_has_a_tour_and_an_embed_page(client):
         assert 'class="steps"' in tour.text
         embed = client.get(f"/embed/{slug}")
         assert embed.status_code == 200 and 'class="steps"' not in embed.text
-    assert client.get("/").text == client.get("/tour/tokens").text
+
+
+def test_the_cover_asks_and_lists_every_step_with_its_hook(client):
+    from markupsafe import escape
+
+    from inside_llm.scenes import load_scenes
+
+    html = client.get("/").text
+    assert "Ask the server something" in html and 'action="/tour/tokens" method="get"' in html
+    assert 'data-slug="parallelism"' in html, "the cover draws chapter 10's board"
+    for s in load_scenes():
+        assert f'href="/tour/{s.slug}" data-step="{s.slug}"><b>{s.number}</b>' in html and escape(s.hook) in html
+
+
+def test_the_question_fills_every_question_control(client):
+    assert 'value="Who wrote Hamlet?"' in client.get("/tour/embeddings?q=Who+wrote+Hamlet%3F").text
+    assert ">Who wrote Hamlet?</textarea>" in client.get("/tour/tokens?q=Who+wrote+Hamlet%3F").text
+    assert 'value="Mine"' in client.get("/tour/layer?q=Theirs&prompt=Mine").text, "a named control wins"
+    state = client.get("/tour/gpu?q=Hi").text
+    assert '"question": "Hi"' in state
 
 
 def test_unknown_step_is_404(client):

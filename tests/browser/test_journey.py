@@ -6,9 +6,9 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from pagekit import change, open_page
+from pagekit import change, open_page, rendered, unexpected_errors, watch_console
 
-from inside_llm.scenes import scene_by_slug
+from inside_llm.scenes import load_scenes, scene_by_slug
 
 pytestmark = pytest.mark.browser
 
@@ -58,3 +58,142 @@ def test_the_number_follows_the_main_control(page, base_url, client, slug):
     assert expected != before
     change(page, lambda: move(page, slug))
     page.wait_for_function("(t) => document.querySelector('#fact .fact-text').textContent === t", arg=expected)
+
+
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+PAGES = [f"/tour/{s}" for s in MOVES] + ["/dials"]
+
+
+def boxes(page, main: str) -> dict:
+    """Viewport boxes of the main control, the stage, and what covers the bottom (the phone's control bar)."""
+    return page.evaluate("""(name) => {
+      const r = (el) => { if (!el) return null; const b = el.getBoundingClientRect();
+        return { top: b.top, bottom: b.bottom, left: b.left, right: b.right }; };
+      const el = document.getElementById('ctl-' + name);
+      const b = el.getBoundingClientRect();
+      const x = Math.min(Math.max(b.left + b.width / 2, 1), innerWidth - 1), y = Math.min(Math.max(b.top + b.height / 2, 1), innerHeight - 1);
+      const hit = document.elementFromPoint(x, y);
+      const rail = document.getElementById('rail');
+      const fixed = rail && getComputedStyle(rail).position === 'fixed';
+      return { control: r(el), stage: r(document.getElementById('stage')), header: r(document.querySelector('.site-header')),
+               bar: fixed ? r(rail) : null, reachable: !!hit && (hit === el || el.contains(hit) || hit.closest('label')?.control === el),
+               scrollY: scrollY, width: innerWidth, height: innerHeight };
+    }""", main)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("path", PAGES)
+def test_main_control_and_stage_share_the_first_screen(browser, base_url, path, size):
+    w, h = SIZES[size]
+    ctx = browser.new_context(viewport={"width": w, "height": h})
+    page = watch_console(ctx.new_page())
+    try:
+        open_page(page, base_url + path)
+        slug = "dials" if path == "/dials" else path.rsplit("/", 1)[1]
+        b = boxes(page, scene_by_slug(slug).main_control().name)
+        c, s = b["control"], b["stage"]
+        assert b["scrollY"] == 0
+        assert c["top"] >= b["header"]["bottom"] - 1 and c["bottom"] <= h and c["left"] >= 0 and c["right"] <= w, c
+        assert b["reachable"], "nothing covers the main control"
+        floor = b["bar"]["top"] if b["bar"] else h
+        visible = min(s["bottom"], floor) - max(s["top"], b["header"]["bottom"])
+        assert visible >= (0.55 if size == "desktop" else 0.3) * h, f"only {visible:.0f}px of the stage in view"
+        if size == "phone":
+            assert b["bar"] is not None and s["top"] < b["bar"]["top"], "on a phone the stage comes before the controls"
+        assert unexpected_errors(page) == []
+    finally:
+        ctx.close()
+
+
+def test_chapter_names_in_the_wide_navigation(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = watch_console(ctx.new_page())
+    try:
+        open_page(page, f"{base_url}/tour/gpu")
+        names = page.locator(".steps a .name")
+        assert names.count() == 11
+        assert [n.inner_text() for n in names.all()] == [s.short for s in load_scenes()]
+        header = page.locator(".site-header").bounding_box()
+        brand, tools = page.locator(".brand").bounding_box(), page.locator(".header-tools").bounding_box()
+        links = [a.bounding_box() for a in page.locator(".steps a").all()]
+        for a, b in zip(links, links[1:]):
+            assert a["x"] + a["width"] <= b["x"] + 0.5, "names do not overlap"
+        assert links[0]["x"] >= brand["x"] + brand["width"] and links[-1]["x"] + links[-1]["width"] <= tools["x"]
+        assert all(a["y"] >= header["y"] and a["y"] + a["height"] <= header["y"] + header["height"] for a in links)
+        current = page.locator('.steps a[aria-current="step"]')
+        assert current.inner_text().replace("\n", " ") in ("4The GPU", "4 The GPU")
+        assert current.evaluate("(a) => getComputedStyle(a).backgroundColor") != "rgba(0, 0, 0, 0)"
+    finally:
+        ctx.close()
+
+
+def test_phone_menu_names_every_chapter(browser, base_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True)
+    page = watch_console(ctx.new_page())
+    try:
+        open_page(page, f"{base_url}/tour/parallelism")
+        assert not page.locator(".steps-nav").is_visible()
+        menu = page.locator(".step-menu summary")
+        assert "10" in menu.inner_text() and "Parallelism" in menu.inner_text()
+        assert "step 10 of 11" in menu.get_attribute("aria-label")
+        box = menu.bounding_box()
+        assert box["x"] + box["width"] <= 390 and box["height"] >= 44
+        menu.tap()
+        items = page.locator(".step-menu li a")
+        assert items.count() >= 11
+        for a in items.all():
+            b = a.bounding_box()
+            assert b["height"] >= 44 and b["x"] >= 0 and b["x"] + b["width"] <= 390
+        eleven = page.locator('.step-menu li a[data-step="dials"]')
+        assert eleven.is_visible() and "11" in eleven.inner_text() and "dials" in eleven.inner_text().lower()
+        assert page.locator('.step-menu li a[aria-current="step"]').inner_text().startswith("10")
+        theme = page.locator("#theme-toggle").bounding_box()
+        assert theme["x"] + theme["width"] <= 390, "the header fits the phone"
+        eleven.tap()
+        page.wait_for_url("**/tour/dials")
+    finally:
+        ctx.close()
+
+
+QUESTION = "Why is the sky blue?"
+QUESTION_CONTROLS = {"tokens": "text", "embeddings": "prompt", "layer": "prompt", "speculative": "prompt"}
+
+
+def test_the_cover_draws_the_server_and_names_every_step(page, base_url):
+    open_page(page, base_url + "/")
+    assert page.locator("label[for=q]").inner_text() == "Ask the server something"
+    assert page.locator("#stage .par-board svg").count() == 1, "chapter 10's board, drawn"
+    assert page.locator("#stage .par-board svg rect").count() >= 8
+    for el in (".par-readouts", ".par-timeline", ".par-cards", ".par-math"):
+        assert all(not x.is_visible() for x in page.locator(f"#stage {el}").all())
+    cards = page.locator(".chapters a")
+    assert cards.count() == 11
+    for a, s in zip(cards.all(), load_scenes()):
+        assert a.locator(".chapter-title").inner_text() == s.title and a.locator(".chapter-hook").inner_text() == s.hook
+    box = page.locator("#q")
+    box.fill(QUESTION)
+    assert cards.nth(5).get_attribute("href").endswith("/tour/kv-cache?q=Why+is+the+sky+blue%3F")
+    page.locator(".ask button[type=submit]").click()
+    page.wait_for_url("**/tour/tokens?q=*")
+    rendered(page)
+    assert page.locator("#ctl-text").input_value() == QUESTION
+
+
+def test_the_question_is_the_thread(page, base_url):
+    from urllib.parse import quote
+
+    open_page(page, f"{base_url}/tour/tokens?q={quote(QUESTION)}")
+    for slug in ("embeddings", "layer"):
+        page.locator("#next").click()
+        page.wait_for_url(f"**/tour/{slug}?q=*")
+        rendered(page)
+        assert page.locator(f"#ctl-{QUESTION_CONTROLS[slug]}").input_value() == QUESTION
+    # a new question typed in chapter 3 becomes the question for the rest
+    change(page, lambda: page.locator("#ctl-prompt").fill("Who wrote Hamlet?"))
+    assert "q=Who+wrote+Hamlet%3F" in page.url and "prompt=" not in page.url
+    assert page.locator("#next").get_attribute("href").endswith("/tour/gpu?q=Who+wrote+Hamlet%3F")
+    assert page.locator('.steps a[data-step="speculative"]').get_attribute("href").endswith("?q=Who+wrote+Hamlet%3F")
+    share = page.evaluate("() => location.href")
+    assert "q=Who+wrote+Hamlet" in share
+    open_page(page, f"{base_url}/tour/dials?q={quote('Who wrote Hamlet?')}")
+    assert page.locator(".chat-ask input").input_value() == "Who wrote Hamlet?"

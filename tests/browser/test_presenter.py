@@ -77,7 +77,7 @@ def test_escape_after_moving_scenes_reopens_that_scene_in_the_tour(page, base_ur
     page.keyboard.press("Escape")
     page.wait_for_url(re.compile(r"/tour/embeddings(\?step=0)?$"))  # step 0 when its data had landed
     page.wait_for_selector("#scene-title")
-    assert page.locator(".steps a[aria-current=step]").inner_text() == "2"
+    assert page.locator(".steps a[aria-current=step] b").inner_text() == "2"
 
 
 def test_present_button_and_p_key_open_it(page, base_url):

@@ -80,8 +80,23 @@ def _coerce(c: Control, raw: str | None) -> Any:
         return c.default
 
 
+MAX_QUESTION_CHARS = 500
+
+
+DEFAULT_QUESTION = "What is the capital of France?"   # the cover's suggestion; our words, not a figure
+
+
+def question(query: Mapping[str, str]) -> str | None:
+    """The visitor's question (`q`), the thread through the chapters; None when absent or empty."""
+    q = (query.get("q") or "").strip()[:MAX_QUESTION_CHARS]
+    return q or None
+
+
 def page_params(scene: Scene, query: Mapping[str, str]) -> dict[str, Any]:
-    return {c.name: _coerce(c, query.get(c.name)) for c in scene.controls}
+    """Each control's value from the URL; a `question` control takes `q` unless the URL names it."""
+    q = question(query)
+    return {c.name: _coerce(c, q if c.question and q is not None and c.name not in query else query.get(c.name))
+            for c in scene.controls}
 
 
 def _scale(query: Mapping[str, str]) -> str | None:
@@ -131,7 +146,7 @@ def rendered_fact(scene: Scene, params: Mapping[str, Any] | None = None) -> str 
 
 
 def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links = LIVE,
-               scenes: tuple[Scene, ...] | None = None, standalone: bool = False) -> dict:
+               scenes: tuple[Scene, ...] | None = None, standalone: bool = False, q: str | None = None) -> dict:
     """What tour.js needs (the `page-state` JSON block): scene, params, controls, neighbours, links.
 
     `scenes` is the tour being navigated (all chapters live; the exported ones in an offline bundle).
@@ -147,7 +162,7 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
         "prev": scenes[i - 1].slug if i > 0 else None,
         "next": scenes[i + 1].slug if i + 1 < len(scenes) else None,
         "count": len(load_scenes()), "options": opts, "offline": links.offline, "urls": links.for_js(),
-        "standalone": standalone,
+        "standalone": standalone, "question": q,
     }
 
 
@@ -163,7 +178,7 @@ def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Lin
     scenes = scenes or load_scenes()
     params = page_params(scene, query)
     opts = embed_options(query)
-    state = page_state(scene, params, opts, embed, links, scenes, standalone)
+    state = page_state(scene, params, opts, embed, links, scenes, standalone, question(query))
     by_slug = {s.slug: s for s in scenes}
     return {"scene": scene, "scenes": scenes, "total": len(load_scenes()), "params": params,
             "prev_scene": by_slug.get(state["prev"]), "next_scene": by_slug.get(state["next"]),
@@ -185,9 +200,21 @@ def _scene_or_404(slug: str) -> Scene:
     return scene
 
 
+COVER_BOARD = "parallelism"   # the cover draws chapter 10's board: the whole server
+
+
+def cover_context(query: Mapping[str, str], links: Links = LIVE) -> dict:
+    """The cover: the question box, the server board (chapter 10's scene, drawn alone) and every chapter."""
+    board = scene_by_slug(COVER_BOARD)
+    ctx = page_context(board, {}, embed=True, links=links)
+    state = page_state(board, board.defaults(), {"autoplay": "1"}, embed=True, links=links)
+    return {**ctx, "state_json": state_json(state), "question": question(query) or DEFAULT_QUESTION,
+            "max_question": MAX_QUESTION_CHARS, "theme": embed_options(query).get("theme", "auto")}
+
+
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request) -> HTMLResponse:
-    return _render(request, load_scenes()[0], "tour.html", embed=False)
+    return templates.TemplateResponse(request, "cover.html", cover_context(request.query_params))
 
 
 @router.get("/tour/{slug}", response_class=HTMLResponse)

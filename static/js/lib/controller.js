@@ -195,6 +195,7 @@ export function createController(state, els, hooks = {}) {
       params, setParam, announce, embed: state.embed,
       fetchJSON: state.offline ? offlineFetchJSON : fetchJSON,
       options: { ...state.options, autoplay: frozen ? '0' : '1' },
+      question: state.question ?? null,
       reducedMotion: prefersReducedMotion(), status: (msg) => { status.textContent = msg; },
     };
     scene.mount(stage, ctx);

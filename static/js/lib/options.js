@@ -33,10 +33,12 @@ export function coerce(c, raw) {
   return raw.slice(0, 100000);
 }
 
-/** Every control's value from a query string (the offline bundle has no server to do this). */
-export function readParams(controls, search) {
+/** Every control's value from a query string (the offline bundle has no server to do this); a question
+ * control takes the question unless the URL names it (mirrors pages.page_params). */
+export function readParams(controls, search, question = null) {
   const q = new URLSearchParams(search);
-  return Object.fromEntries(controls.map((c) => [c.name, coerce(c, q.get(c.name))]));
+  return Object.fromEntries(controls.map((c) => [c.name,
+    coerce(c, c.question && question !== null && !q.has(c.name) ? question : q.get(c.name))]));
 }
 
 /** The step a URL asks for: a number, 'last', or null when the animation should run freely. */

@@ -63,7 +63,7 @@ export function createChat(parent, ctx) {
   const text = h('span', { class: 'answer-text' }, answer);
   const foot = h('p', { class: 'chat-foot' }, box); // not live: it ticks every frame; done() announces once
   const form = h('form', { class: 'chat-ask' }, box);
-  const input = h('input', { type: 'text', maxlength: 600, 'aria-label': 'Prompt', value: DEFAULT_PROMPT }, form);
+  const input = h('input', { type: 'text', maxlength: 600, 'aria-label': 'Prompt', value: ctx.question || DEFAULT_PROMPT }, form);
   h('button', { class: 'btn primary', type: 'submit', text: 'Send' }, form);
   const note = h('p', { class: 'chat-note', text: sourceNote('smollm2', null) }, box);
   form.addEventListener('submit', (ev) => { ev.preventDefault(); start(); });

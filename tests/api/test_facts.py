@@ -1,0 +1,48 @@
+"""/api/facts/<slug>: "the number" for the same parameters as the chapter endpoint."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from inside_llm.api.registry import CHAPTER_SLUGS
+from inside_llm.scenes import scene_by_slug
+
+# one parameter per chapter that its fact quotes, and a figure that must appear once it is moved
+MOVED = {
+    "tokens": ("text=one+two+three", "This text is 3 tokens for 3 words"),
+    "embeddings": ("prompt=", "Your prompt is 0 tokens"),
+    "layer": ("layer=2", "Layer 2 of"),
+    "gpu": ("gpu=h200", "H200"),
+    "roofline": ("batch=1024", "1,024 chats at a time"),
+    "kv-cache": ("block_size=64", "64-token pages"),
+    "batching": ("rate=16", "At 16 requests per second"),
+    "quantization": ("precision=fp8", "in FP8 ("),
+    "speculative": ("alpha=0.5", "probability 50%"),
+    "parallelism": ("tp=4", "Split 4 ways by tensor"),
+    "dials": ("batch=64", "serving 64 chats"),
+}
+
+
+@pytest.mark.parametrize("slug", CHAPTER_SLUGS)
+def test_facts_follow_the_params(client, slug):
+    default = client.get(f"/api/facts/{slug}").json()
+    assert default["slug"] == slug and "{" not in default["text"]
+    assert set(scene_by_slug(slug).fact_fields()) <= set(default["values"])
+    query, figure = MOVED[slug]
+    moved = client.get(f"/api/facts/{slug}?{query}").json()["text"]
+    assert figure in moved and moved != default["text"]
+
+
+def test_facts_validate_like_the_chapter(client):
+    r = client.get("/api/facts/gpu?tp=3")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "tp"
+    assert client.get("/api/facts/parallelism?tp=4&pp=4").status_code == 422
+    assert client.get("/api/facts/nope").status_code == 404
+
+
+def test_long_text_facts_by_post(client):
+    text = "word " * 3000
+    r = client.post("/api/facts/tokens", json={"text": text})
+    assert r.status_code == 200 and re.search(r"for 3,000 words", r.json()["text"])
