@@ -52,7 +52,7 @@ def test_export_writes_pages_data_manifest_and_bundle(tmp_path, capsys):
     assert '<script src="../data/tokens.js"></script>' in html and 'type="module"' not in html
     assert 'href="/' not in html and 'src="/' not in html, "every link is relative (file://)"
     assert "embeddings.html" not in html and "dials.html" not in html, "links stay among the exported scenes"
-    assert '<a class="btn primary" id="next" rel="next" href="../tour/roofline.html">' in html
+    assert '<a class="btn primary" id="next" rel="next" href="../tour/roofline.html" data-step="roofline">' in html
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     tokens = manifest["scenes"][0]
     n = len(variants(scene_by_slug("tokens")))
