@@ -143,3 +143,34 @@ def test_default_load_queues_under_both_policies_and_one_chat_is_followed(page, 
         assert spans.count() >= 1 and spans.first.get_attribute("data-request") == m.group(1)
         assert page.locator(f".bt-panel[data-policy={name}] .bt-arrival").count() == 1
     assert page.console_errors == []
+
+
+def test_a_fast_drag_keeps_one_request_in_flight_and_draws_the_last_setting(page, base_url):
+    """lib/api.js createFetcher: while one request is out, newer settings wait (each replacing the one before);
+    a stale answer is dropped, and the last setting is what the lanes show."""
+    page.goto(base_url + "/tour/batching?rate=5.25&seats=2&step=0")
+    ready(page)
+    open_, most, sent = [0], [0], []
+
+    def started(r):
+        if "/api/batching?" in r.url:
+            sent.append(r.url)
+            open_[0] += 1
+            most[0] = max(most[0], open_[0])
+
+    def ended(r):
+        if "/api/batching?" in r.url:
+            open_[0] -= 1
+
+    page.on("request", started)
+    page.on("requestfinished", ended)
+    page.on("requestfailed", ended)
+    page.evaluate("""async () => { const el = document.querySelector('#ctl-seats');
+        for (let s = 3; s <= 40; s += 3) { el.value = String(s); el.dispatchEvent(new Event('input', { bubbles: true }));
+          await new Promise((r) => setTimeout(r, 15)); } }""")
+    page.wait_for_function("() => document.querySelectorAll('.bt-panel[data-policy=static] .bt-lane').length === 39 "
+                           "&& !document.querySelector('#stage').hasAttribute('aria-busy')", timeout=120_000)
+    assert most[0] == 1, f"{most[0]} requests in flight at once"
+    assert 1 <= len(sent) < 13 and "seats=39" in sent[-1], sent
+    assert page.locator(".bt-engine").first.inner_text().count("all 39 seats") == 1
+    assert page.console_errors == []

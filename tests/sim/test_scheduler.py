@@ -25,7 +25,8 @@ def by_name(result):
 def engine(policy, num_blocks=2048, seats=4, num_requests=40, rate=3.0, budget=2048, fast_forward=True,
            workload="alpaca", seed=0):
     trace = make_trace(workload, num_requests, seed, rate)
-    return Engine(policy, trace, seats, SimpleStepCost(), num_blocks, 16, budget, fast_forward).run()
+    return Engine(policy, trace, seats, SimpleStepCost(), num_blocks, 16, budget, fast_forward,
+                  record_seat_tokens=True).run()
 
 
 def all_frames(e):

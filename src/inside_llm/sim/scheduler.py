@@ -80,12 +80,15 @@ class Step:
     def __init__(self, sched: list[tuple[Request, int]], start_s: float):
         self.sched, self.k, self.start_s, self.end_s = sched, 1, start_s, start_s
         self.num_prefill_tokens = self.num_decode_seqs = self.decode_context_tokens = 0
-        for req, n in sched:
-            if n == 1 and req.num_output_tokens and req.num_computed_tokens == req.num_tokens - 1:
-                self.num_decode_seqs += 1
-                self.decode_context_tokens += req.num_computed_tokens + 1  # keys attended, itself included
+        decode_seqs = context = prefill = 0
+        for req, n in sched:  # hot loop: num_tokens spelled out
+            out = req.num_output_tokens
+            if n == 1 and out and req.num_computed_tokens == req.num_prompt_tokens + out - 1:
+                decode_seqs += 1
+                context += req.num_computed_tokens + 1  # keys attended, itself included
             else:
-                self.num_prefill_tokens += n
+                prefill += n
+        self.num_prefill_tokens, self.num_decode_seqs, self.decode_context_tokens = prefill, decode_seqs, context
         self.durations: list[float] = []
 
 
@@ -101,8 +104,8 @@ class StepRecord:
     num_steps: int
     start_s: float
     seat_request_ids: list[int | None]
-    seat_num_computed_tokens: list[int]
-    seat_num_output_tokens: list[int]
+    seat_num_computed_tokens: list[int] | None  # only when the engine records seat tokens (tests)
+    seat_num_output_tokens: list[int] | None
     preempted_waiting_ids: tuple[int, ...]  # the waiting queue's front, in order
     first_new_waiting_id: int  # then never-admitted arrivals, from this id on
     num_prefill_tokens: int
@@ -127,9 +130,12 @@ class Engine:
     """One batching policy over one trace. run() fills requests' timings, the step log and the counters."""
 
     def __init__(self, policy: str, trace: Trace, seats: int, step_time: StepTimeFn, num_blocks: int,
-                 block_size: int, max_num_batched_tokens: int, fast_forward: bool = True):
-        """fast_forward=False steps every decode step one by one (the reference the tests compare to)."""
+                 block_size: int, max_num_batched_tokens: int, fast_forward: bool = True,
+                 record_seat_tokens: bool = False):
+        """fast_forward=False steps every decode step one by one (the reference the tests compare to);
+        record_seat_tokens=True also logs every seat's tokens per record (tests check them; reports do not)."""
         self.policy, self.seats, self.step_time, self.fast_forward = policy, seats, step_time, fast_forward
+        self.record_seat_tokens = record_seat_tokens
         self.block_size, self.budget = block_size, max_num_batched_tokens
         self.kv = KVCacheManager(BlockPool(num_blocks), block_size)
         self.arrival_s = trace.arrival_s
@@ -194,10 +200,12 @@ class Engine:
         """Running requests first, in admission order, each as many tokens as the budget allows.
         (Hot path: allocate is only called when a request needs a new page, so Block.num_tokens
         in this pool is refreshed per page, not per token.)"""
-        sched, i, tables, bs = [], 0, self.kv.req_to_blocks, self.block_size
-        while i < len(self.running):
-            req = self.running[i]
-            n = min(req.num_tokens - req.num_computed_tokens, budget)
+        sched, i, tables, bs, running = [], 0, self.kv.req_to_blocks, self.block_size, self.running
+        while i < len(running):
+            req = running[i]
+            n = req.num_prompt_tokens + req.num_output_tokens - req.num_computed_tokens
+            if n > budget:
+                n = budget
             if n > 0:
                 need = req.num_computed_tokens + n
                 if need > len(tables[req.request_id]) * bs and not self.grow(req, need):
@@ -304,7 +312,7 @@ class Engine:
         k, done, produced = step.k, [], 0
         for req, n in step.sched:
             req.num_computed_tokens += n if k == 1 else k
-            if k == 1 and req.num_computed_tokens < req.num_tokens:
+            if k == 1 and req.num_computed_tokens < req.num_prompt_tokens + req.num_output_tokens:
                 continue  # a prefill chunk that did not reach the end of the prompt
             req.num_output_tokens += k
             produced += 1
@@ -328,8 +336,10 @@ class Engine:
         self.log.append(StepRecord(
             first_step=len(self.durations), num_steps=k, start_s=step.start_s,
             seat_request_ids=[r.request_id if r else None for r in seats],
-            seat_num_computed_tokens=[r.num_computed_tokens - k + 1 if r else 0 for r in seats],
-            seat_num_output_tokens=[r.num_output_tokens - k + 1 if r else 0 for r in seats],
+            seat_num_computed_tokens=[r.num_computed_tokens - k + 1 if r else 0 for r in seats]
+            if self.record_seat_tokens else None,
+            seat_num_output_tokens=[r.num_output_tokens - k + 1 if r else 0 for r in seats]
+            if self.record_seat_tokens else None,
             preempted_waiting_ids=tuple(r.request_id for r in self.front), first_new_waiting_id=self.admit_ptr,
             num_prefill_tokens=step.num_prefill_tokens, num_decode_seqs=step.num_decode_seqs,
             num_sampled_per_step=produced, num_kv_blocks_used=num_blocks, decode_computed_tokens=decode_computed,

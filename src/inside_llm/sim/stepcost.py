@@ -104,7 +104,7 @@ def decode_run_seconds(step_time: StepTimeFn, num_seqs: int, context_tokens: int
     while True:
         contexts = context_tokens + num_seqs * np.arange(1, n_eval + 1, dtype=np.int64)
         d = np.asarray(vector(num_seqs, contexts), dtype=np.float64)
-        if not (np.all(d > 0) and np.all(np.isfinite(d))):
+        if not (d.min() > 0 and math.isfinite(d.sum())):
             raise ValueError("step_time.decode_seconds must return positive finite seconds")
         ends = np.cumsum(np.concatenate(([start_s], d)))[1:]  # sequential sums, as t += d
         k = int(np.searchsorted(ends, stop_at_s, side="left")) + 1

@@ -173,7 +173,7 @@ class ETagCache:
     def _gzip(self, digest: str, body: bytes) -> bytes:
         out = self.gzipped.get(digest)
         if out is None:
-            out = self.gzipped[digest] = gzip.compress(body, compresslevel=6, mtime=0)
+            out = self.gzipped[digest] = gzip.compress(body, compresslevel=4, mtime=0)  # 4: most of 6's ratio, 5x faster
             if len(self.gzipped) > self.GZIP_MEMO:
                 self.gzipped.popitem(last=False)
         else:

@@ -27,18 +27,38 @@ export async function fetchJSON(url, { signal, body } = {}) {
   return data;
 }
 
-/** Latest-wins fetcher: each call aborts the one before; stale answers never arrive. */
+/**
+ * Latest-wins fetcher with at most one request in flight. A call made while another is in flight waits its turn;
+ * a newer call replaces it before it is sent (the replaced call rejects with an AbortError). When the in-flight
+ * answer arrives and a newer call is waiting, that answer is stale: its caller gets an AbortError and the newer
+ * call goes out. So a hand dragging a slider sends one request at a time, never a queue of stale ones that the
+ * server would still have to compute, and only the latest setting is drawn.
+ */
 export function createFetcher() {
-  let controller = null;
-  return async function latest(url, opts = {}) {
-    if (controller) controller.abort();
-    controller = new AbortController();
-    const mine = controller;
+  let inFlight = false;
+  let waiting = null; // { url, opts, resolve, reject }: the newest call not yet sent
+  const abortError = () => new DOMException('superseded by a newer request', 'AbortError');
+
+  async function send(url, opts) {
+    inFlight = true;
     try {
-      return await fetchJSON(url, { ...opts, signal: mine.signal });
+      const data = await fetchJSON(url, opts);
+      if (waiting) throw abortError();
+      return data;
     } finally {
-      if (controller === mine) controller = null;
+      inFlight = false;
+      if (waiting) {
+        const next = waiting;
+        waiting = null;
+        send(next.url, next.opts).then(next.resolve, next.reject);
+      }
     }
+  }
+
+  return function latest(url, opts = {}) {
+    if (!inFlight) return send(url, opts);
+    if (waiting) waiting.reject(abortError());
+    return new Promise((resolve, reject) => { waiting = { url, opts, resolve, reject }; });
   };
 }
 
