@@ -15,7 +15,6 @@ import statistics
 import time
 
 import httpx
-
 from _server import percentile, serve
 
 REPEATS = 15
