@@ -22,7 +22,8 @@ APP = create_app()
 CLIENT = TestClient(APP, raise_server_exceptions=False)
 SPEC = CLIENT.get("/openapi.json").json()
 MAX_SECONDS_PER_REQUEST = 60.0   # "work per request is bounded": generous for a shared 2-core CI machine
-MAX_SECONDS_PER_STREAM = 15.0    # a stream at a bound must have ended by then (64 tokens take ~1 s)
+MAX_SECONDS_PER_STREAM = 40.0    # a stream at a bound must have ended by then: 64 sampled tokens of the
+#   real model (SmolLM2, the default) take ~4 s on a free core and ~15 s on this shared 2-core machine under load
 
 # Findings reported to the endpoint's owner and not fixed yet: (test, parameter id) -> what is wrong.
 # Marked xfail (not strict): the test runs, and reports XPASS once the endpoint is fixed; then drop the entry.

@@ -42,7 +42,7 @@ MAX_STREAMS_PER_CLIENT = 2  # per client address, so one client cannot hold ever
 MIN_TOKENS_PER_S = 0.5  # a paced stream ends within max_tokens / 0.5 s (1,024 s at most)
 MIN_TEMPERATURE = 0.05  # below this, softmax(logits / T) overflows float32; 0 means greedy
 DEFAULT_PROMPT = "What is the capital of France?"
-ModelName = Literal["smollm2", "toy"]
+ModelName = Literal["auto", "smollm2", "toy"]
 
 
 # ---- the served model and prompts ------------------------------------------------------------
@@ -74,10 +74,10 @@ def check_prompt(text: str, max_tokens: int, min_tokens: int = 1) -> str:
     return text
 
 
-def served_model(name: str | None) -> DemoModel:
-    """The model `name` asks for: smollm2 (the real chat model; the default when its file is fetched)
-    or toy (the shipped demo transformer). ValueError (a 422 on `model`) if smollm2 is not installed."""
-    if name in (None, "smollm2"):
+def served_model(name: str = "auto") -> DemoModel:
+    """The model `name` asks for: smollm2 (the real chat model), toy (the shipped demo transformer), or
+    auto (smollm2 when its file is fetched, else toy). ValueError (a 422 on `model`) if smollm2 is absent."""
+    if name in ("auto", "smollm2"):
         real = modelfile.served_smollm()
         if real is not None:
             return real
@@ -157,7 +157,7 @@ def sig(a, digits: int = 4):
 
 CONTRACT = """Streams a model's answer to `prompt` as server-sent events (text/event-stream).
 
-`model=smollm2` (the default when the server has fetched it; `inside-llm fetch-model`): SmolLM2-135M-Instruct
+`model=smollm2` (what the default `model=auto` picks when the server has fetched it; `inside-llm fetch-model`): SmolLM2-135M-Instruct
 reads `prompt` as a user turn in its own chat template (ChatML) and answers until `<|im_end|>` or `max_tokens`.
 `model=toy`: the shipped demo transformer (6M parameters, trained on Shakespeare) continues `prompt` as text;
 it also serves when smollm2 is absent. Both run in numpy on this server's CPU.
@@ -192,13 +192,13 @@ class GenerateParams(BaseModel):
     prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
         f"The question (smollm2) or text to continue (toy) (characters; at most {MAX_PROMPT_CHARS:,}, and "
         f"1-{MAX_GENERATE_PROMPT_TOKENS} tokens of what the model reads, the chat template included)."))
-    model: ModelName | None = Field(None, description=(
-        "smollm2 (SmolLM2-135M-Instruct, a real chat model) or toy (the demo transformer); "
-        "default smollm2 when the server has it, else toy."))
+    model: ModelName = Field("auto", description=(
+        "smollm2 (SmolLM2-135M-Instruct, a real chat model), toy (the demo transformer), or auto: "
+        "smollm2 when the server has fetched it, else toy."))
     max_tokens: int = Field(64, ge=1, le=MAX_NEW_TOKENS, description=f"Tokens to generate (tokens; 1-{MAX_NEW_TOKENS}).")
     tokens_per_s: float = Field(0.0, ge=0, le=MAX_TOKENS_PER_S, description=(
         f"Pace of the stream (tokens/s; 0 = as fast as possible, else {MIN_TOKENS_PER_S:g}-{MAX_TOKENS_PER_S:g})."))
-    temperature: float = Field(0.8, ge=0, le=2, description=(
+    temperature: float = Field(0.0, ge=0, le=2, description=(
         f"Sampling temperature (no unit; 0 = greedy, else {MIN_TEMPERATURE:g}-2)."))
     top_k: int = Field(40, ge=1, le=1000, description="Sample among the k likeliest tokens (tokens; 1-1000).")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed (no unit; 0-2147483647; same seed, same tokens).")
