@@ -13,9 +13,20 @@ def point(page):
     return page.evaluate(f"() => {{ const c = document.querySelector('{DOT}'); return [+c.getAttribute('cx'), +c.getAttribute('cy')]; }}")
 
 
+# The tween is over when a point sits on its own stop of its dotted path (batches and prompts are powers of 2).
+AT_STOP = """([sel, stops, value, values]) => {
+  const dot = document.querySelector(sel);
+  if (!dot || dot.getAttribute('aria-valuenow') !== String(value)) return false;
+  const stop = [...document.querySelectorAll(stops)][values.indexOf(value)];
+  return !!stop && Math.abs(+dot.getAttribute('cx') - +stop.getAttribute('cx')) < 0.5
+    && Math.abs(+dot.getAttribute('cy') - +stop.getAttribute('cy')) < 0.5;
+}"""
+BATCHES = [2 ** i for i in range(11)]
+PROMPTS = [2 ** i for i in range(7, 13)]
+
+
 def settle(page, batch):
-    page.wait_for_function(f"() => document.querySelector('{DOT}')?.getAttribute('aria-valuenow') === '{batch}'")
-    page.wait_for_timeout(600)  # the tween between positions
+    page.wait_for_function(AT_STOP, arg=[DOT, "#stage circle.rf-curve-dot:not(.prefill)", batch, BATCHES])
 
 
 def test_roofline_draws_roofs_ridge_and_points(page, base_url):
@@ -76,9 +87,8 @@ OVERLAPS = """() => {
 
 
 def settle_both(page, batch, prompt):
-    page.wait_for_function(f"() => document.querySelector('{DOT}')?.getAttribute('aria-valuenow') === '{batch}' && "
-                           f"document.querySelector('{PDOT}')?.getAttribute('aria-valuenow') === '{prompt}'")
-    page.wait_for_timeout(600)  # the tween between positions
+    settle(page, batch)
+    page.wait_for_function(AT_STOP, arg=[PDOT, "#stage circle.rf-curve-dot.prefill", prompt, PROMPTS])
 
 
 @pytest.mark.parametrize("size", [(1280, 860), (390, 844)])

@@ -137,7 +137,7 @@ function roleText(d, m, wide) {
 }
 
 function memBar(g, b, d, v, used) {
-  const pad = v.name === 'wide' ? 10 : 6;
+  const pad = v.name === 'wide' ? 12 : 9; // clear of the slice-colour stripe
   const x = b.x + pad, y = b.y + v.barY, w = b.w - 2 * pad, hh = v.name === 'wide' ? 16 : 12;
   const total = d.weights_gb + d.kv_cache_gb + d.activations_gb + d.reserve_gb;
   const scale = w / Math.max(total, d.capacity_gb);
@@ -159,9 +159,9 @@ function drawGpu(parent, d, g, v) {
   const used = !!m;
   const grp = svg('g', { class: `gpu${used ? '' : ' unused'}` }, parent);
   const glow = svg('rect', { x: b.x, y: b.y, width: b.w, height: b.h, rx: 10, class: 'gpu-box' }, grp);
-  if (m && d.tp > 1) svg('rect', { x: b.x + 1.5, y: b.y + 8, width: 7, height: b.h - 16, rx: 3.5, class: `slice-mark g-${m.rank % 8}` }, grp);
   const wide = v.name === 'wide';
-  const tx = b.x + (wide ? 10 : 6);
+  if (m && d.tp > 1) svg('rect', { x: b.x + 1.5, y: b.y + 8, width: wide ? 7 : 5, height: b.h - 16, rx: 2.5, class: `slice-mark g-${m.rank % 8}` }, grp);
+  const tx = b.x + (wide ? 12 : 9);
   svg('text', { x: tx, y: b.y + (wide ? 22 : 18), class: 'lbl', 'font-size': v.label, text: `GPU ${g}` }, grp);
   if (!used) {
     svg('text', { x: tx, y: b.y + (wide ? 42 : 34), class: 'sm muted', 'font-size': v.small, text: 'not used' }, grp);

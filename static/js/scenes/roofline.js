@@ -32,7 +32,7 @@ export function mount(stage, context) {
     stage,
     readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
     note: h('p', { class: 'roofline-note' }, wrap),
-    hint: h('p', { class: 'kbd-hint roofline-hint', 'data-secondary': '', text: 'Drag a dot along its dotted path, or focus it and press ← →: ' +
+    hint: h('p', { class: 'kbd-hint roofline-hint', 'data-secondary': '', text: 'Drag a dot along its dotted path, or focus it and press\u00a0←\u00a0→: ' +
       'decode moves with the number of chats, prefill with the prompt length.' }, wrap),
     figure: h('div', { class: 'roofline-figure' }, wrap),
     legend: h('div', { class: 'legend roofline-legend' }, wrap),
