@@ -47,7 +47,7 @@ def test_typed_prompt_draws_one_column_per_token_and_the_drawn_floors(page, base
 
 
 def test_labels_need_no_decoder_ring(page, base_url):
-    """No ×n change markers; a piece that is part of a character shows its bytes as ⟨..⟩, and the legend says so."""
+    """No ×n change markers; a piece that is part of a character shows its bytes as ‹..›, and the legend says so."""
     prompt = "The GPU streams 🦙 tokens"
     open_page(page, base_url + f"/tour/embeddings?autoplay=0&prompt={quote(prompt)}")
     d = api(page, base_url, prompt=prompt)
@@ -55,11 +55,11 @@ def test_labels_need_no_decoder_ring(page, base_url):
     assert "×" not in svg_text and "<" not in svg_text
     chips = page.locator("#stage text.emb-chip-text").all_text_contents()
     partial = [i for i, t in enumerate(d["tokens"]) if t["text"] is None]
-    assert partial and all("⟨" in chips[i] and "⟩" in chips[i] for i in partial)
+    assert partial and all("‹" in chips[i] and "›" in chips[i] for i in partial)
     hexes = {t["bytes"].split(" ")[-1] for t in d["tokens"] if t["text"] is None}
     assert any(h in " ".join(chips) for h in hexes)
     legend = page.locator("#stage .emb-legend").inner_text()
-    assert "⟨F0 9F⟩ = raw bytes" in legend and "· is a space" in legend and "full bar = 100%" in legend
+    assert "‹F0 9F› = raw bytes" in legend and "· is a space" in legend and "full bar = 100%" in legend
     guesses = page.locator("#stage text.emb-guess")
     assert guesses.count() > 0
     assert all(g.evaluate("e => getComputedStyle(e).opacity") == "1" for g in guesses.all()[:5])

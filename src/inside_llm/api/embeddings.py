@@ -131,7 +131,8 @@ class Floor(BaseModel):
     drawn: bool = Field(description="Whether this floor is drawn (its vectors are sent).")
     vectors: list[list[float]] = Field(description="[tokens][dim] the residual stream here (4 significant digits); "
                                        "[] on a floor that is not drawn.")
-    scale: float = Field(description=f"This floor's own colour scale: +-{SCALE_QUANTILE:.0%} quantile of |value| here.")
+    scale: float = Field(description=f"This floor's own colour scale: the {SCALE_QUANTILE:.0%} quantile of |value| in "
+                         "each token's vector, median over the tokens (one outsized token saturates).")
     norm: list[float] = Field(description="[tokens] L2 norm of each vector.")
     change: list[float] | None = Field(description="[tokens] ||out - in|| / ||in||: how much this layer changed each "
                                        "token's vector (null for the embedding floor).")
@@ -150,8 +151,7 @@ class EmbeddingsResponse(BaseModel):
     tokens: list[dict] = Field(description="The model's tokens: index, id, cl100k_id, text, bytes, piece, fallback.")
     floors: list[Floor] = Field(description="n_layers + 1 floors, bottom (embedding rows) to top.")
     drawn_floors: list[int] = Field(description="The floors drawn (after_layer values), bottom to top.")
-    shared_scale: float = Field(description=f"One colour scale for every drawn floor: +-{SCALE_QUANTILE:.0%} quantile of "
-                                "|value| over all of them.")
+    shared_scale: float = Field(description="One colour scale for every drawn floor: the largest of their own scales.")
     next_token: Guess | None = Field(description="The model's actual prediction after the last token (argmax); "
                                      "null for an empty prompt.")
     real_model: dict = Field(description="The real thing from the catalog: name, hidden_size, num_layers, source.")
@@ -166,7 +166,7 @@ def _guess(m, i: int, p: float) -> dict:
 
 def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, lens: list) -> dict:
     return {"after_layer": l, "drawn": drawn, "vectors": sig(x) if drawn else [],
-            "scale": float(f"{colour_scale([x], SCALE_QUANTILE):.3g}"), "norm": sig(np.linalg.norm(x, axis=-1)),
+            "scale": float(f"{colour_scale(x, SCALE_QUANTILE):.3g}"), "norm": sig(np.linalg.norm(x, axis=-1)),
             "change": None if change is None else sig(change), "lens": lens}
 
 
@@ -237,7 +237,7 @@ def _embeddings_json(prompt: str, model: str, served: str) -> bytes:
         xs = [fw.embeddings] + [t.resid_out for t in fw.layers]
         changes = [None] + [layer_change(t.resid_in, t.resid_out) for t in fw.layers]
         floors = _floors(m, xs, changes, drawn)
-        shared = float(f"{colour_scale([xs[f] for f in drawn], SCALE_QUANTILE):.3g}")
+        shared = max(f["scale"] for f in floors if f["drawn"])
     else:  # an empty prompt (e.g. while the box is cleared): empty floors, nothing to predict from
         floors = [{"after_layer": i, "drawn": i in drawn, "vectors": [], "scale": 0.0, "norm": [],
                    "change": [] if i else None, "lens": []} for i in range(m.config.n_layers + 1)]

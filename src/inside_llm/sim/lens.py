@@ -46,7 +46,11 @@ def layer_change(resid_in: np.ndarray, resid_out: np.ndarray) -> np.ndarray:
     return np.linalg.norm(resid_out - resid_in, axis=-1) / np.linalg.norm(resid_in, axis=-1)
 
 
-def colour_scale(arrays, quantile: float = 0.98) -> float:
-    """+-this quantile of |value| over all the arrays (a few outliers saturate); 0 when there is nothing."""
-    flat = np.concatenate([np.abs(np.asarray(a, np.float32)).ravel() for a in arrays]) if arrays else np.zeros(0)
-    return float(np.quantile(flat, quantile)) if flat.size else 0.0
+def colour_scale(x: np.ndarray, quantile: float = 0.98) -> float:
+    """A floor's colour scale for residual rows x [T, dim]: the `quantile` of |value| within each token's
+    vector, then the median over tokens. One token far larger than the rest (real models park attention on
+    the first token, whose numbers grow hundreds of times larger) saturates instead of washing out the
+    others. 0 when there is nothing."""
+    if x.size == 0:
+        return 0.0
+    return float(np.median(np.quantile(np.abs(x), quantile, axis=-1)))

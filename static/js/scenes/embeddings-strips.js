@@ -59,7 +59,7 @@ function image(W, H, fill) {
 
 /**
  * A token or guess {text, bytes} as it reads in a small label: spaces as ·, newlines as ↵; a piece that is only
- * part of a character (text null) shows what of it decodes, then its leftover raw bytes in hex as ⟨F0 9F⟩.
+ * part of a character (text null) shows what of it decodes, then its leftover raw bytes in hex as ‹F0 9F›.
  */
 export function pieceLabel(p) {
   if (p.text !== null && p.text !== undefined) return tokenLabel(p.text);
@@ -69,11 +69,11 @@ export function pieceLabel(p) {
     try { new TextDecoder('utf-8', { fatal: true }).decode(raw.subarray(0, n)); break; } catch { /* shorter */ }
   }
   const head = n ? tokenLabel(new TextDecoder().decode(raw.subarray(0, n))) : '';
-  return `${head}⟨${[...raw.subarray(n)].map((b) => b.toString(16).toUpperCase().padStart(2, '0')).join(' ')}⟩`;
+  return `${head}‹${[...raw.subarray(n)].map((b) => b.toString(16).toUpperCase().padStart(2, '0')).join(' ')}›`;
 }
 
-/** Legend words for ⟨..⟩ and ·, shared by chapters 2 and 3. */
-export const PIECE_KEY = '· is a space (·the = “ the”); a piece without · joins the word before it; ⟨F0 9F⟩ = raw bytes, ' +
+/** Legend words for ‹..› and ·, shared by chapters 2 and 3. */
+export const PIECE_KEY = '· is a space (·the = “ the”); a piece without · joins the word before it; ‹F0 9F› = raw bytes, ' +
   'part of a character (an emoji, say) that the vocabulary spells in several pieces';
 
 export const guessLabel = pieceLabel;
@@ -131,7 +131,8 @@ export function legendScale(parent, caption) {
   h('span', { class: 'strip-key-end', text: '−' }, k);
   h('i', { class: 'strip-key-bar', 'aria-hidden': 'true' }, k);
   h('span', { class: 'strip-key-end', text: '+' }, k);
-  k.append(` orange negative · blank ≈ 0 · blue positive (${caption})`);
+  k.append(' orange negative, blank ≈ 0, blue positive');
+  parent.append(` (${caption})`);
   return k;
 }
 
@@ -139,7 +140,7 @@ export function legendScale(parent, caption) {
 export async function measuredBars(ctx, box, url, title, fmt, alive) {
   clear(box);
   h('h3', { text: title }, box);
-  const note = h('p', { class: 'strip-measured-note', text: 'Measuring the demo model on this server’s CPU…' }, box);
+  const note = h('p', { class: 'strip-measured-note', text: 'Measuring the toy model on this server’s CPU…' }, box);
   let m;
   try {
     m = await ctx.fetchJSON(url);
@@ -166,7 +167,8 @@ export async function measuredBars(ctx, box, url, title, fmt, alive) {
 export function drawToScale(box, d) {
   clear(box);
   const r = d.real_model, m = d.model, W = 420, H = 150, bw = 400, bh = 110;
-  h('h3', { text: `To scale: ${r.name} vs our demo model` }, box);
+  const who = m.served === 'smollm2' ? 'SmolLM2' : 'our toy model';
+  h('h3', { text: `To scale: ${r.name} vs ${who}` }, box);
   const s = root(box, W, H, `${r.name}: ${r.hidden_size} numbers per token and ${r.num_layers} layers; the demo model: ` +
     `${m.dim} numbers and ${m.n_layers} layers, drawn to the same scale.`);
   svg('rect', { x: 10, y: 10, width: bw, height: bh, class: 'emb-real-big' }, s);
@@ -174,7 +176,7 @@ export function drawToScale(box, d) {
   svg('rect', { x: 10, y: 10 + bh - dh, width: dw, height: dh, class: 'emb-real-demo' }, s);
   svg('text', { x: 10 + bw / 2, y: 10 + bh / 2, 'text-anchor': 'middle', class: 'emb-real-label',
     text: `${num(r.hidden_size)} numbers × ${r.num_layers} layers` }, s);
-  svg('text', { x: 10 + dw + 6, y: 10 + bh - 3, class: 'emb-small', text: `← demo: ${num(m.dim)} × ${m.n_layers}` }, s);
+  svg('text', { x: 10 + dw + 6, y: 10 + bh - 3, class: 'emb-small', text: `← ${who}: ${num(m.dim)} × ${m.n_layers}` }, s);
   svg('text', { x: 10, y: H - 8, class: 'emb-small',
     text: `${num(d.math.width_ratio.value)}× wider and ${num(d.math.depth_ratio.value)}× taller` }, s);
 }

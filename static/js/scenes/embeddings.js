@@ -126,8 +126,8 @@ function drawNote(d) {
       `${drawn.slice(1).map((f) => f.after_layer).join(', ')}); ⋮ marks layers passed over. `);
   }
   legendScale(view.note, view.perFloor
-    ? 'each floor scaled to its own range, given at its left: compare patterns, not strength, between floors'
-    : `one scale for every floor: full colour = ±${num(d.shared_scale, 2)}, so growth shows`);
+    ? 'each floor scaled to its own range, given at its left: compare patterns between floors, not strength'
+    : `one scale for every floor: full colour = ±${num(d.shared_scale, 3)}, so growth shows`);
 }
 
 const cap = (t) => t[0].toUpperCase() + t.slice(1);
@@ -303,8 +303,12 @@ function drawLensList(d, i, who) {
   [...d.floors].reverse().filter((fl) => fl.lens[i]).forEach((fl) => {
     const li = h('li', {}, ol);
     h('span', { class: 'emb-lens-floor', text: fl.after_layer === 0 ? 'embedding' : `layer ${fl.after_layer}` }, li);
-    h('span', { class: 'emb-lens-guesses', text: fl.lens[i].map((g) => `${pieceLabel(g)} ${pct(g.p, 0)}`).join(' · ') }, li);
-    if (fl.change) h('span', { class: 'emb-lens-change', text: `layer changed it by ${pct(fl.change[i], 0)}` }, li);
+    const gs = h('span', { class: 'emb-lens-guesses' }, li);
+    for (const g of fl.lens[i]) {
+      const one = h('b', { text: `${pieceLabel(g)} ` }, gs);
+      h('span', { text: pct(g.p, 0) }, one);
+    }
+    if (fl.change) h('span', { class: 'emb-lens-change', text: `changed ${pct(fl.change[i], 0)}` }, li);
   });
 }
 
@@ -314,7 +318,7 @@ async function loadMeasured() {
   if (view.measuredShown) return;
   view.measuredShown = true;
   await measuredBars(ctx, view.meas, '/api/embeddings/measured', 'Measured: prefill vs decode on this server', (m) => ({
-    text: `The demo model on ${m.measured_on} (${m.cpu.name}): a ${m.prompt_tokens}-token prompt in one pass, then ` +
+    text: `The toy model on ${m.measured_on} (${m.cpu.name}): a ${m.prompt_tokens}-token prompt in one pass, then ` +
       `${m.decode_tokens} tokens one at a time. Time per token:`,
     bars: [{ label: 'prefill', value: m.prefill_ms_per_token, cls: 'prefill' }, { label: 'decode', value: m.decode_ms_per_token, cls: 'decode' }],
     after: `Decode spends ${num(m.decode_over_prefill_time_per_token, 2)}× as long per token: it rereads every weight for one token.`,

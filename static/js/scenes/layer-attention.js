@@ -15,7 +15,7 @@ const GEOMETRY = {
 const READING_ROWS = 5, READING_H = 38 + READING_ROWS * 19 + 4;
 const MASKED = 'a later token: out of sight (a token never looks ahead)';
 
-/** A token as an axis label: spaces as ·, a part of a character as its raw bytes ⟨..⟩. */
+/** A token as an axis label: spaces as ·, a part of a character as its raw bytes ‹..›. */
 export const tokenText = pieceLabel;
 
 /** Query head h's key/value group: which KV head it reads, and which query heads share it. */
@@ -107,9 +107,9 @@ const clip = (text, n) => (text.length > n ? `${text.slice(0, n - 1)}…` : text
 function layoutThumbs(d, G) {
   const g = d.groups[0].query_heads.length, nG = d.groups.length;
   const avail = G.side || G.W, pad = 8;
-  const size = Math.min(G.side ? 70 : 76, (avail - (g + 1) * pad) / g);
+  const size = Math.min(G.side ? 70 : 96, (avail - (g + 1) * pad) / g);
   const boxH = size + 40, x = G.side ? Math.min(G.W - G.side, G.axis + G.map + 50) : 0, y = G.side ? G.top - 22 : G.top + G.map + 22;
-  const w = Math.max(g * size + (g + 1) * pad, Math.min(avail, 320));
+  const w = G.side ? Math.max(g * size + (g + 1) * pad, Math.min(avail, 320)) : avail;
   const boxes = d.groups.map((grp, k) => ({ grp, x, y: y + k * (boxH + 10), w, h: boxH }));
   return { size, pad, boxes, bottom: y + nG * (boxH + 10) };
 }

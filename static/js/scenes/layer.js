@@ -68,7 +68,7 @@ export function update(data, params = {}) {
   if (!view.measuredShown) {
     view.measuredShown = true;
     measuredBars(ctx, view.meas, '/api/layer/measured', 'Measured: the KV cache on this server', (m) => ({
-      text: `The demo model on ${m.measured_on} (${m.cpu.name}): ${m.new_tokens} new tokens after a ${m.prompt_tokens}-token ` +
+      text: `The toy model on ${m.measured_on} (${m.cpu.name}): ${m.new_tokens} new tokens after a ${m.prompt_tokens}-token ` +
         `prompt, keeping each layer’s keys and values vs recomputing the whole prefix for every token. Time per token:`,
       bars: [{ label: 'with KV cache', value: m.cached_ms_per_token, cls: 'cached' },
         { label: 'recompute', value: m.recompute_ms_per_token, cls: 'recompute' }],
@@ -228,7 +228,8 @@ function drawQKV(d, v, pal, rowH, head) {
   return { s, sel: rowsFrame(s, d, v, top, rowH), top };
 }
 
-function drawMLP(d, v, pal, rowH) {
+function drawMLP(d, v, pal, qkvRowH) {
+  const rowH = Math.max(2, Math.min(qkvRowH, (view.geo.dense ? 50 : 110) / d.num_tokens)); // three blocks: keep each short
   const m = d.model, T = d.num_tokens, mlp = d.mlp, wide = v.W - v.label, narrowW = (wide * m.dim) / m.ffn_dim;
   heading(view.mlp, `Then the MLP stretches each vector to ${num(m.ffn_dim)} numbers and squeezes it back to ${num(m.dim)}`);
   const bh = T * rowH, link = view.geo.dense ? 22 : v.name === 'wide' ? 40 : 30, y1 = 16, y2 = y1 + bh + link + 14, y3 = y2 + bh + link + 14;
@@ -249,7 +250,7 @@ function drawMLP(d, v, pal, rowH) {
   block(v.label, y2, wide, mlp.hidden, mlp.hidden_scale, `silu(gate) × up · ${num(m.ffn_dim)} wide`);
   block(nx, y3, narrowW, mlp.out, mlp.out_scale, `out · ${m.dim}, added to the token’s vector`);
   const sels = [y1, y2, y3].map((y, k) => svg('rect', { x: k === 1 ? v.label : nx, width: k === 1 ? wide : narrowW, height: rowH, class: 'ly-row-sel', y }, s));
-  return { sels, ys: [y1, y2, y3] };
+  return { sels, ys: [y1, y2, y3], rowH };
 }
 
 // ---- the selected token ---------------------------------------------------------------------
@@ -260,7 +261,7 @@ function select(i, announce, force = false) {
   const d = view.data, { rowH } = view.geo, who = tokenText(d.tokens[i]);
   view.chipEls.forEach((c, j) => { c.classList.toggle('selected', j === i); c.setAttribute('aria-pressed', String(j === i)); });
   view.qkvFig.sel.setAttribute('y', (view.qkvFig.top + i * rowH).toFixed(1));
-  view.mlpFig.sels.forEach((r, k) => r.setAttribute('y', (view.mlpFig.ys[k] + i * rowH).toFixed(1)));
+  view.mlpFig.sels.forEach((r, k) => r.setAttribute('y', (view.mlpFig.ys[k] + i * view.mlpFig.rowH).toFixed(1)));
   view.heat.select(i);
   const v = view.selReadout.querySelector('.value');
   v.textContent = who;
