@@ -9,23 +9,11 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from . import __version__
-from .api.registry import CHAPTER_SLUGS, chapter_module
+from .api.registry import ROUTERS
 from .paths import static_dir
 from .settings import Settings
 from .web import facts, pages
 from .web.middleware import BodyLimit, ETagCache, SecurityHeaders, security_headers
-
-
-def _pending_router(slug: str):
-    from fastapi import APIRouter
-
-    r = APIRouter(tags=["being built"])
-
-    @r.get(f"/api/{slug}", status_code=501, include_in_schema=False)
-    def pending() -> JSONResponse:
-        return JSONResponse({"detail": f"chapter {slug!r} is being built"}, status_code=501)
-
-    return r
 
 
 def _declared_params(request: Request) -> list[str]:
@@ -80,11 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   description="One simulation endpoint per chapter of the tour. Every response is a pure "
                               "function of its URL (fixed seeds) and carries an ETag.")
     app.state.settings = settings
-    for slug in CHAPTER_SLUGS:
-        mod = chapter_module(slug)
-        app.include_router(mod.router if mod is not None else _pending_router(slug))
-        for extra in getattr(mod, "extra_routers", ()):
-            app.include_router(extra)
+    for router in ROUTERS:
+        app.include_router(router)
     app.include_router(facts.router)
     app.include_router(pages.router)
 

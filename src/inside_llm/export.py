@@ -27,7 +27,6 @@ from urllib.parse import urlencode
 from fastapi.testclient import TestClient
 
 from . import __version__
-from .api.registry import chapter_module
 from .app import create_app
 from .jsbundle import bundle
 from .paths import static_dir
@@ -144,13 +143,7 @@ def _write_scene(out: Path, scene: Scene, tour: tuple[Scene, ...], responses: li
         html = templates.get_template(template).render(page_context(scene, {}, embed, OFFLINE, tour))
         _write(out / kind / f"{scene.slug}.html", html)
     return {"slug": scene.slug, "number": scene.number, "title": scene.title, "tour": f"tour/{scene.slug}.html",
-            "embed": f"embed/{scene.slug}.html", "built": _built(scene.slug),
-            "responses": files, "needs_live_server": live_only(scene)}
-
-
-def _built(slug: str) -> bool:
-    """A chapter shows a live stage once both its endpoint and its scene module exist."""
-    return chapter_module(slug) is not None and (static_dir() / "js" / "scenes" / f"{slug}.js").is_file()
+            "embed": f"embed/{scene.slug}.html", "responses": files, "needs_live_server": live_only(scene)}
 
 
 def _write(path: Path, text: str) -> None:
@@ -193,9 +186,9 @@ def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
         shared = _shared(client)
         for i, scene in enumerate(scenes, 1):
             try:
-                responses = _responses(client, scene, _progress) if chapter_module(scene.slug) else []
+                responses = _responses(client, scene, _progress)
                 entries.append(_write_scene(out, scene, tuple(scenes), responses, shared))
-            except Exception as e:  # one chapter mid-construction must not sink the whole deck
+            except Exception as e:  # one chapter that fails must not sink the whole deck: it is reported
                 broken.append(scene.slug)
                 _progress(f"[{i}/{len(scenes)}] {scene.slug}: FAILED ({type(e).__name__}: {e}); left out", final=True)
                 continue
@@ -212,9 +205,6 @@ def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
 
 def _report(entries: list[dict], out: Path, seconds: float) -> None:
     print(f"Done in {seconds:.1f} s. Open {(out / 'index.html').resolve().as_uri()}", flush=True)
-    pending = [e["slug"] for e in entries if not e["built"]]
-    if pending:
-        print(f"Being built (exported as placeholders): {', '.join(pending)}")
     print("Needs the live server (inside-llm serve):")
     for e in entries:
         for note in e["needs_live_server"]:

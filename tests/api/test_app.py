@@ -99,3 +99,28 @@ def test_docs_page_and_openapi(client):
     assert "api-docs" in client.get("/docs").text
     spec = client.get("/openapi.json").json()
     assert "/api/tokens" in spec["paths"]
+
+
+def test_every_router_is_registered_in_the_registry():
+    """A module under inside_llm.api that has a `router` is served: registry.ROUTERS lists it (and nothing else)."""
+    import importlib
+    import pkgutil
+
+    import inside_llm.api as api
+    from inside_llm.api.registry import ROUTERS
+
+    routers = [m.router for info in pkgutil.iter_modules(api.__path__)
+               if hasattr(m := importlib.import_module(f"inside_llm.api.{info.name}"), "router")]
+    assert len(routers) == len(ROUTERS) == 13 and all(any(r is s for s in ROUTERS) for r in routers)
+
+
+def test_the_chapter_stages_do_not_import_each_other():
+    """Chapters 2 and 3 share the demo model's helpers through api/demo_model.py, not through each other."""
+    import ast
+
+    from inside_llm.paths import PACKAGE_DIR
+
+    for name in ("layer", "embeddings", "generate"):
+        tree = ast.parse((PACKAGE_DIR / "api" / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {a.module for a in ast.walk(tree) if isinstance(a, ast.ImportFrom) and a.level == 1}
+        assert not imported & {"embeddings", "generate", "layer", "batching"}, (name, imported)

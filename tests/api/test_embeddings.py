@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inside_llm.api.embeddings import MAX_PROMPT_TOKENS, embeddings_json, facts, served_model
+from inside_llm.api.demo_model import MAX_PROMPT_TOKENS, served_model
+from inside_llm.api.embeddings import embeddings_json, facts
 from inside_llm.sim import catalog
 from inside_llm.sim.lens import drawn_floors
 from inside_llm.sim.transformer_ops import log_softmax

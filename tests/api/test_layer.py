@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inside_llm.api.embeddings import MAX_PROMPT_TOKENS, served_model
+from inside_llm.api.demo_model import MAX_PROMPT_TOKENS, served_model
 from inside_llm.api.layer import MAX_LAYER, facts
 from inside_llm.sim import catalog
 

@@ -1,13 +1,10 @@
 """A stand-in scene module with animation steps, served in place of a real one through Playwright routing.
 
-No chapter implemented numSteps/showStep when the slides features landed, so the step contract
-(docs/scene-contract.md) is tested against this module; it records what tour.js asks of it.
+The step contract (docs/scene-contract.md) is tested against this module, whose steps are known;
+it records what tour.js asks of it. The real chapters' steps are checked in test_embed.py.
 """
 
 from __future__ import annotations
-
-from inside_llm.api.registry import CHAPTER_SLUGS, chapter_module
-from inside_llm.paths import static_dir
 
 NUM_STEPS = 4
 
@@ -41,9 +38,3 @@ def use_stepping_scene(page, slug: str = "tokens") -> None:
     """Serve the stepping module as static/js/scenes/<slug>.js for this page (and its frames)."""
     page.route(f"**/static/js/scenes/{slug}.js",
                lambda route: route.fulfill(status=200, body=SOURCE, content_type="text/javascript"))
-
-
-def live_chapters() -> list[str]:
-    """Chapters with both an endpoint and a stage module: the slides features must work on each."""
-    js = static_dir() / "js" / "scenes"
-    return [s for s in CHAPTER_SLUGS if chapter_module(s) is not None and (js / f"{s}.js").is_file()]

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 from pagekit import change
-from stepping_scene import NUM_STEPS, live_chapters, use_stepping_scene
+from stepping_scene import NUM_STEPS, use_stepping_scene
 
-from inside_llm.api.registry import chapter_module
+from inside_llm.api.registry import CHAPTER_SLUGS, CHAPTERS
 from inside_llm.paths import static_dir
 
 pytestmark = pytest.mark.browser
@@ -159,11 +159,11 @@ def test_arrow_keys_step_inside_an_embed(page, base_url):
 
 
 def _stepping_chapters() -> list[str]:
-    """Built chapters whose scene module already implements the optional step contract."""
+    """Chapters whose scene module implements the optional step contract."""
     found = []
     for js in sorted((static_dir() / "js" / "scenes").glob("*.js")):
         src = js.read_text(encoding="utf-8")
-        if chapter_module(js.stem) and "export function showStep" in src and "export function numSteps" in src:
+        if js.stem in CHAPTERS and "export function showStep" in src and "export function numSteps" in src:
             found.append(js.stem)
     return found
 
@@ -181,9 +181,9 @@ def test_real_stepping_scenes_hold_still_at_a_step(page, base_url):
     assert page.console_errors == []
 
 
-def test_every_live_chapter_embeds_in_a_slide_frame(page, base_url):
+def test_every_chapter_embeds_in_a_slide_frame(page, base_url):
     """Each chapter's embed at 16:9 and phone sizes: a stage, no page scrollbars, no console errors."""
-    for slug in live_chapters():
+    for slug in CHAPTER_SLUGS:
         for w, h in ((960, 540), (390, 700)):
             page.set_viewport_size({"width": w, "height": h})
             page.goto(f"{base_url}/embed/{slug}")
@@ -200,7 +200,7 @@ def test_every_live_chapter_embeds_in_a_slide_frame(page, base_url):
 def test_every_embed_settles_on_one_fit(page, base_url):
     """The fit factor must settle: a scene whose drawn height lags its width can make the frame refit forever."""
     page.set_viewport_size({"width": 1280, "height": 860})
-    for slug in live_chapters():
+    for slug in CHAPTER_SLUGS:
         page.goto(f"{base_url}/embed/{slug}?step=1")
         page.wait_for_load_state("networkidle", timeout=60000)
         page.wait_for_timeout(500)

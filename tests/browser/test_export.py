@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from pagekit import unexpected_errors, watch_console
-from stepping_scene import live_chapters
 
+from inside_llm.api.registry import CHAPTER_SLUGS
 from inside_llm.export import export_bundle
 
 pytestmark = pytest.mark.browser
@@ -135,9 +135,9 @@ def test_embed_snippet_has_chosen_size_and_options(clip_page, base_url):
     assert page.locator("#tool-panel").is_hidden() and embed.get_attribute("aria-expanded") == "false"
 
 
-def test_every_live_chapter_downloads_as_svg_and_png(clip_page, base_url):
+def test_every_chapter_downloads_as_svg_and_png(clip_page, base_url):
     page = clip_page
-    for slug in live_chapters():
+    for slug in CHAPTER_SLUGS:
         page.goto(f"{base_url}/tour/{slug}")
         page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0 && "
                                "!document.querySelector('#stage')?.hasAttribute('aria-busy')")
@@ -216,9 +216,9 @@ def test_bundle_png_download_works_from_disk(offline_page, bundle_dir):
     assert open(d.value.path(), "rb").read()[:8] == PNG_MAGIC
 
 
-def test_bundle_of_every_live_chapter_draws_from_disk(offline_page, tmp_path):
+def test_bundle_of_every_chapter_draws_from_disk(offline_page, tmp_path):
     """Each chapter with a stage, exported together, draws offline with its own styles and no network."""
-    slugs = live_chapters()
+    slugs = list(CHAPTER_SLUGS)
     assert export_bundle(tmp_path, slugs) == 0
     page = offline_page
     for slug in slugs:

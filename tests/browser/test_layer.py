@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 from pagekit import change, open_page
 
-from inside_llm.api.embeddings import served_model
+from inside_llm.api.demo_model import served_model
 from inside_llm.scenes import scene_by_slug
 
 pytestmark = pytest.mark.browser

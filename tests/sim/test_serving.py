@@ -149,6 +149,7 @@ def test_weight_assumption_follows_the_precision():
 def test_tensor_parallel_beyond_a_node_is_slower_than_at_nvlink_speed():
     """Issue 16 item 1: the same tp=64 on one imaginary 64-GPU NVLink domain vs eight 8-GPU HGX nodes."""
     import dataclasses
+
     from inside_llm.sim.costmodel import allreduce_s, step_time
     h100 = catalog.gpu("h100-sxm")
     flat = dataclasses.replace(h100, node_gpus=64)

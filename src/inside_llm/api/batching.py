@@ -7,9 +7,6 @@ BF16 on one H100 SXM). GET /api/batching/measured -> the demo model decoding bat
 
 from __future__ import annotations
 
-import os
-import platform
-import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Annotated, Literal
@@ -22,10 +19,9 @@ from ..sim.derivation import derive
 from ..sim.schedrecords import BatchingResult
 from ..sim.scheduler import simulate_batching
 from ..sim.stepcost import CostModelClock
+from .measured import Measured, cpu_info
 
 router = APIRouter(tags=["7 · batching"])
-measured_router = APIRouter(tags=["7 · batching"])
-extra_routers = [measured_router]
 
 MAX_REQUESTS = 1000
 MAX_SEATS = 64
@@ -146,7 +142,6 @@ def facts(p: BatchingParams | None = None) -> dict[str, str]:
 MEASURED_BATCHES = (1, 8, 32)
 MEASURED_CONTEXT_TOKENS = 64
 MEASURED_STEPS, MEASURED_REPEATS, MEASURED_ROUNDS = 8, 3, 2
-_measure_lock = threading.Lock()
 
 
 class MeasuredBatch(BaseModel):
@@ -172,16 +167,6 @@ class MeasuredResponse(BaseModel):
                  "A batch shares every weight read, as on a GPU.")
 
 
-def cpu_info() -> dict:
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), name)
-    except OSError:
-        pass
-    return {"name": name, "logical_cores": os.cpu_count()}
-
-
 def _demo_model():
     """The tour's demo model ('main'), or its small draft model when main is not installed."""
     from ..sim.transformer import load_model
@@ -194,22 +179,16 @@ def _demo_model():
     return None
 
 
-@lru_cache(maxsize=1)
-def _measure() -> bytes:
-    try:
-        return _measure_demo_model()
-    except Exception as e:  # a broken weights file must not take the page down: say so instead
-        return MeasuredResponse(available=False, reason=f"the measurement failed ({type(e).__name__})",
-                                cpu=cpu_info()).model_dump_json().encode()
+def _unavailable(reason: str) -> dict:
+    return MeasuredResponse(available=False, reason=reason, cpu=cpu_info()).model_dump()
 
 
-def _measure_demo_model() -> bytes:
+def _measure_demo_model() -> dict:
     from ..sim import demo_timing
 
     model = _demo_model()
     if model is None:
-        return MeasuredResponse(available=False, reason="the demo model's weights are not installed on this server",
-                                cpu=cpu_info()).model_dump_json().encode()
+        return _unavailable("the demo model's weights are not installed on this server")
     prompt = demo_timing.default_prompt_ids(model, MEASURED_CONTEXT_TOKENS)
     model.forward(prompt)  # warm up BLAS and caches
     best: dict[int, dict] = {}
@@ -223,12 +202,13 @@ def _measure_demo_model() -> bytes:
     c = model.config
     info = {"name": model.name, "num_params": model.num_params, "layers": c.n_layers, "dim": c.dim,
             "heads": c.n_heads, "kv_heads": c.n_kv_heads, "vocab_size": c.vocab_size}
-    return MeasuredResponse(available=True, cpu=cpu_info(), model=info, batches=batches).model_dump_json().encode()
+    return MeasuredResponse(available=True, cpu=cpu_info(), model=info, batches=batches).model_dump()
 
 
-@measured_router.get("/api/batching/measured", response_model=MeasuredResponse)
+MEASURED = Measured(_measure_demo_model, on_failure=_unavailable)
+
+
+@router.get("/api/batching/measured", response_model=MeasuredResponse)
 def get_measured() -> Response:
     """Tokens/s of the demo model decoding batches of 1, 8 and 32 on this server's CPU (measured once)."""
-    with _measure_lock:  # one measurement per process, however many ask at once
-        body = _measure()
-    return Response(content=body, media_type="application/json")
+    return MEASURED.response()

@@ -1,6 +1,6 @@
 """Catalogs: GET /api/catalog (GPUs, models, nodes, references, with sources); POST /api/catalog/models.
 
-Not a chapter: the dials router lists this module's router in its `extra_routers`. A posted
+Not a chapter (the registry lists its router beside the chapters'). A posted
 Hugging Face config.json comes back as the derived model with its computed parameter counts and
 the query fields that put it on the dials (`model=custom&hidden_size=...`).
 """

@@ -4,7 +4,7 @@ A thin wrapper over `sim.serving.estimate`, plus a TPOT-vs-context curve for the
 Bring your own model or GPU without a registry change: `model=custom` reads the Hugging Face
 config.json fields below (defaults: Llama 3.1 70B's shape), `gpu=custom` the GPU fields (defaults:
 H100 SXM's datasheet). Those fields are ignored for catalog ids. The catalog routes live in
-`api/catalog.py` and are served through `extra_routers`.
+`api/catalog.py`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from . import catalog as catalog_api
 from .catalog import derived_model
 
 router = APIRouter(tags=["11 · dials"])
-extra_routers = [catalog_api.router]
 
 ModelId = Literal[(*catalog.models(), "custom")]  # type: ignore[valid-type]
 GpuId = Literal[(*catalog.gpus(), "custom")]  # type: ignore[valid-type]

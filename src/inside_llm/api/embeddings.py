@@ -8,115 +8,39 @@ much the layer changed it, and the logit lens (final norm + tied head applied th
 guesses) for every token on drawn floors and for the last token on all. Beside it, the real scale from
 the catalog (Llama 3.1 70B). A pure function of the URL; the CPU timings live at
 GET /api/embeddings/measured (measured once per process) so this response stays cacheable by ETag.
-Also mounts GET /api/generate (extra_routers), which is not a chapter of its own.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field
 
-from .. import modelfile
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
-from .generate import demo_model, generate_router, model_info, piece_text, prompt_tokens, sig
+from .demo_model import (
+    SCALE_MODEL,
+    PromptParams,
+    demo_model,
+    model_info,
+    model_tokens,
+    piece_text,
+    served_info,
+    served_model,
+    served_name,
+    sig,
+)
+from .measured import Measured, cpu_info
 
 router = APIRouter(tags=["2 · embeddings"])
-measured_router = APIRouter(tags=["2 · embeddings"])
-extra_routers = [measured_router, generate_router]
 
-MAX_PROMPT_TOKENS = 64  # the stage draws a column per token; longer prompts would not be readable
-MAX_PROMPT_CHARS = 1000
-DEFAULT_PROMPT = "The capital of France is"
-SCALE_MODEL = "llama-3.1-70b"
 TOP_K = 3
 SCALE_QUANTILE = 0.98  # colour scale: +-this quantile of |value| (a few outliers saturate)
-MODEL_CHOICES = ("smollm2", "toy")
-
-
-# ---- which model reads the prompt ------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Served:
-    """The model behind `model=`: the one asked for when it is on this server, else the toy, and why."""
-
-    requested: str
-    served: str            # "smollm2" | "toy"
-    model: object          # the model object (the demo transformer's interface)
-    note: str | None       # why the toy serves when smollm2 was asked for; None otherwise
-
-
-def _real_model():
-    """(SmolLM2-135M-Instruct, None) when its file is on this server, else (None, why not)."""
-    m = modelfile.served_smollm()
-    if m is None:
-        return None, (f"SmolLM2-135M-Instruct is not on this server ({modelfile.HOW_TO_FETCH}); "
-                      "the toy model trained here serves meanwhile.")
-    return m, None
-
-
-def served_model(requested: str = "smollm2") -> Served:
-    if requested == "smollm2":
-        m, why = _real_model()
-        if m is not None:
-            return Served(requested, "smollm2", m, None)
-        return Served(requested, "toy", demo_model(), why)
-    return Served(requested, "toy", demo_model(), None)
-
-
-def served_info(s: Served) -> dict:
-    """model_info plus which model was asked for, which serves, why when they differ, and what each
-    choice of `model` would serve (so a page can bound its layer and head controls before it asks)."""
-    choices = {}
-    for name in MODEL_CHOICES:
-        o = served_model(name)
-        choices[name] = {"served": o.served, "n_layers": o.model.config.n_layers, "n_heads": o.model.config.n_heads}
-    return model_info(s.model) | {"requested": s.requested, "served": s.served, "note": s.note, "choices": choices}
-
-
-def check_model_prompt(text: str, info: ValidationInfo, max_tokens: int) -> str:
-    """ValueError (a 422 on `prompt`) unless the text is at most max_tokens tokens of the model that serves."""
-    m = served_model(info.data.get("model", "smollm2")).model
-    n = len(m.encode(text))
-    if n > max_tokens:
-        raise ValueError(f"the prompt is {n} tokens for the {m.name} model; at most {max_tokens} tokens are allowed")
-    return text
-
-
-def model_tokens(s: Served, prompt: str) -> tuple[list[int], list[dict], list[dict]]:
-    """(ids, chapter 1's cl100k pieces (toy only; [] otherwise), one row per model token)."""
-    if s.served == "toy":
-        return prompt_tokens(s.model, prompt)
-    m, ids = s.model, s.model.encode(prompt)
-    rows = [{"index": i, "id": t, "cl100k_id": None, "text": piece_text(m.piece(t)), "bytes": m.piece(t).hex(" ").upper(),
-             "piece": i, "fallback": False} for i, t in enumerate(ids)]
-    return ids, [], rows
-
-
-MODEL_FIELD = Field("smollm2", description="Which model reads the prompt: smollm2 (SmolLM2-135M-Instruct, when its "
-                    "file is on this server; otherwise the toy serves and the response says so) or toy (the 6M-parameter "
-                    "model trained here). No unit.")
-
-
-class PromptParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    model: Literal["smollm2", "toy"] = MODEL_FIELD
-    prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text the model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
-        "tokens of the model that serves; empty gives an empty picture)."))
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt(cls, v: str, info: ValidationInfo) -> str:
-        return check_model_prompt(v, info, MAX_PROMPT_TOKENS)
 
 
 class Guess(BaseModel):
@@ -221,11 +145,6 @@ def embeddings_json(prompt: str, model: str = "smollm2") -> bytes:
     return _embeddings_json(prompt, model, served_model(model).served)  # cached per model that actually serves
 
 
-def served_name(s: Served) -> str:
-    """The served model in a fact sentence."""
-    return "SmolLM2-135M-Instruct" if s.served == "smollm2" else "our toy model"
-
-
 @lru_cache(maxsize=64)
 def _embeddings_json(prompt: str, model: str, served: str) -> bytes:
     s = served_model(model)
@@ -266,42 +185,33 @@ def facts(p: PromptParams | None = None) -> dict[str, str]:
 
 
 # ---- measured on this server's CPU: prefill vs decode time per token ---------------------------
-_lock = threading.Lock()
 ROUNDS = 3
 
 
-@lru_cache(maxsize=1)
-def _measure() -> bytes:
+def _measure() -> dict:
     from ..sim import demo_timing
-    from .batching import cpu_info
 
     m = demo_model()
-    try:
-        prompt = demo_timing.default_prompt_ids(m, 64)
-        m.forward(prompt)  # warm up
-        runs = [demo_timing.time_prefill_decode(m, prompt, num_decode_tokens=32, repeats=3) for _ in range(ROUNDS)]
-    except Exception as e:  # say so rather than fail the page
-        return _json({"available": False, "reason": f"the measurement failed ({type(e).__name__})", "cpu": cpu_info()})
+    prompt = demo_timing.default_prompt_ids(m, 64)
+    m.forward(prompt)  # warm up
+    runs = [demo_timing.time_prefill_decode(m, prompt, num_decode_tokens=32, repeats=3) for _ in range(ROUNDS)]
     prefill = min(r["prefill_ms_per_token"] for r in runs)  # a busy neighbour on the CPU only ever slows a round
     decode = min(r["decode_ms_per_token"] for r in runs)
     out = {"prompt_tokens": runs[0]["prompt_tokens"], "decode_tokens": runs[0]["decode_tokens"],
            "prefill_ms_per_token": prefill, "decode_ms_per_token": decode, "prefill_tokens_per_s": 1e3 / prefill,
            "decode_tokens_per_s": 1e3 / decode, "decode_over_prefill_time_per_token": decode / prefill}
-    return _json({"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
-                  **{k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()}, "rounds": ROUNDS,
-                  "note": f"Wall-clock time in numpy, measured once when this server process first answered this URL "
-                          f"(each figure: the fastest of {ROUNDS} rounds, each the median of 3 runs): a 64-token prompt in "
-                          "one forward pass (prefill), then 32 tokens one at a time with the KV cache (decode). Prefill "
-                          "shares each weight read across the prompt's tokens; decode does not."})
+    return {"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
+            **{k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()}, "rounds": ROUNDS,
+            "note": f"Wall-clock time in numpy, measured once when this server process first answered this URL "
+                    f"(each figure: the fastest of {ROUNDS} rounds, each the median of 3 runs): a 64-token prompt in "
+                    "one forward pass (prefill), then 32 tokens one at a time with the KV cache (decode). Prefill "
+                    "shares each weight read across the prompt's tokens; decode does not."}
 
 
-def _json(d: dict) -> bytes:
-    return json.dumps(d, separators=(",", ":")).encode()
+MEASURED = Measured(_measure)
 
 
-@measured_router.get("/api/embeddings/measured")
+@router.get("/api/embeddings/measured")
 def get_measured() -> Response:
     """Prefill vs decode time per token of the demo model on this server's CPU (measured once per process)."""
-    with _lock:
-        body = _measure()
-    return Response(content=body, media_type="application/json")
+    return MEASURED.response()

@@ -2,8 +2,7 @@
 
 model=smollm2 (the default when its file is fetched): SmolLM2-135M-Instruct answers `prompt` as a user
 turn in its own chat template and stops at <|im_end|>. model=toy: the shipped demo transformer continues
-`prompt` as plain text. Also the demo model's web helpers shared by chapters 2 and 3: which shipped model is served, prompt
-checks that name the field and the bound, token rows, and rounding that keeps payloads small.
+`prompt` as plain text. The demo model's helpers shared with chapters 2 and 3 live in api/demo_model.py.
 Unlike the chapter endpoints this stream is not a pure function of its URL in time (its pacing and
 elapsed_ms are wall-clock), though its tokens are (seeded sampling); it is sent with no-store.
 """
@@ -14,23 +13,19 @@ import codecs
 import json
 import time
 from collections.abc import AsyncIterator
-from functools import lru_cache
 from typing import Annotated, Literal
 
 import anyio
-import numpy as np
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import modelfile
-from ..sim import tokenizer as tk
-from ..sim.demo_vocab import byte_token_ids
-from ..sim.transformer import DEMO_DIR, DemoConfig, DemoModel, load_model
+from ..sim.transformer import DemoModel
+from .demo_model import demo_model
 
-generate_router = APIRouter(tags=["demo model · generate"])
+router = APIRouter(tags=["demo model · generate"])
 
-MODEL_ORDER = ("main", "draft")  # serve main; its small draft stands in until main's weights are installed
 MAX_GENERATE_PROMPT_TOKENS = 256
 MAX_NEW_TOKENS = 512
 MAX_TOKENS_PER_S = 200.0
@@ -46,33 +41,6 @@ ModelName = Literal["auto", "smollm2", "toy"]
 
 
 # ---- the served model and prompts ------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def demo_model_name() -> str:
-    """'main' when its weights are installed, else 'draft' (same API, smaller)."""
-    return next((n for n in MODEL_ORDER if (DEMO_DIR / f"{n}.npz").is_file()), MODEL_ORDER[0])
-
-
-def demo_model() -> DemoModel:
-    return load_model(demo_model_name())
-
-
-@lru_cache(maxsize=1)
-def demo_config() -> DemoConfig:
-    """The served model's config, read without loading its weights (for bounds at import time)."""
-    with np.load(DEMO_DIR / f"{demo_model_name()}.npz", allow_pickle=False) as z:
-        return DemoConfig(**json.loads(str(z["config_json"])))
-
-
-def check_prompt(text: str, max_tokens: int, min_tokens: int = 1) -> str:
-    """ValueError (a 422 on the field) unless text is min_tokens..max_tokens demo-model tokens."""
-    n = len(demo_model().encode(text))
-    if n < min_tokens:
-        raise ValueError(f"the prompt must hold at least {min_tokens} token")
-    if n > max_tokens:
-        raise ValueError(f"the prompt is {n} tokens for the demo model; at most {max_tokens} tokens are allowed")
-    return text
-
 
 def served_model(name: str = "auto") -> DemoModel:
     """The model `name` asks for: smollm2 (the real chat model), toy (the shipped demo transformer), or
@@ -100,57 +68,6 @@ def generation_ids(m: DemoModel, prompt: str) -> list[int]:
         raise ValueError(f"the prompt is {len(ids)} tokens in {where}; at most {MAX_GENERATE_PROMPT_TOKENS} "
                          "tokens are allowed")
     return ids
-
-
-def model_info(m: DemoModel) -> dict:
-    c = m.config
-    return {"name": m.name, "dim": c.dim, "n_layers": c.n_layers, "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads,
-            "head_dim": c.head_dim, "ffn_dim": c.ffn_dim, "vocab_size": c.vocab_size, "max_seq_len": c.max_seq_len,
-            "num_params": m.num_params}
-
-
-def piece_text(piece: bytes) -> str | None:
-    try:
-        return piece.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def prompt_tokens(m: DemoModel, text: str) -> tuple[list[int], list[dict], list[dict]]:
-    """(model ids, chapter 1's cl100k pieces with in_vocab, one row per model token).
-
-    A piece outside the demo vocabulary is spelled as its single-byte tokens (fallback=True on each).
-    """
-    known = m.vocab.cl100k  # [V] sorted cl100k ids
-    enc = tk.get_encoding("cl100k_base")
-    ids, pieces, rows = [], [], []
-    for pi, c in enumerate(tk.encode(text, "cl100k_base")):
-        raw = enc.decode_single_token_bytes(c)
-        j = int(np.searchsorted(known, c))
-        in_vocab = j < len(known) and int(known[j]) == c
-        pieces.append({"id": c, "text": piece_text(raw), "bytes": raw.hex(" ").upper(), "in_vocab": in_vocab})
-        for mid in [j] if in_vocab else _byte_ids(m, raw):
-            p = m.piece(mid)
-            rows.append({"index": len(ids), "id": mid, "cl100k_id": int(known[mid]), "text": piece_text(p),
-                         "bytes": p.hex(" ").upper(), "piece": pi, "fallback": not in_vocab})
-            ids.append(mid)
-    return ids, pieces, rows
-
-
-@lru_cache(maxsize=1)
-def _byte_cl100k() -> tuple[int, ...]:
-    return tuple(byte_token_ids())
-
-
-def _byte_ids(m: DemoModel, raw: bytes) -> list[int]:
-    """Model ids of raw's single bytes (the vocabulary's fallback rule)."""
-    return [int(np.searchsorted(m.vocab.cl100k, _byte_cl100k()[b])) for b in raw]
-
-
-def sig(a, digits: int = 4):
-    """Nested lists of floats rounded to `digits` significant digits (small, stable JSON)."""
-    arr = np.asarray(a, dtype=np.float64)
-    return [float(f"{x:.{digits}g}") for x in arr.ravel().tolist()] if arr.ndim == 1 else [sig(r, digits) for r in arr]
 
 
 # ---- the stream --------------------------------------------------------------------------------
@@ -231,7 +148,7 @@ def sse(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
 
 
-@generate_router.get("/api/generate", response_class=StreamingResponse, description=CONTRACT,
+@router.get("/api/generate", response_class=StreamingResponse, description=CONTRACT,
                      summary="Stream the demo model's tokens (server-sent events)",
                      responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                                       "description": "Events start, token…, done (see above)."},

@@ -12,35 +12,32 @@ MLP: its input, the stretched SwiGLU activations silu(gate) * up (ffn_dim wide) 
 from __future__ import annotations
 
 import json
-import threading
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated
 
 import numpy as np
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.transformer import LayerTrace
 from ..sim.transformer_ops import rms_norm
-from .embeddings import (
-    DEFAULT_PROMPT,
-    MAX_PROMPT_CHARS,
-    MAX_PROMPT_TOKENS,
-    MODEL_FIELD,
+from .demo_model import (
     SCALE_MODEL,
-    check_model_prompt,
+    PromptParams,
+    demo_model,
+    model_info,
     model_tokens,
     served_info,
     served_model,
     served_name,
+    sig,
 )
-from .generate import demo_model, model_info, sig
+from .measured import Measured, cpu_info
 
 router = APIRouter(tags=["3 · layer"])
-measured_router = APIRouter(tags=["3 · layer"])
-extra_routers = [measured_router]
+
 
 def _slider_max() -> int:
     """The layer slider's end in scenes/03-layer.toml: SmolLM2's last layer, the deepest model this tour serves
@@ -54,19 +51,9 @@ def _slider_max() -> int:
 MAX_LAYER = _slider_max()
 
 
-class LayerParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    model: Literal["smollm2", "toy"] = MODEL_FIELD
-    prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text the model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
-        "tokens of the model that serves; empty gives an empty picture)."))
+class LayerParams(PromptParams):
     layer: int = Field(0, ge=0, le=MAX_LAYER, description=f"Which layer to open (0-based: 0-{MAX_LAYER} layers, "
                        "and at most the last layer of the model that serves: a 422 says which).")
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt(cls, v: str, info: ValidationInfo) -> str:
-        return check_model_prompt(v, info, MAX_PROMPT_TOKENS)
 
     @field_validator("layer", mode="before")
     @classmethod
@@ -191,22 +178,15 @@ def facts(p: LayerParams | None = None) -> dict[str, str]:
 
 
 # ---- measured on this server's CPU: decoding with the KV cache vs recomputing the prefix --------
-_lock = threading.Lock()
 ROUNDS = 2
 
 
-@lru_cache(maxsize=1)
-def _measure() -> bytes:
+def _measure() -> dict:
     from ..sim import demo_timing
-    from .batching import cpu_info
 
     m = demo_model()
-    try:
-        prompt = demo_timing.default_prompt_ids(m, 64)
-        runs = [demo_timing.time_kv_cache(m, prompt, num_new_tokens=32, repeats=1) for _ in range(ROUNDS)]
-    except Exception as e:  # say so rather than fail the page
-        return json.dumps({"available": False, "reason": f"the measurement failed ({type(e).__name__})",
-                           "cpu": cpu_info()}).encode()
+    prompt = demo_timing.default_prompt_ids(m, 64)
+    runs = [demo_timing.time_kv_cache(m, prompt, num_new_tokens=32, repeats=1) for _ in range(ROUNDS)]
     cached = min(r["cached_ms_per_token"] for r in runs)  # a busy neighbour on the CPU only ever slows a round
     recompute = min(r["recompute_ms_per_token"] for r in runs)
     out = {"prompt_tokens": runs[0]["prompt_tokens"], "new_tokens": runs[0]["new_tokens"],
@@ -214,16 +194,17 @@ def _measure() -> bytes:
            "recompute_tokens_per_s": 1e3 / recompute, "speedup_x": recompute / cached}
     out = {k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()}
     out |= {"same_tokens": all(r["same_tokens"] for r in runs), "rounds": ROUNDS}
-    return json.dumps({"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
-                       **out, "note": "Wall-clock time in numpy, measured once when this server process first answered "
-                       "this URL (each figure: the fastest of `rounds` rounds): 32 greedy tokens after a 64-token prompt, keeping every layer's keys and values "
-                       "(cached; includes the one prefill) vs rerunning the whole prefix for each new token."},
-                      separators=(",", ":")).encode()
+    return {"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
+            **out, "note": "Wall-clock time in numpy, measured once when this server process first answered "
+            "this URL (each figure: the fastest of `rounds` rounds): 32 greedy tokens after a 64-token prompt, "
+            "keeping every layer's keys and values (cached; includes the one prefill) vs rerunning the whole "
+            "prefix for each new token."}
 
 
-@measured_router.get("/api/layer/measured")
+MEASURED = Measured(_measure)
+
+
+@router.get("/api/layer/measured")
 def get_measured() -> Response:
     """Decode time per token with the KV cache vs recomputing the prefix, on this server's CPU (measured once)."""
-    with _lock:
-        body = _measure()
-    return Response(content=body, media_type="application/json")
+    return MEASURED.response()

@@ -1,31 +1,38 @@
-"""The eleven chapters, in tour order, and where each one's router lives.
+"""Every API router, registered here and nowhere else: the eleven chapters in tour order, then the two
+endpoints that are not chapters (the catalogs, and the demo model's token stream).
 
-A chapter's router is the module `inside_llm.api.<slug with _ for ->`, exposing `router`
-(an APIRouter serving GET /api/<slug>) and `facts(p) -> dict[str, str]` (the figures its scene's
-fact sentence quotes, for the chapter's parameter model p; served by web/facts.py). A chapter whose module does not exist yet is served as "being built".
+A chapter module serves GET /api/<slug> (and, for some, GET /api/<slug>/measured) on its `router`,
+and has `facts(p) -> dict[str, str]`: the figures its scene's fact sentence quotes, for the chapter's
+parameter model p (served at /api/facts/<slug> by web/facts.py).
 """
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
-from types import ModuleType
+from types import MappingProxyType
 
-CHAPTER_SLUGS = ("tokens", "embeddings", "layer", "gpu", "roofline", "kv-cache", "batching",
-                 "quantization", "speculative", "parallelism", "dials")
+from fastapi import APIRouter
 
+from . import (
+    batching,
+    catalog,
+    dials,
+    embeddings,
+    generate,
+    gpu,
+    kv_cache,
+    layer,
+    parallelism,
+    quantization,
+    roofline,
+    speculative,
+    tokens,
+)
 
-def module_name(slug: str) -> str:
-    return "inside_llm.api." + slug.replace("-", "_")
-
-
-@cache
-def chapter_module(slug: str) -> ModuleType | None:
-    """The chapter's router module, or None while the chapter is being built."""
-    try:
-        return importlib.import_module(module_name(slug))
-    except ModuleNotFoundError as e:
-        if e.name != module_name(slug):
-            raise
-        return None
+CHAPTERS = MappingProxyType({
+    "tokens": tokens, "embeddings": embeddings, "layer": layer, "gpu": gpu, "roofline": roofline,
+    "kv-cache": kv_cache, "batching": batching, "quantization": quantization, "speculative": speculative,
+    "parallelism": parallelism, "dials": dials,
+})
+CHAPTER_SLUGS = tuple(CHAPTERS)
+ROUTERS: tuple[APIRouter, ...] = (*(m.router for m in CHAPTERS.values()), catalog.router, generate.router)
 

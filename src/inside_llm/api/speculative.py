@@ -10,7 +10,6 @@ and max_tokens).
 from __future__ import annotations
 
 import json
-import threading
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
@@ -20,11 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..sim import speculative as sp
 from ..sim import speculative_demo as demo
-from .batching import cpu_info
+from .measured import Measured, cpu_info
 
 router = APIRouter(tags=["9 · speculative"])
-measured_router = APIRouter(tags=["9 · speculative"])
-extra_routers = [measured_router]
 
 MAX_ALPHA = 0.99
 MAX_GAMMA = 10
@@ -178,7 +175,6 @@ def facts(p: SpeculativeParams | None = None) -> dict[str, str]:
 
 
 # ---- wall clock on this CPU: measured once per process per (prompt, gamma, max_tokens) ----------
-_measure_lock = threading.Lock()
 
 
 class MeasuredResponse(BaseModel):
@@ -210,32 +206,35 @@ class MeasuredResponse(BaseModel):
                  "memory-bound GPU it costs about one.")
 
 
-@lru_cache(maxsize=16)
-def _measure(target_name: str, p: DemoParams) -> bytes:
-    base = {"cpu": cpu_info(), "gamma": p.gamma, "max_tokens": p.max_tokens}
-    try:
-        target, draft = demo.demo_pair()
-        m = demo.measure_demo(p.prompt, p.gamma, p.max_tokens)
-    except Exception as e:  # missing or broken weights must not take the page down: say so instead
-        return MeasuredResponse(available=False, reason=f"the measurement failed ({type(e).__name__})",
-                                **base).model_dump_json().encode()
-    return MeasuredResponse(available=True, target_model=target.name, draft_model=draft.name, **base,
-                            **m).model_dump_json().encode()
+def _measure(target_name: str, p: DemoParams) -> dict:
+    target, draft = demo.demo_pair()
+    m = demo.measure_demo(p.prompt, p.gamma, p.max_tokens)
+    return MeasuredResponse(available=True, target_model=target.name, draft_model=draft.name, cpu=cpu_info(),
+                            gamma=p.gamma, max_tokens=p.max_tokens, **m).model_dump()
+
+
+def _unavailable(reason: str, target_name: str, p: DemoParams) -> dict:
+    return MeasuredResponse(available=False, reason=reason, cpu=cpu_info(), gamma=p.gamma,
+                            max_tokens=p.max_tokens).model_dump()
+
+
+MEASURED = Measured(_measure, keys=16, on_failure=_unavailable)
 
 
 _measured_done: dict[tuple[str, DemoParams], float | None] = {}
 
 
 def measured_json(target_name: str, p: DemoParams) -> bytes:
-    with _measure_lock:  # one measurement at a time: two at once would slow each other
-        body = _measure(target_name, p)
+    """The measurement for the installed target and these settings (made once per process)."""
+    with MEASURED.lock:
+        body = MEASURED.json(target_name, p)
         _measured_done[(target_name, p)] = json.loads(body).get("measured_speedup")
-        while len(_measured_done) > 64:                      # bounded like _measure's cache
+        while len(_measured_done) > 64:                      # bounded like the measurement's cache
             _measured_done.pop(next(iter(_measured_done)))
         return body
 
 
-@measured_router.get("/api/speculative/measured", response_model=MeasuredResponse)
+@router.get("/api/speculative/measured", response_model=MeasuredResponse)
 def get_measured(p: Annotated[DemoParams, Query()]) -> Response:
     """Greedy vs speculative wall time of the demo models on this server's CPU, beside the prediction."""
     target, _ = demo.demo_pair()

@@ -27,12 +27,11 @@ with m equal micro-batches these are step x (pp + m - 1) / pp and step x max(pp,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from . import catalog, serving
-from .costmodel import GB, EngineConfig, StepTime, allreduce_s, memory_per_gpu, step_time
+from .costmodel import GB, EngineConfig, StepTime, allreduce_s, memory_per_gpu
 from .derivation import Derivation, derive
 from .hardware import ACTIVATION_BYTES, weight_bytes_per_param
 from .models import param_counts

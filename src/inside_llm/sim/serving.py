@@ -33,8 +33,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import catalog
-from .costmodel import (EngineConfig, MemoryBreakdown, StepTime, cross_node_sends, max_batch, memory_per_gpu,
-                        nodes_spanned, step_time)
+from .costmodel import (
+    EngineConfig,
+    MemoryBreakdown,
+    StepTime,
+    cross_node_sends,
+    max_batch,
+    memory_per_gpu,
+    nodes_spanned,
+    step_time,
+)
 from .derivation import Derivation, derive
 from .hardware import GPU, math_rate, number_format
 from .models import ModelSpec

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from ..api.registry import CHAPTER_SLUGS, chapter_module
+from ..api.registry import CHAPTER_SLUGS, CHAPTERS
 from ..scenes import Scene, scene_by_slug
 
 router = APIRouter(tags=["facts"])
@@ -26,8 +26,7 @@ class FactsResponse(BaseModel):
 
 def params_model(slug: str) -> type[BaseModel] | None:
     """The parameter model a chapter's `facts(p)` takes (the class of its default), or None."""
-    mod = chapter_module(slug)
-    fn = getattr(mod, "facts", None) if mod is not None else None
+    fn = getattr(CHAPTERS[slug], "facts", None)
     if fn is None:
         return None
     hints = typing.get_type_hints(fn)
@@ -38,8 +37,7 @@ def params_model(slug: str) -> type[BaseModel] | None:
 
 def facts_for(slug: str, p: BaseModel | None = None) -> dict[str, str]:
     """The chapter's formatted figures for params p (its defaults when None); {} when it has no facts()."""
-    mod = chapter_module(slug)
-    fn = getattr(mod, "facts", None) if mod is not None else None
+    fn = getattr(CHAPTERS[slug], "facts", None)
     if fn is None:
         return {}
     return dict(fn(p) if p is not None else fn())

@@ -16,7 +16,6 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from .. import __version__
-from ..api.registry import chapter_module
 from ..paths import static_dir, templates_dir
 from ..scenes import Control, Scene, load_scenes, scene_by_slug
 from .facts import fact_text, facts_for, params_model
@@ -156,7 +155,7 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
     return {
         "slug": scene.slug, "number": scene.number, "title": scene.title, "api": f"/api/{scene.slug}",
         "facts": f"/api/facts/{scene.slug}" if params_model(scene.slug) and scene.fact else None,
-        "built": chapter_module(scene.slug) is not None, "embed": embed, "params": params,
+        "built": True, "embed": embed, "params": params,
         "defaults": scene.defaults(), "presets": list(scene.presets),
         "controls": [c.__dict__ | {"options": list(c.options)} for c in scene.controls],
         "prev": scenes[i - 1].slug if i > 0 else None,

@@ -1,0 +1,169 @@
+"""What the chapter routers share: parameter types, limits, and the one way a bad input becomes a 422.
+
+Parameter types: the catalog's model and GPU ids, the weight and KV precisions, the request-length
+workloads, and the seed field. Limits that a simulation enforces are defined in that simulation and
+imported from there; this module only re-exports the ones several routers read.
+
+422s: `unprocessable()` is the app's one handler for bad input. A simulation raises
+`SimError(field, message)` (sim/errors.py) with the message in words; pydantic's own checks (bounds,
+choices, types) are rewritten here into words that name the field and the bound. Every error keeps
+FastAPI's shape (`detail: [{type, loc, msg, input, ctx}]`) and adds `field`, the parameter's name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from ..sim import catalog
+from ..sim.errors import SimError, words
+from ..sim.hardware import KV_PRECISIONS, WEIGHT_PRECISIONS
+from ..sim.workloads import WORKLOADS
+
+ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
+GpuId = Literal[tuple(catalog.gpus())]  # type: ignore[valid-type]
+NodeGpu = Literal[tuple(catalog.nodes())]  # type: ignore[valid-type]
+WeightPrecision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
+KvPrecision = Literal[KV_PRECISIONS]  # type: ignore[valid-type]
+Workload = Literal[tuple(WORKLOADS)]  # type: ignore[valid-type]
+MAX_SEED = 2**31 - 1
+
+
+def seed_field(what: str) -> Any:
+    """A seed parameter: `what` it seeds; any integer 0..2^31-1 (the same seed gives the same response)."""
+    return Field(0, ge=0, le=MAX_SEED, description=f"Seed of {what} (no unit; 0-{MAX_SEED}).")
+
+
+# ---- 422s in words -------------------------------------------------------------------------------
+
+# How a parameter is called in a sentence; others read as their name with spaces ("prompt tokens").
+LABELS = {
+    "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)", "gpus": "The GPU count", "gpu": "The GPU",
+    "model": "The model", "precision": "The weight precision", "kv_precision": "The KV-cache precision",
+    "batch": "The batch", "prompt_tokens": "The prompt length", "output_tokens": "The answer length",
+    "context": "The context", "micro_batches": "Micro-batches", "price_per_gpu_hour": "The price per GPU-hour",
+    "rate": "The arrival rate", "requests": "Requests", "seats": "Seats", "seed": "The seed",
+    "workload": "The workload", "block_size": "The block size", "compare": "The compared policy",
+    "text": "The text", "encoding": "The vocabulary", "prompt": "The prompt", "layer": "The layer",
+    "alpha": "The acceptance rate (alpha)", "gamma": "Draft tokens per check (gamma)",
+    "cost_ratio": "The draft's cost ratio", "max_tokens": "Tokens to write", "tokens_per_s": "The pace",
+    "temperature": "The temperature", "top_k": "Top-k", "hidden_size": "The hidden size (hidden_size)",
+    "num_hidden_layers": "Layers (num_hidden_layers)", "num_attention_heads": "Query heads (num_attention_heads)",
+    "num_key_value_heads": "Key/value heads (num_key_value_heads)", "head_dim": "The head dimension (head_dim)",
+    "intermediate_size": "The MLP width (intermediate_size)", "vocab_size": "The vocabulary size (vocab_size)",
+    "max_position_embeddings": "The context window (max_position_embeddings)",
+    "num_local_experts": "Experts (num_local_experts)", "num_experts_per_tok": "Experts per token "
+    "(num_experts_per_tok)", "bf16_dense_tflops": "BF16 throughput", "fp8_dense_tflops": "FP8 throughput",
+    "int8_dense_tops": "INT8 throughput", "hbm_capacity_gb": "Memory capacity", "hbm_bandwidth_tb_s":
+    "Memory bandwidth", "interconnect_bandwidth_gb_s": "GPU-to-GPU bandwidth",
+}
+
+
+def label(field: str | None) -> str:
+    if not field:
+        return "The request"
+    return LABELS.get(field) or field.replace("_", " ").capitalize()
+
+
+def _got(value: Any) -> str:
+    """", not 999" for a short input a visitor can recognise; nothing for long or structured ones."""
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        return ""
+    text = str(value)
+    if not text or len(text) > 40:
+        return ""
+    if isinstance(value, (int, float)):
+        return f", not {words(value)}" if abs(value) < 1e15 else ""
+    return f", not '{text}'"
+
+
+def _choices(expected: str) -> str:
+    """pydantic's "'a', 'b' or 'c'" as "a, b or c"."""
+    return expected.replace("'", "")
+
+
+def in_words(err: dict) -> tuple[str, str | None, tuple[str, ...]]:
+    """(message, field, fields) for one pydantic error, in words that name the field and the bound."""
+    loc = [x for x in err.get("loc", ()) if x not in ("query", "body", "path")]
+    field = next((x for x in reversed(loc) if isinstance(x, str)), None)
+    t, ctx, got = err.get("type", ""), err.get("ctx") or {}, _got(err.get("input"))
+    cause = ctx.get("error")
+    if isinstance(cause, SimError):
+        return cause.message, field or cause.field, cause.fields
+    name = label(field)
+    bound = next((ctx[k] for k in ("le", "ge", "lt", "gt") if k in ctx), None)
+    text = {
+        "less_than_equal": lambda: f"{name} must be at most {words(bound)}{got}.",
+        "greater_than_equal": lambda: f"{name} must be at least {words(bound)}{got}.",
+        "less_than": lambda: f"{name} must be less than {words(bound)}{got}.",
+        "greater_than": lambda: f"{name} must be more than {words(bound)}{got}.",
+        "string_too_short": lambda: f"{name} must not be empty." if ctx.get("min_length") == 1 else
+        f"{name} must be at least {words(ctx['min_length'])} characters long.",
+        "string_too_long": lambda: f"{name} must be at most {words(ctx['max_length'])} characters long.",
+        "literal_error": lambda: f"{name} must be one of {_choices(ctx.get('expected', ''))}{got}.",
+        "enum": lambda: f"{name} must be one of {_choices(ctx.get('expected', ''))}{got}.",
+        "int_parsing": lambda: f"{name} must be a whole number{got}.",
+        "int_from_float": lambda: f"{name} must be a whole number{got}.",
+        "int_type": lambda: f"{name} must be a whole number{got}.",
+        "float_parsing": lambda: f"{name} must be a number{got}.",
+        "float_type": lambda: f"{name} must be a number{got}.",
+        "finite_number": lambda: f"{name} must be a finite number{got}.",
+        "bool_parsing": lambda: f"{name} must be true or false{got}.",
+        "bool_type": lambda: f"{name} must be true or false{got}.",
+        "string_type": lambda: f"{name} must be text.",
+        "missing": lambda: f"{name} is required." if field else "The request body is missing.",
+        "extra_forbidden": lambda: f"'{field}' is not a setting of this endpoint.",
+        "json_invalid": lambda: "The request body is not valid JSON.",
+        "dict_type": lambda: f"{name} must be a JSON object." if field else "The request body must be a JSON object.",
+        "model_attributes_type": lambda: "The request body must be a JSON object.",
+    }.get(t)
+    if text is not None:
+        return text(), field, (field,) if field else ()
+    msg = str(err.get("msg", "")).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if t == "value_error":
+        return (msg[:1].upper() + msg[1:]).rstrip(".") + ".", field, (field,) if field else ()
+    return f"{name} is not valid{got}.", field, (field,) if field else ()
+
+
+def _entry(where: str, t: str, message: str, field: str | None, fields: tuple[str, ...], value: Any,
+           extra: dict | None = None) -> dict:
+    err: dict = {"type": t, "loc": [where, field] if field else [where], "field": field, "msg": message,
+                 "input": value}
+    ctx = {**(extra or {}), **({"fields": list(fields)} if len(fields) > 1 else {})}
+    if ctx:
+        err["ctx"] = ctx
+    return err
+
+
+def _plain(v: Any) -> Any:
+    """ctx values as JSON (pydantic puts the exception object itself under ctx.error)."""
+    return v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+
+
+async def unprocessable(request: Request, exc: Exception) -> JSONResponse:
+    """The one 422 handler: a SimError from a simulation, or pydantic's validation, in words."""
+    where = "query" if request.method in ("GET", "HEAD") else "body"
+    if isinstance(exc, RequestValidationError):
+        detail = []
+        for e in exc.errors():
+            message, field, fields = in_words(e)
+            ctx = {k: _plain(v) for k, v in (e.get("ctx") or {}).items() if k != "error"}
+            loc = e.get("loc") or (where,)
+            err = _entry(str(loc[0]), e.get("type", "value_error"), message, field, fields, e.get("input"), ctx)
+            detail.append(err)
+        return JSONResponse(status_code=422, content={"detail": _jsonable(detail)})
+    if isinstance(exc, SimError):
+        err = _entry(where, "value_error", exc.message, exc.field, exc.fields, None)
+    else:  # a simulation that refused its input with a plain ValueError: still a 422, but it names no field
+        err = _entry(where, "value_error", str(exc), None, (), None)
+    return JSONResponse(status_code=422, content={"detail": [err]})
+
+
+def _jsonable(x: Any) -> Any:
+    from fastapi.encoders import jsonable_encoder
+
+    return jsonable_encoder(x)
