@@ -85,7 +85,7 @@ def test_a_setup_that_fits_has_no_hypothetical_block(client):
 
 def test_tensor_parallel_across_nodes_pays_for_the_network(client):
     """Issue 16 item 1: tp=64 spans 8 HGX nodes; its all-reduces cross 400 Gb/s NICs, not NVLink."""
-    d16, d64 = _get(client, gpus=16, tp=16), _get(client, gpus=64, tp=64)
+    d64 = _get(client, gpus=64, tp=64)
     assert d64["nodes"]["spans_nodes"] and d64["nodes"]["tensor_nodes"] == 8 and d64["nodes"]["nodes"] == 8
     assert "8 nodes" in d64["nodes"]["text"] and "400 Gb/s" in d64["nodes"]["text"]
     comm = {i["name"]: i["value"] for i in d64["math"]["tpot_ms"]["inputs"]}["comm_ms"]
