@@ -36,8 +36,9 @@ class ParamBreakdown(BaseModel):
 
     embedding: int
     attention_per_layer: int
-    mlp_per_layer: int
-    router_per_layer: int
+    mlp_per_layer: float = Field(description="All MLP weights (experts, shared experts, dense layers) per layer, "
+                                 "averaged over the layers.")
+    router_per_layer: float
     norms_per_layer: int
     lm_head: int
     layers: int

@@ -12,19 +12,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..sim import catalog
 from ..sim import parallelism as par
+from ..sim.hardware import WEIGHT_PRECISIONS
 
 router = APIRouter(tags=["10 · parallelism"])
 
 ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
 NodeGpu = Literal[tuple(catalog.nodes())]  # type: ignore[valid-type]
-Precision = Literal["bf16", "fp8", "int8", "int4"]
+Precision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
 
 
 class ParallelismParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id.")
     gpu: NodeGpu = Field(catalog.DEFAULT_GPU, description="GPU of the 8-GPU NVLink server (HGX-style baseboard).")
-    precision: Precision = Field("bf16", description="Weight format: bf16 | fp8 | int8 | int4.")
+    precision: Precision = Field("bf16", description="Weight format: " + " | ".join(WEIGHT_PRECISIONS) + ".")
     gpus: int = Field(8, ge=1, le=par.MAX_NODE_GPUS, description=f"GPUs used (1-{par.MAX_NODE_GPUS}); "
                       "tp x pp must divide it, the rest are replicas.")
     tp: int = Field(8, ge=1, le=par.MAX_NODE_GPUS, description="Tensor-parallel GPUs per replica (1-8).")

@@ -36,6 +36,11 @@ function drawReadouts(els, d) {
   readout(r, 'First token', d.fits ? duration(d.ttft_ms) : '–', d.fits ? '' : 'cannot run');
   readout(r, 'Per chat', d.fits ? num(d.tokens_per_s_per_user) : '–', d.fits ? 'tokens/s' : 'cannot run');
   readout(r, 'Prefill bubble', pct(d.bubble_fraction, 0), d.pp > 1 ? `${d.micro_batches} micro-batches` : 'no pipeline');
+  if (d.nodes) {
+    const n = d.nodes;
+    readout(r, 'Nodes', num(n.nodes), n.spans_nodes ? 'replica spans nodes: network links' : `one ${n.gpus_per_node}-GPU NVLink domain`,
+      n.spans_nodes ? 'bad' : '');
+  }
 }
 
 function drawVerdict(els, d) {
