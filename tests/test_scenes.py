@@ -64,6 +64,7 @@ PICKER_EXCEPTIONS = {
     ("quantization", "model"): {"llama-2-7b"},
     ("quantization", "gpu"): {"h100-pcie"},
     ("parallelism", "model"): {"llama-2-7b"},
+    ("kv-cache", "model"): {"llama-2-70b"},  # same KV shape as Llama 3.1 70B
     ("parallelism", "precision"): {"fp16"},
     ("gpu", "precision"): {"fp16"},
     ("roofline", "precision"): {"fp16"},

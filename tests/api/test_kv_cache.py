@@ -139,3 +139,11 @@ def test_bad_workload_and_unknown_names_get_422(client):
     assert err["loc"][-1] == "workload" and "sharegpt" in err["msg"] and "alpaca" in err["msg"]
     assert client.get("/api/kv-cache", params={"compare": "paged"}).status_code == 422
     assert client.get("/api/kv-cache", params={"capacity": 1}).status_code == 422
+
+
+def test_latent_attention_caches_a_small_latent_per_token(client):
+    """DeepSeek-V3's MLA: 61 layers x (512 + 64) values x 2 bytes = 70,272 B, ~5x less than Llama 3.1 70B."""
+    d = client.get("/api/kv-cache", params={"model": "deepseek-v3"}).json()["kv_per_token"]
+    assert d["bytes"] == 61 * 576 * 2 and "latent" in d["math"]["formula"]
+    oss = client.get("/api/kv-cache", params={"model": "gpt-oss-120b"}).json()["kv_per_token"]
+    assert oss["bytes"] == 18 * 2 * 8 * 64 * 2 and any("sliding-window" in a for a in oss["math"]["assumptions"])

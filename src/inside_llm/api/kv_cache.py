@@ -73,13 +73,25 @@ NO_RESIDENCIES = Residencies([], [], [], [])
 def kv_per_token(model_id: str) -> dict:
     m = catalog.model(model_id)
     b = int(kv_bytes_per_token(m, KV_BYTES_PER_VALUE))
+    per = {"bytes_per_value": (KV_BYTES_PER_VALUE, "bytes (BF16)")}
+    if m.is_mla:  # multi-head latent attention: one compressed latent + a rotary key per layer
+        math = derive(b, "bytes per token", "layers x (latent + rotary key) x bytes per value",
+                      {"layers": (m.num_hidden_layers, "layers"), "latent": (m.kv_lora_rank, "values"),
+                       "rotary_key": (m.qk_rope_head_dim, "values"), **per},
+                      ["latent attention caches one small latent per token and layer, shared by all heads, "
+                       "instead of K and V for every head"], ["model config (data/models.toml)"])
+    else:
+        full = m.full_attention_layers
+        notes = ["grouped-query attention: only the KV heads are cached, not every query head"]
+        if full < m.num_hidden_layers:
+            notes.append(f"{m.num_hidden_layers - full} sliding-window layers keep at most {m.sliding_window} "
+                         "tokens each, so they do not grow with the chat")
+        math = derive(b, "bytes per token", "2 (K and V) x full-attention layers x KV heads x head dim x bytes per value",
+                      {"layers": (full, "layers"), "kv_heads": (m.num_key_value_heads, "heads"),
+                       "head_dim": (m.head_dim, "values"), **per}, notes, ["model config (data/models.toml)"])
     return {"model": m.name, "model_id": model_id, "bytes": b, "layers": m.num_hidden_layers,
             "kv_heads": m.num_key_value_heads, "head_dim": m.head_dim, "bytes_per_value": KV_BYTES_PER_VALUE,
-            "math": derive(b, "bytes per token", "2 (K and V) x layers x KV heads x head dim x bytes per value",
-                           {"layers": (m.num_hidden_layers, "layers"), "kv_heads": (m.num_key_value_heads, "heads"),
-                            "head_dim": (m.head_dim, "values"), "bytes_per_value": (KV_BYTES_PER_VALUE, "bytes (BF16)")},
-                           ["grouped-query attention: only the KV heads are cached, not every query head"],
-                           ["model config (data/models.toml)"]).to_dict()}
+            "math": math.to_dict()}
 
 
 def simulate(p: KVCacheParams) -> KVResult:
