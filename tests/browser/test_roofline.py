@@ -140,7 +140,8 @@ def test_reuse_picture_shows_one_fetch_serving_many_tokens(page, base_url):
       tokenW: r.querySelector('.rf-reuse-token').getBoundingClientRect().width }))""")
     pre, dec = rows
     assert pre["tiles"] == dec["tiles"] == 1  # one weight fetch per step in both phases
-    assert pre["tokens"] == pre["fan"] == 47 and pre["more"] == "+977"  # 1,024 prompt tokens
+    # 1,024 prompt tokens: as many squares as the row holds (each with its line from the tile), then "+ the rest"
+    assert pre["tokens"] == pre["fan"] >= 20 and pre["tokens"] + int(pre["more"].lstrip("+").replace(",", "")) == 1024
     assert dec["tokens"] == dec["fan"] == 1 and dec["more"] == ""
     assert "1 fetch → 1,024 tokens" in pre["text"] and "1 fetch → 1 token" in dec["text"]
     assert f"{d['prefill']['arithmetic_intensity']:,.0f} FLOP per byte" in pre["text"]

@@ -8,12 +8,15 @@ import { loop, prefersReducedMotion } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
 import { drawPackage, route, along } from './gpu-package.js';
 
-// Two drawings: px-for-px at desktop and at phone width (the viewBox matches the width it is drawn for).
+// Three drawings, px-for-px at about the width each is drawn for (the viewBox matches it): a full-width stage
+// (slides, presenter), the tour's stage beside its narration and controls, and a phone.
 const VARIANTS = {
   wide: { name: 'wide', W: 960, H: 540, pad: 12, gap: 12, stackW: 92, stackH: 62, band: 30, label: true, tile: 15, travelMs: 1900 },
+  mid: { name: 'mid', W: 660, H: 430, pad: 10, gap: 10, stackW: 76, stackH: 54, band: 28, label: true, tile: 15, travelMs: 1800 },
   narrow: { name: 'narrow', W: 360, H: 440, pad: 6, gap: 7, stackW: 42, stackH: 40, band: 20, label: false, tile: 10, travelMs: 1700 },
 };
-const NARROW_BELOW = 620; // stage width (px) under which the phone drawing is used
+const NARROW_BELOW = 500; // stage width (px) under which the phone drawing is used
+const MID_BELOW = 840; // ... and under which the tour-stage drawing is
 const POOL = 96; // travelling tiles drawn at most at once (fixed set of SVG elements, moved every frame)
 const HOT_MS = 260; // an SM's on-chip memory glows this long after a tile lands
 
@@ -63,7 +66,8 @@ export function update(data) {
 }
 
 function variantFor() {
-  return view.stage.clientWidth && view.stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide';
+  const w = view.stage.clientWidth;
+  return !w ? 'wide' : w < NARROW_BELOW ? 'narrow' : w < MID_BELOW ? 'mid' : 'wide';
 }
 
 function draw(d) {

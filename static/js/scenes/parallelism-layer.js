@@ -1,6 +1,6 @@
 // scenes/parallelism-layer.js: chapter 10's "one layer, cut into slices" picture. One transformer layer's weights
-// as two matrices side by side (attention, MLP; widths in proportion to their weights unless a label needs more
-// room), cut into tp column slices, one colour per GPU rank: the same colour marks the GPU on the board that
+// as two matrices side by side (attention, MLP; widths in proportion to their weights unless the slices' numbers
+// need more room), cut into tp column slices, one colour per GPU rank: the same colour marks the GPU on the board that
 // holds the slice.
 
 import { svg, clear } from '../lib/svg.js';
@@ -8,20 +8,20 @@ import { bytes } from '../lib/format.js';
 
 const LAYOUT = {
   wide: { W: 960, H: 118, x0: 12, top: 30, h: 62, gap: 4, split: 22, font: 12.5, small: 11 },
+  mid: { W: 660, H: 118, x0: 8, top: 30, h: 60, gap: 3, split: 18, font: 12, small: 10.5 },
   narrow: { W: 360, H: 118, x0: 4, top: 32, h: 58, gap: 2, split: 14, font: 10.5, small: 9.5 },
 };
 
 /** Draw the layer into host; returns {setPose({cut, active}), slices: {attention: [...], mlp: [...]}}. */
-export function drawLayer(host, d, narrow) {
-  const L = LAYOUT[narrow ? 'narrow' : 'wide'], ly = d.layer, tp = d.tp;
-  const s = svg('svg', { viewBox: `0 0 ${L.W} ${L.H}`, class: `par-layer-svg ${narrow ? 'narrow' : 'wide'}`, width: '100%',
+export function drawLayer(host, d, variant) {
+  const L = LAYOUT[variant] || LAYOUT.wide, ly = d.layer, tp = d.tp, narrow = variant === 'narrow';
+  const s = svg('svg', { viewBox: `0 0 ${L.W} ${L.H}`, class: `par-layer-svg ${variant}`, width: '100%',
     role: 'img', 'aria-label': `One layer's weights, ${bytes(ly.layer_bytes)}: attention ${bytes(ly.attention_bytes)} and MLP ` +
       `${bytes(ly.mlp_bytes)}, cut into ${tp} slice${tp === 1 ? '' : 's'} of ${bytes(ly.slice_bytes)}, one per GPU` }, clear(host));
   const avail = L.W - 2 * L.x0 - L.split;
-  const minW = tp * (narrow ? 12 : 14) + (tp - 1) * L.gap;
+  const minW = tp * (narrow ? 12 : 11) + (tp - 1) * L.gap; // room for each slice's number
   const attName = narrow ? 'attention' : 'Attention';
-  const labelW = `${attName} · ${bytes(ly.attention_bytes)}`.length * L.font * 0.6 + 6; // its name fits above it
-  const aw = Math.max(minW, labelW, (avail * ly.attention_params) / (ly.attention_params + ly.mlp_params));
+  const aw = Math.max(minW, (avail * ly.attention_params) / (ly.attention_params + ly.mlp_params));
   const blocks = [
     { key: 'attention', x: L.x0, w: aw, name: attName, b: ly.attention_bytes },
     { key: 'mlp', x: L.x0 + aw + L.split, w: avail - aw, b: ly.mlp_bytes,
@@ -30,7 +30,11 @@ export function drawLayer(host, d, narrow) {
   ];
   const slices = {};
   for (const B of blocks) {
-    svg('text', { x: B.x, y: L.top - 9, class: 'ly-name', 'font-size': L.font, text: `${B.name} · ${bytes(B.b)}` }, s);
+    // attention's name starts at its left edge, the MLP's ends at its right edge: a narrow attention block
+    // may lend its name the room above the MLP
+    const right = B.key === 'mlp';
+    svg('text', { x: right ? B.x + B.w : B.x, y: L.top - 9, 'text-anchor': right ? 'end' : 'start', class: 'ly-name',
+      'font-size': L.font, text: `${B.name} · ${bytes(B.b)}` }, s);
     svg('rect', { x: B.x - 2, y: L.top - 2, width: B.w + 4, height: L.h + 4, rx: 5, class: 'ly-frame' }, s);
     const g = svg('g', { class: `ly-block ${B.key}` }, s);
     slices[B.key] = [...Array(tp).keys()].map((k) => {

@@ -12,9 +12,11 @@ import { drawLayer } from './parallelism-layer.js';
 // Two drawings, px-for-px at desktop and at phone width (viewBox width = the width it is drawn for).
 const VARIANTS = {
   wide: { name: 'wide', W: 960, H: 390, x0: 24, gw: 204, step: 234, gh: 116, sw: 124, sh: 40, label: 14, small: 11.5, barY: 54 },
+  mid: { name: 'mid', W: 660, H: 340, x0: 12, gw: 146, step: 162, gh: 110, sw: 104, sh: 38, label: 13, small: 11, barY: 48 },
   narrow: { name: 'narrow', W: 360, H: 330, x0: 6, gw: 82, step: 88, gh: 104, sw: 76, sh: 36, label: 12, small: 10, barY: 46 },
 };
-const NARROW_BELOW = 640;
+const NARROW_BELOW = 500; // stage widths (px): a phone, the tour's stage beside its rails, a full-width slide
+const MID_BELOW = 840;
 
 let view = null;
 
@@ -72,13 +74,16 @@ function drawLegend() {
 }
 
 const phaseOf = () => (view.params.phase === 'decode' ? 'decode' : 'prefill');
-const variantFor = () => (view.stage.clientWidth && view.stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide');
+function variantFor() {
+  const w = view.stage.clientWidth;
+  return !w ? 'wide' : w < NARROW_BELOW ? 'narrow' : w < MID_BELOW ? 'mid' : 'wide';
+}
 
 function drawAll() {
   stopMotion();
   view.variant = variantFor();
   const d = view.data, v = VARIANTS[view.variant];
-  view.ly = drawLayer(view.layer, d, v.name === 'narrow');
+  view.ly = drawLayer(view.layer, d, v.name);
   view.drawing = drawBoard(d, v);
   view.tl = drawTimeline(d, d[phaseOf()], v);
   view.args = { d, p: d[phaseOf()], dr: view.drawing, tl: view.tl, ly: view.ly, v,
@@ -126,12 +131,14 @@ function portOf(b, side) {
 
 const opposite = { top: 'bottom', bottom: 'top', left: 'right', right: 'left' };
 
-function roleText(d, m, wide) {
+/** What a GPU holds, in words that fit its box: long (wide board), roomy (mid) or short (phone). */
+function roleText(d, m, wide, roomy = wide) {
   const s = d.stages[m.stage];
   if (d.pp === 1) {
-    if (d.tp === 1) return wide ? `all ${d.num_layers} layers, whole` : 'all layers';
-    return wide ? `1/${d.tp} of every layer (all ${d.num_layers})` : `1/${d.tp} slices`;
+    if (d.tp === 1) return roomy ? `all ${d.num_layers} layers, whole` : 'all layers';
+    return wide ? `1/${d.tp} of every layer (all ${d.num_layers})` : roomy ? `1/${d.tp} of every layer` : `1/${d.tp} slices`;
   }
+  wide = roomy;
   const span = wide ? `layers ${s.first_layer}–${s.last_layer}` : `L${s.first_layer}–${s.last_layer}`;
   return d.tp > 1 ? `${span}${wide ? ', ' : ' · '}1/${d.tp}${wide ? ' each' : ''}` : span;
 }
@@ -169,7 +176,7 @@ function drawGpu(parent, d, g, v) {
   }
   const tag = svg('text', { x: b.x + b.w - (wide ? 10 : 6), y: b.y + (wide ? 22 : 18), class: 'sm tag', 'text-anchor': 'end', 'font-size': v.small }, grp);
   if (d.replicas > 1) tag.textContent = wide ? `replica ${m.replica + 1}` : `R${m.replica + 1}`;
-  svg('text', { x: tx, y: b.y + (wide ? 42 : 34), class: 'sm', 'font-size': v.small, text: roleText(d, m, wide) }, grp);
+  svg('text', { x: tx, y: b.y + (wide ? 42 : 34), class: 'sm', 'font-size': v.small, text: roleText(d, m, wide, v.name !== 'narrow') }, grp);
   const below = memBar(grp, b, d, v, used);
   const memText = wide ? `${fixed(d.weights_gb, 1)} GB weights + ${fixed(d.kv_cache_gb, 1)} GB KV` : `${fixed(d.weights_gb, 1)} + ${fixed(d.kv_cache_gb, 1)} GB`;
   svg('text', { x: tx, y: below + (wide ? 18 : 15), class: 'sm', 'font-size': v.small, text: memText }, grp);

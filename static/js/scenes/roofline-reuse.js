@@ -7,12 +7,13 @@ import { num } from '../lib/format.js';
 
 const LAYOUT = {
   wide: { W: 900, rowH: 66, head: 130, tile: 28, tok: 9, gapTok: 3, perRow: 24, rows: 2, textW: 310 },
+  mid: { W: 660, rowH: 64, head: 106, tile: 26, tok: 9, gapTok: 3, perRow: 12, rows: 2, textW: 270, fan: 50 },
   narrow: { W: 360, rowH: 100, head: 0, tile: 24, tok: 8, gapTok: 3, perRow: 18, rows: 2, textW: 0 },
 };
 
 /** Draw both rows into host; returns {rows: [{phase, tokens, drawn}]} for tests and announcements. */
-export function drawReuse(host, d, narrow) {
-  const L = LAYOUT[narrow ? 'narrow' : 'wide'];
+export function drawReuse(host, d, variant) {
+  const L = LAYOUT[variant] || LAYOUT.wide, narrow = variant === 'narrow';
   const rows = [
     { phase: 'Prefill', tokens: d.prefill.batch * d.prefill.context_tokens, ai: d.prefill.arithmetic_intensity, bound: d.prefill.bound,
       what: d.prefill.batch === 1 ? 'the whole prompt' : `${num(d.prefill.batch)} prompts × ${num(d.prefill.context_tokens)}` },
@@ -42,7 +43,7 @@ function drawRow(s, L, r, y0, narrow) {
   svg('text', { x: tx + L.tile / 2, y: ty + L.tile / 2 + 4, 'text-anchor': 'middle', class: 'rf-reuse-w', text: 'W' }, g);
   const cap = L.perRow * L.rows;
   const drawn = Math.min(r.tokens, r.tokens > cap ? cap - 1 : cap);
-  const gx = tx + L.tile + (narrow ? 40 : 56), step = L.tok + L.gapTok;
+  const gx = tx + L.tile + (L.fan || (narrow ? 40 : 56)), step = L.tok + L.gapTok;
   const rowsUsed = Math.ceil(Math.max(drawn, 1) / L.perRow);
   const gy = ty + L.tile / 2 - (rowsUsed * step - L.gapTok) / 2;
   const fan = svg('g', { class: 'rf-reuse-fan' }, g);

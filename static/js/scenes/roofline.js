@@ -13,9 +13,11 @@ import { bindDrag } from './roofline-drag.js';
 
 const VARIANTS = {
   wide: { name: 'wide', W: 900, H: 470, m: { l: 64, r: 18, t: 18, b: 52 }, r: 8, short: false },
+  mid: { name: 'mid', W: 660, H: 410, m: { l: 58, r: 14, t: 16, b: 48 }, r: 7.5, short: false },
   narrow: { name: 'narrow', W: 360, H: 380, m: { l: 44, r: 10, t: 14, b: 44 }, r: 6.5, short: true },
 };
-const NARROW_BELOW = 620; // stage width (px) under which the phone chart is used
+const NARROW_BELOW = 500; // stage width (px) under which the phone chart is used
+const MID_BELOW = 840; // ... and under which the tour-stage chart is (the stage beside narration and controls)
 const X_DOMAIN = [0.5, 1e6]; // FLOP/byte: decode at batch 1 (~1) to prefill of many long prompts
 const LABELLED_BATCHES = [8, 64, 512]; // shown where they fit; the selected batch is named by the point's label
 const TWEEN_MS = 450;
@@ -69,11 +71,12 @@ function drawReuseBlock(d) {
   clear(view.reuseHead);
   h('strong', { text: 'Why prefill keeps the math busy: ' }, view.reuseHead);
   view.reuseHead.append('each weight is fetched from memory once per step and used by every token in that step.');
-  view.reuseDrawing = drawReuse(view.reuse, d, view.variant === 'narrow');
+  view.reuseDrawing = drawReuse(view.reuse, d, view.variant);
 }
 
 function variantFor() {
-  return view.stage.clientWidth && view.stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide';
+  const w = view.stage.clientWidth;
+  return !w ? 'wide' : w < NARROW_BELOW ? 'narrow' : w < MID_BELOW ? 'mid' : 'wide';
 }
 
 // ---- readouts, note, legend, math ------------------------------------------------------------
@@ -231,7 +234,7 @@ function drawRoofs(c, d) {
   c.roofLabels = { mem, comp, lx, ly, angle: (a * Math.PI) / 180 };
 }
 
-const FS = { wide: { label: 13, small: 11 }, narrow: { label: 11, small: 10 } };
+const FS = { wide: { label: 13, small: 11 }, mid: { label: 13, small: 11 }, narrow: { label: 11, small: 10 } };
 
 /** The dotted paths the two points move along, with their (optional) stop labels. */
 function drawCurves(c, d) {
