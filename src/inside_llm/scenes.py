@@ -50,6 +50,7 @@ class Scene:
     fact: str
     controls: tuple[Control, ...] = ()
     presets: tuple[dict, ...] = field(default=())
+    resolve: tuple[dict, ...] = field(default=())   # [[resolve]] rules: lib/resolve.js moves controls to a valid combination
 
     def defaults(self) -> dict[str, Any]:
         return {c.name: c.default for c in self.controls}
@@ -82,7 +83,7 @@ def _scene(path) -> Scene:
     return Scene(number=int(number), slug=slug, title=raw["title"], short=raw["short"], hook=raw["hook"],
                  narration=narration, fact=raw["fact"].strip(),
                  controls=tuple(_control(c) for c in raw.get("controls", ())),
-                 presets=tuple(raw.get("presets", ())))
+                 presets=tuple(raw.get("presets", ())), resolve=tuple(raw.get("resolve", ())))
 
 
 @lru_cache(maxsize=1)

@@ -179,14 +179,15 @@ def test_bundle_tour_works_from_disk(offline_page, bundle_dir):
     assert page.url.startswith("file://") and page.url.endswith("/tour/tokens.html")
     page.locator(".preset", has_text="Code").click()
     page.wait_for_function("() => [...document.querySelectorAll('.chip')].some(c => c.textContent.includes('fib'))")
-    assert "text=def" in page.url
-    page.locator("#ctl-encoding").select_option("llama3")   # precomputed alone, from the defaults
-    page.wait_for_function("() => location.search.includes('encoding=llama3')")
+    assert "q=def" in page.url, "the typed text is the question"
+    page.locator("#ctl-encoding").select_option("llama3")   # with the Code text: a combination not precomputed
+    page.wait_for_function("() => document.getElementById('stage-status').textContent.includes('live server')")
+    assert "encoding" not in page.url, "the address keeps the last state that drew"
     page.locator("#ctl-text").fill("words nobody precomputed")
     page.wait_for_function("() => document.getElementById('stage-status').textContent.includes('live server')")
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("ArrowRight")
-    page.wait_for_url(re.compile(r"/tour/embeddings\.html$"))
+    page.wait_for_url(re.compile(r"/tour/embeddings\.html\?q=def"))   # the question (the last that drew) travels
     assert page.locator("#scene-title").inner_text()
     assert page.network == [] and page.console_errors == []
 

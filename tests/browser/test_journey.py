@@ -197,3 +197,30 @@ def test_the_question_is_the_thread(page, base_url):
     assert "q=Who+wrote+Hamlet" in share
     open_page(page, f"{base_url}/tour/dials?q={quote('Who wrote Hamlet?')}")
     assert page.locator(".chat-ask input").input_value() == "Who wrote Hamlet?"
+
+
+@pytest.mark.parametrize("path", ["/tour/parallelism", "/dials"])
+def test_an_invalid_combination_is_resolved_and_said_in_one_line(page, base_url, path):
+    open_page(page, base_url + path)
+    change(page, lambda: page.locator("#ctl-pp").select_option("2"))
+    note = page.locator('.control[data-name="pp"] .control-note')
+    assert note.inner_text() == "pipeline 2 → tensor 4 so that 4 × 2 = 8 GPUs."
+    assert page.locator("#ctl-tp").input_value() == "4"
+    assert "pp=2" in page.url and "tp=4" in page.url
+    assert page.locator("#stage-status").inner_text() == ""
+    change(page, lambda: page.locator("#ctl-gpus").select_option("2"))
+    assert page.locator("#ctl-tp").input_value() == "1" and page.locator("#ctl-pp").input_value() == "2"
+    assert "GPUs 2 → tensor 1 so that 1 × 2 = 2 GPUs." == page.locator('.control[data-name="gpus"] .control-note').inner_text()
+
+
+def test_a_refusal_is_said_beside_its_control_and_never_lands_in_the_url(page, base_url):
+    open_page(page, base_url + "/tour/dials?model=llama-2-7b")
+    page.allowed_errors.append("422")
+    drawn = page.url
+    page.locator("#ctl-prompt_tokens").evaluate(
+        "(el) => { el.value = 13; el.dispatchEvent(new Event('input', { bubbles: true })); }")   # 8,192 tokens
+    note = page.locator('.control[data-name="prompt_tokens"] .control-note.problem')
+    note.wait_for()
+    assert "context 4096" in note.inner_text() and "Value error" not in page.content()
+    assert page.locator("#ctl-prompt_tokens").get_attribute("aria-invalid") == "true"
+    assert page.url == drawn, "the URL keeps the last state that drew"

@@ -38,7 +38,7 @@ def test_typed_prompt_renders_chips_and_updates_url(page, base_url):
     chips = page.locator(".chip")
     assert chips.count() >= 4
     assert page.locator(".chip.partial").count() >= 1, "emoji shown as bytes"
-    assert "Hello tokens" in parse_qs(urlparse(page.url).query)["text"][0]
+    assert "Hello tokens" in parse_qs(urlparse(page.url).query)["q"][0], "typed text is the question (q)"
     readout = page.locator(".readouts").inner_text()
     assert re.search(r"\d+\s*tokens", readout)
     chips.first.focus()

@@ -11,7 +11,7 @@ export class ApiError extends Error {
 /** A readable message from FastAPI's 422 detail list (field and bound) or any error body. */
 export function formatDetail(status, detail) {
   if (Array.isArray(detail)) {
-    return detail.map((d) => `${(d.loc || []).filter((x) => x !== 'query' && x !== 'body').join('.') || 'input'}: ${d.msg}`).join('; ');
+    return detail.map((d) => `${(d.loc || []).filter((x) => x !== 'query' && x !== 'body').join('.') || 'input'}: ${String(d.msg).replace(/^(Value|Assertion) error, /i, '')}`).join('; ');
   }
   return typeof detail === 'string' ? detail : `request failed (${status})`;
 }

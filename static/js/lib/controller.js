@@ -7,6 +7,7 @@ import { prefersReducedMotion } from './tween.js';
 import { h, clear } from './svg.js';
 import { num } from './format.js';
 import { requestedStep } from './options.js';
+import { resolve } from './resolve.js';
 
 const isLog2 = (c) => c.kind === 'range' && c.scale === 'log2';
 
@@ -19,6 +20,11 @@ function readControl(c, el) {
     return opt ? opt[0] : el.value;
   }
   return el.value;
+}
+
+/** A validator's message without its machinery ("Value error, " and the like). */
+export function plainMessage(msg) {
+  return String(msg || '').replace(/^(Value|Assertion) error, /i, '');
 }
 
 function buildingPanel(stage) {
@@ -84,12 +90,32 @@ export function createController(state, els, hooks = {}) {
     return out;
   }
 
-  /** Change one parameter (from a control or from the scene itself) and redraw/refetch. */
+  // One line beside a control: how a change was resolved (or, after a refusal, the endpoint's words).
+  const note = h('p', { class: 'control-note', role: 'status', 'aria-live': 'polite' });
+  function say(name, text, problem = false) {
+    const box = form && form.querySelector(`.control[data-name="${name}"]`);
+    for (const el of form ? form.querySelectorAll('[aria-invalid]') : []) el.removeAttribute('aria-invalid');
+    if (!box || !text) { note.remove(); note.textContent = ''; return false; }
+    note.textContent = text;
+    note.classList.toggle('problem', problem);
+    box.appendChild(note);
+    if (problem) form.elements.namedItem(name)?.setAttribute('aria-invalid', 'true');
+    return true;
+  }
+
+  /** Change one parameter (from a control or from the scene itself) and redraw/refetch. An invalid
+   * combination is resolved: the other controls move to the nearest valid one and a line says so. */
   function setParam(name, value, delay = 0) {
     params[name] = value;
     const c = controls[name];
     const el = form && form.elements.namedItem(name);
     if (c) (el && readControl(c, el) !== value ? writeControl(c, el) : showValue(c));
+    const fixed = resolve(state.resolve, controls, params, name);
+    if (fixed) {
+      Object.assign(params, fixed.changes);
+      writeAll();
+    }
+    say(name, fixed ? fixed.message : '');
     if (c && c.api === false) return redraw();
     refresh(delay);
   }
@@ -140,7 +166,12 @@ export function createController(state, els, hooks = {}) {
       lastFacts = f;
       draw();
     } catch (err) {
-      if (!isAbort(err) && alive) status.textContent = `Could not update: ${err.message}`;
+      if (isAbort(err) || !alive) return;
+      // a refusal in words goes beside the control it names; the picture keeps the last state that drew
+      const d = Array.isArray(err.detail) ? err.detail[0] : null;
+      const field = d && (d.loc || []).filter((x) => x !== 'query' && x !== 'body').pop();
+      const shown = field && controls[field] && say(field, plainMessage(d.msg), true);
+      status.textContent = shown ? `Not drawn: ${plainMessage(d.msg)}` : `Could not update: ${err.message}`;
     } finally {
       stage.removeAttribute('aria-busy');
     }
