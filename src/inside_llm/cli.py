@@ -17,6 +17,9 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import uvicorn
 
+    from .modelfile import check_file
+
+    print(check_file().message(), flush=True)  # the real model, or one line on why not and how to fetch it
     print(f"Inside LLM Inference {__version__}: open http://{args.host}:{args.port}/", flush=True)
     uvicorn.run("inside_llm.app:create_app", factory=True, host=args.host, port=args.port,
                 workers=args.workers, log_level=args.log_level)

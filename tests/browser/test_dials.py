@@ -170,3 +170,14 @@ def test_pasted_config_json_lands_on_the_dials(page, base_url):
     page.locator(".dials-byo button[type=submit]").click()
     page.wait_for_function("() => document.querySelector('.dials-byo [role=status]')?.textContent.includes('num_hidden_layers')")
     page.allowed_errors.append("422")  # the refused config is an expected 422
+
+
+def test_without_the_real_model_the_toy_answers_and_the_note_says_how_to_fetch(page, base_url, no_model):
+    page.goto(base_url + "/tour/dials?batch=1")
+    wait_drawn(page)
+    page.wait_for_function("() => document.querySelector('.chat-foot')?.textContent.match(/^(\\d+) of \\1 tokens/)",
+                           timeout=60000)
+    note = page.locator(".chat-note").inner_text()
+    assert "toy model" in note and "inside-llm fetch-model" in note
+    assert page.locator(".answer-text").inner_text().strip()
+    assert page.console_errors == []

@@ -95,7 +95,7 @@ def test_panels_multiply_like_the_matrix():
     np.testing.assert_allclose(x @ p, x @ w, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(p), w)
     with pytest.raises(ValueError, match="multiple of 96"):
-        Panels.pack(w[:, :100])
+        Panels.pack(w[:, :100], cols=96)
 
 
 def test_missing_truncated_and_wrong_files_are_named(tmp_path):
