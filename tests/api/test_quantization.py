@@ -164,3 +164,11 @@ def test_deterministic_cached_and_fast(client):
     t0 = time.perf_counter()
     client.get("/api/quantization", params={"model": "llama-3.1-405b", "gpu": "h200", "precision": "fp8"})
     assert time.perf_counter() - t0 < 0.5
+
+
+def test_published_table_has_sourced_fp4_rows_against_their_own_baseline(client):
+    """Issue 16: chapter 8's table gains FP4 rows, each compared with the 16-bit row of its own setting."""
+    rows = [r for r in _get(client)["published"] if r["precision"] == "fp4"]
+    assert len(rows) >= 2 and all(r["source"] and r["url"].startswith("https://") and not r["estimate"] for r in rows)
+    e2m1 = next(r for r in rows if "E2M1" in r["method"])
+    assert e2m1["baseline"] == 12.212 and e2m1["relative_change"] == pytest.approx(15.01 / 12.212 - 1)

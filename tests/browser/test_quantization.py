@@ -65,7 +65,9 @@ def test_speed_is_compared_on_the_same_gpus(page, base_url):
     for b in bars:                             # bar lengths are the tokens/s on the same GPUs, to scale
         assert b["w"] == pytest.approx(b["t"] * rows[b["p"]]["tokens_per_s_per_user_same_gpus"] / top, abs=1.5)
         assert f"{rows[b['p']]['speedup_same_gpus']:.1f}×" in b["text"]
-    assert bars[3]["w"] > 1.9 * bars[0]["w"]   # INT4 reads twice as fast as BF16 on equal GPUs
+    # INT4 reads about 1.75x as fast as BF16 on equal GPUs: a quarter of the bytes, but weight-only 4-bit
+    # GEMMs stream at 0.75 of the HBM efficiency (torchao A100 batch-1 rows, docs/calibration.md)
+    assert bars[3]["w"] > 1.6 * bars[0]["w"]
     assert "as BF16" in page.locator(".q-scene .readouts").text_content()
     assert page.console_errors == []
 

@@ -173,7 +173,7 @@ def test_published_entries_have_sources_and_fields():
     rows = q.published_perplexities()
     assert len(rows) >= 8
     for r in rows:
-        assert r["source"] and r["url"].startswith("https://") and r["precision"] in q.PRECISIONS
+        assert r["source"] and r["url"].startswith("https://") and r["precision"] in (*q.PRECISIONS, "fp4")
         assert isinstance(r["estimate"], bool) and r["perplexity"] > 1
         assert r["context_tokens"] > 0 or r.get("context_note")
     assert {r["precision"] for r in q.published_perplexities("LLaMA-65B")} >= {"fp16", "fp8", "int8", "int4"}

@@ -5,7 +5,7 @@ import { svg, h, clear } from '../lib/svg.js';
 import { num, fixed, pct } from '../lib/format.js';
 import { tween } from '../lib/tween.js';
 
-export const LABEL = { fp16: 'FP16', bf16: 'BF16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', int3: 'INT3', int2: 'INT2' };
+export const LABEL = { fp16: 'FP16', bf16: 'BF16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', int3: 'INT3', int2: 'INT2', fp4: 'FP4' };
 export const signed = (x, digits = 1) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x), digits)}`;
 const GAUGE_MIN = -0.02, GAUGE_MAX = 0.12; // the meter reads −2% to +12% perplexity vs the same model at 16 bits
 
