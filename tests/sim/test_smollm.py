@@ -118,3 +118,13 @@ def test_absent_model_serves_none_and_logs_one_line(no_model, caplog):
         assert modelfile.served_smollm() is None                           # checked once per process
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "toy model serves" in lines[0] and "inside-llm fetch-model" in lines[0]
+
+
+def test_map_weights_changes_the_layer_matrices_only(smollm):
+    ids = smollm.encode("The capital of France is")
+    same = smollm.map_weights(lambda f, w: w, name="copy")
+    assert same.name == "copy" and same.tok_emb is smollm.tok_emb
+    np.testing.assert_array_equal(same.forward(ids, last_only=True).logits, smollm.forward(ids, last_only=True).logits)
+    zeroed = smollm.map_weights(lambda f, w: np.zeros_like(w) if f == "w2" else w)   # no MLP output at all
+    assert not np.allclose(zeroed.forward(ids, last_only=True).logits, smollm.forward(ids, last_only=True).logits)
+    assert np.asarray(zeroed.layers[0].w2).shape == (1536, 576) and not np.asarray(zeroed.layers[0].w2).any()

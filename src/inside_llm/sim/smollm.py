@@ -328,6 +328,18 @@ class SmolLM(DemoModel):
         msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
         return self.vocab.encode(self.vocab.chat_prompt(msgs))
 
+    def map_weights(self, fn, name: str = "") -> SmolLM:
+        """A copy whose layer matrices are fn(field, W) with W a float32 [in, out] array (e.g. quantized and
+        dequantized); norms, the embedding and the vocabulary are shared. Each copy holds its own
+        ~430 MB of layer matrices in memory (not memory-mapped)."""
+        def new(f: str, w):
+            if not isinstance(w, Panels):
+                return w
+            return Panels(Panels.pack(np.asarray(fn(f, np.asarray(w)), dtype=np.float32)))
+        layers = [Layer(**{f: new(f, getattr(w, f)) for f in Layer.__dataclass_fields__}) for w in self.layers]
+        return SmolLM(name or self.name, self.config, self.tok_emb, self.unembed, layers, self.norm, self.vocab,
+                      self.meta)
+
     def cl100k_ids(self, ids: Sequence[int]) -> list[None]:
         return [None] * len(ids)  # this vocabulary is not a subset of cl100k
 
