@@ -13,6 +13,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from inside_llm.app import create_app
+from inside_llm.settings import MAX_REQUEST_HEAD_BYTES
 
 
 def pytest_report_header(config):
@@ -45,7 +46,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def base_url():
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning",
+                                           h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     for _ in range(200):

@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
-import re
-
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from . import __version__
+from .api.common import unprocessable
 from .api.registry import ROUTERS
 from .paths import static_dir
 from .settings import Settings
 from .web import facts, pages
-from .web.middleware import BodyLimit, ETagCache, SecurityHeaders, security_headers
-
-
-def _declared_params(request: Request) -> list[str]:
-    """Names of the query parameters the matched operation declares (from the app's OpenAPI schema)."""
-    route = request.scope.get("route")
-    if route is None or not getattr(route, "path", None):
-        return []
-    op = request.app.openapi().get("paths", {}).get(route.path, {}).get(request.method.lower(), {})
-    return [p["name"] for p in op.get("parameters", [])]
-
-
-def _value_error(request: Request, exc: ValueError) -> JSONResponse:
-    """A simulation refused its inputs: 422 with its message (it names the bound), located at the first
-    declared parameter the message names; ctx.fields lists every one it names (cross-field limits)."""
-    msg = str(exc)
-    hits = sorted((m.start(), name) for name in _declared_params(request)
-                  if (m := re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", msg)))
-    fields = list(dict.fromkeys(name for _, name in hits))
-    err = {"type": "value_error", "loc": ["query", *fields[:1]], "msg": msg, "input": None}
-    if fields:
-        err["ctx"] = {"fields": fields}
-    return JSONResponse(status_code=422, content={"detail": [err]})
+from .web.middleware import BodyLimit, ETagCache, SecurityHeaders, UrlLimit, security_headers
 
 
 def _internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -44,8 +22,10 @@ def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=500, content={"detail": "internal error"}, headers=headers)
 
 
-def _document_body_errors(app: FastAPI, max_body_bytes: int) -> None:
-    """Operations that take a body also answer 400 (not JSON, e.g. bad UTF-8) and 413 (over the cap)."""
+def _document_limits(app: FastAPI, settings: Settings) -> None:
+    """Every operation may answer 414 (URL over the cap); those that take a body also 400 (not JSON, e.g.
+    bad UTF-8) and 413 (body over the cap)."""
+    max_body_bytes = settings.max_body_bytes
     build = app.openapi
     detail = {"application/json": {"schema": {"type": "object", "properties": {"detail": {"type": "string"}},
                                               "required": ["detail"]}}}
@@ -53,7 +33,11 @@ def _document_body_errors(app: FastAPI, max_body_bytes: int) -> None:
     def openapi() -> dict:
         fresh = app.openapi_schema is None
         spec = build()
-        for op in (op for ops in spec["paths"].values() for op in ops.values() if fresh and "requestBody" in op):
+        for op in (op for ops in spec["paths"].values() for op in ops.values() if fresh):
+            op["responses"].setdefault("414", {"description": f"The URL is over {settings.max_url_bytes:,} bytes "
+                                                              "(send long text with POST).", "content": detail})
+            if "requestBody" not in op:
+                continue
             op["responses"].setdefault("400", {"description": "The body could not be parsed.", "content": detail})
             op["responses"].setdefault("413", {"description": f"The body is over {max_body_bytes:,} bytes.",
                                                "content": detail})
@@ -79,10 +63,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ok", "version": __version__}
 
     app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
-    app.add_exception_handler(ValueError, _value_error)
+    app.add_exception_handler(RequestValidationError, unprocessable)  # bounds and types, in words
+    app.add_exception_handler(ValueError, unprocessable)  # SimError from a simulation
     app.add_exception_handler(Exception, _internal_error)
     app.add_middleware(ETagCache, max_age_s=settings.cache_max_age_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(UrlLimit, max_url_bytes=settings.max_url_bytes)
     app.add_middleware(SecurityHeaders, settings=settings)
-    _document_body_errors(app, settings.max_body_bytes)
+    _document_limits(app, settings)
     return app

@@ -21,8 +21,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     print(check_file().message(), flush=True)  # the real model, or one line on why not and how to fetch it
     print(f"Inside LLM Inference {__version__}: open http://{args.host}:{args.port}/", flush=True)
+    from .settings import MAX_REQUEST_HEAD_BYTES
+
     uvicorn.run("inside_llm.app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level=args.log_level)
+                workers=args.workers, log_level=args.log_level, h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES)
     return 0
 
 

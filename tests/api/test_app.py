@@ -124,3 +124,60 @@ def test_the_chapter_stages_do_not_import_each_other():
         tree = ast.parse((PACKAGE_DIR / "api" / f"{name}.py").read_text(encoding="utf-8"))
         imported = {a.module for a in ast.walk(tree) if isinstance(a, ast.ImportFrom) and a.level == 1}
         assert not imported & {"embeddings", "generate", "layer", "batching"}, (name, imported)
+
+
+BAD_INPUTS = [  # one of each kind of refusal: a bound, a choice, a type, a joined limit, a name, a body
+    ("GET", "/api/batching?seats=999", None, "seats", "Seats must be at most 64, not 999."),
+    ("GET", "/api/batching?rate=abc", None, "rate", "The arrival rate must be a number, not 'abc'."),
+    ("GET", "/api/speculative?prompt=", None, "prompt", "The prompt must not be empty."),
+    ("GET", "/api/kv-cache?workload=x", None, "workload", "The workload must be one of sharegpt, alpaca or fixed, not 'x'."),
+    ("GET", "/api/dials?tp=3&pp=2", None, "tp",
+     "Pipeline stages × tensor parallel must divide the GPU count (8); 2 × 3 does not."),
+    ("GET", "/api/gpu?tp=3", None, "tp", "Tensor parallel (tp) must be 1, 2, 4 or 8 GPUs, not 3."),
+    ("GET", "/api/tokens?bogus=1", None, "bogus", "'bogus' is not a setting of this endpoint."),
+    ("POST", "/api/catalog/models", {"hidden_size": 8}, "num_hidden_layers",
+     "config.json is missing the field 'num_hidden_layers'."),
+    ("POST", "/api/tokens", [1], None, "The request body must be a JSON object."),
+]
+RAW = ("Value error", "Input should", "String should", "Extra inputs", "Field required", " * ", "got ")
+
+
+def test_bad_input_is_refused_in_words_naming_the_field(client):
+    """Every 422 says in words what is wrong and names the field (`field`, and `loc` as FastAPI has it)."""
+    for method, url, body, field, message in BAD_INPUTS:
+        r = client.request(method, url, json=body)
+        assert r.status_code == 422, (url, r.text)
+        err = r.json()["detail"][0]
+        assert (err["field"], err["msg"]) == (field, message), url
+        assert err["loc"][-1] == (field or err["loc"][0]) and err["loc"][0] in ("query", "body")
+        assert not any(raw in err["msg"] for raw in RAW), err["msg"]
+
+
+def test_a_url_over_the_limit_gets_414_in_json_over_a_real_socket(base_url):
+    """uvicorn would answer a 180 KB query with a bare 400 and a reset; the server reads it and says 414."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from inside_llm.settings import Settings
+
+    host = urlsplit(base_url)
+    conn = http.client.HTTPConnection(host.hostname, host.port, timeout=30)
+    try:
+        conn.request("GET", "/api/tokens?text=" + "%C3%A9" * 30_000)  # 180,000 bytes of percent-encoded é
+        r = conn.getresponse()
+        body = r.read()
+    finally:
+        conn.close()
+    assert r.status == 414 and r.getheader("content-type") == "application/json"
+    detail = __import__("json").loads(body)["detail"]
+    assert f"{Settings.max_url_bytes:,}" in detail and "POST /api/tokens" in detail and "180," in detail
+
+
+def test_get_tokens_states_its_limit_in_bytes_of_url(client):
+    from inside_llm.settings import Settings
+
+    op = client.get("/openapi.json").json()["paths"]["/api/tokens"]["get"]
+    limit = f"{Settings.max_url_bytes:,} bytes"
+    assert limit in op["description"] and "POST /api/tokens" in op["description"] and "414" in op["responses"]
+    text = next(p for p in op["parameters"] if p["name"] == "text")
+    assert limit in text["description"] and "POST /api/tokens" in text["description"]

@@ -101,7 +101,7 @@ def test_same_url_same_bytes_and_etag(client):
     assert client.get("/api/batching", headers={"if-none-match": a.headers["etag"]}).status_code == 304
 
 
-@pytest.mark.parametrize("name,value,bound", [("requests", MAX_REQUESTS + 1, f"{MAX_REQUESTS}"),
+@pytest.mark.parametrize("name,value,bound", [("requests", MAX_REQUESTS + 1, f"{MAX_REQUESTS:,}"),
                                               ("seats", MAX_SEATS + 1, f"{MAX_SEATS}"), ("seats", 0, "1"),
                                               ("rate", MAX_RATE + 1, f"{MAX_RATE:g}"), ("rate", 0, "0")])
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):

@@ -184,12 +184,12 @@ def _detail(client, **q):
 def test_tp_times_pp_not_dividing_gpus_names_all_three(client):
     err = _detail(client, gpus=8, tp=4, pp=4)[0]
     assert err["loc"] == ["query", "tp"] and err["ctx"]["fields"] == ["tp", "pp", "gpus"]
-    assert "divide gpus" in err["msg"]
+    assert err["msg"] == "Pipeline stages × tensor parallel must divide the GPU count (8); 4 × 4 does not."
 
 
 def test_context_over_the_models_window_names_the_lengths(client):
     err = _detail(client, model="llama-2-7b", prompt_tokens=4000, output_tokens=256)[0]
-    assert {"prompt_tokens", "output_tokens"} <= set(err["ctx"]["fields"]) and "4096" in err["msg"]
+    assert {"prompt_tokens", "output_tokens"} <= set(err["ctx"]["fields"]) and "4,096" in err["msg"]
 
 
 def test_tp_must_split_the_heads(client):

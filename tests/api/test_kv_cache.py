@@ -122,7 +122,7 @@ def test_block_size_changes_paged_waste_only(client):
     assert small["contiguous"]["waste_fraction"] == big["contiguous"]["waste_fraction"]
 
 
-@pytest.mark.parametrize("name,value,bound", [("requests", MAX_REQUESTS + 1, str(MAX_REQUESTS)),
+@pytest.mark.parametrize("name,value,bound", [("requests", MAX_REQUESTS + 1, f"{MAX_REQUESTS:,}"),
                                               ("requests", 0, "1"), ("block_size", 4, "8"),
                                               ("block_size", 256, "128"), ("seed", -1, "0")])
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):

@@ -56,12 +56,13 @@ def test_tp_times_pp_must_divide_gpus(client, q):
     r = client.get("/api/parallelism", params=q)
     assert r.status_code == 422
     msg = r.json()["detail"][0]["msg"]
-    assert "tp" in msg and "pp" in msg and "gpus" in msg and "divide" in msg
+    assert "tensor parallel" in msg and "Pipeline stages" in msg and "GPU count" in msg and "divide" in msg
+    assert r.json()["detail"][0]["ctx"]["fields"] == ["tp", "pp", "gpus"]
 
 
 @pytest.mark.parametrize("field,value,bound", [("gpus", 9, "8"), ("tp", 16, "8"), ("pp", 0, "1"),
                                                ("micro_batches", 65, "64"), ("batch", 257, "256"),
-                                               ("prompt_tokens", 40000, "32768"), ("output_tokens", 0, "1")])
+                                               ("prompt_tokens", 40000, "32,768"), ("output_tokens", 0, "1")])
 def test_out_of_bounds_names_field_and_bound(client, field, value, bound):
     r = client.get("/api/parallelism", params={field: value})
     assert r.status_code == 422
@@ -71,7 +72,8 @@ def test_out_of_bounds_names_field_and_bound(client, field, value, bound):
 
 def test_micro_batches_above_batch_and_unknown_names_are_refused(client):
     r = client.get("/api/parallelism", params={"batch": 4, "micro_batches": 8, "pp": 2, "tp": 4})
-    assert r.status_code == 422 and "micro_batches" in r.json()["detail"][0]["msg"]
+    err = r.json()["detail"][0]
+    assert r.status_code == 422 and err["field"] == "micro_batches" and "Micro-batches" in err["msg"]
     assert client.get("/api/parallelism", params={"gpu": "l40s"}).status_code == 422
     assert client.get("/api/parallelism", params={"bogus": 1}).status_code == 422
 

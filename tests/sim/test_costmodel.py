@@ -75,15 +75,15 @@ def test_tensor_parallel_adds_allreduce_time():
 
 
 def test_sharding_validation():
-    with pytest.raises(ValueError, match="tp must divide num_attention_heads"):
+    with pytest.raises(ValueError, match=r"must divide .* 64 query heads"):
         cfg(tp=3)
-    with pytest.raises(ValueError, match="pp must be between"):
+    with pytest.raises(ValueError, match=r"Pipeline stages \(pp\) must be between"):
         cfg(pp=81)
     c = cfg(tp=16)  # 8 KV heads, 16 GPUs: each GPU keeps a copy of one KV head
     assert c.shard.kv_heads_per_gpu == 1
     odd = from_hf_config({"hidden_size": 6144, "num_attention_heads": 48, "num_key_value_heads": 12,
                           "num_hidden_layers": 4, "intermediate_size": 16384, "vocab_size": 1000})
-    with pytest.raises(ValueError, match="num_key_value_heads=12"):
+    with pytest.raises(ValueError, match="12 key/value heads"):
         EngineConfig(odd, catalog.gpu(), tp=8)
 
 

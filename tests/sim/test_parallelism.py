@@ -6,6 +6,7 @@ import pytest
 
 from inside_llm.sim import catalog, serving
 from inside_llm.sim.costmodel import EngineConfig, allreduce_s
+from inside_llm.sim.errors import SimError
 from inside_llm.sim.parallelism import ParallelParams, bubble_fraction, gpu_map, parallelism, stage_layers, timeline
 
 
@@ -103,14 +104,16 @@ def test_micro_batches_are_ignored_without_a_pipeline():
 
 
 @pytest.mark.parametrize("kw,words", [
-    ({"tp": 4, "pp": 4}, ("tp", "pp", "gpus")), ({"tp": 3}, ("tp", "gpus")), ({"gpus": 9}, ("gpus", "8")),
+    ({"tp": 4, "pp": 4}, ("tp", "pp", "gpus")), ({"tp": 3}, ("tp", "pp", "gpus")), ({"gpus": 9}, ("gpus", "8")),
     ({"micro_batches": 17}, ("micro_batches", "16")), ({"gpu": "l40s"}, ("gpu", "h100-sxm")),
     ({"model": "gpt-9"}, ("model",)), ({"precision": "fp4"}, ("precision",)), ({"batch": 0}, ("batch",)),
 ])
 def test_bad_input_names_the_field(kw, words):
-    with pytest.raises(ValueError) as e:
+    """The refusal names the parameter (SimError.fields) and says the bound in words."""
+    with pytest.raises(SimError) as e:
         parallelism(ParallelParams(**kw))
-    assert all(w in str(e.value) for w in words)
+    field, *bound = words
+    assert e.value.field == field and all(w in " ".join(e.value.fields) + " " + e.value.message for w in bound)
 
 
 def test_deterministic_and_json_ready():

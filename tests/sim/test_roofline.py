@@ -49,7 +49,7 @@ def test_roof_curve_is_min_of_two_roofs():
 def test_bounds_and_json():
     with pytest.raises(ValueError, match="batch"):
         roofline.roofline(batch=0)
-    with pytest.raises(ValueError, match="context_tokens"):
+    with pytest.raises(ValueError, match="context window of Llama 2 7B"):
         roofline.roofline(model="llama-2-7b", context_tokens=5000)
     d = roofline.roofline().to_dict()
     json.dumps(d)

@@ -6,6 +6,7 @@ import pytest
 
 from inside_llm.sim import catalog, serving
 from inside_llm.sim.costmodel import EngineConfig
+from inside_llm.sim.errors import SimError
 from inside_llm.sim.hardware import gpu_from_fields
 from inside_llm.sim.models import from_hf_config
 from inside_llm.sim.serving import ServingParams, estimate
@@ -67,15 +68,16 @@ def test_precisions_speed_up_decode():
 
 
 @pytest.mark.parametrize("kw,field", [
-    ({"tp": 3}, "tp \\* pp must divide gpus"), ({"gpus": 0}, "gpus"), ({"batch": 0}, "batch"),
+    ({"tp": 3}, "tp"), ({"gpus": 0}, "gpus"), ({"batch": 0}, "batch"),
     ({"batch": 5000}, "batch"), ({"prompt_tokens": 0}, "prompt_tokens"), ({"output_tokens": 0}, "output_tokens"),
-    ({"prompt_tokens": 130000, "output_tokens": 2000}, "prompt_tokens \\+ output_tokens"),
+    ({"prompt_tokens": 130000, "output_tokens": 2000}, "prompt_tokens"),
     ({"price_per_gpu_hour": -1}, "price_per_gpu_hour"), ({"precision": "fp4"}, "precision"),
     ({"kv_precision": "fp16"}, "kv_precision"), ({"model": "nope"}, "model"), ({"gpu": "nope"}, "gpu"),
 ])
 def test_bad_inputs_name_the_field(kw, field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(SimError) as refused:
         estimate(ServingParams(**kw))
+    assert refused.value.field == field and refused.value.message.endswith(".")
 
 
 def test_custom_model_and_gpu():
@@ -89,7 +91,7 @@ def test_custom_model_and_gpu():
     assert serving.params_dict(ServingParams(model=m, gpu=g))["model"] == "my-8b"
     with pytest.raises(ValueError, match="hbm_bandwidth_tb_s"):
         gpu_from_fields({"bf16_dense_tflops": 500, "hbm_capacity_gb": 96, "interconnect_bandwidth_gb_s": 1})
-    with pytest.raises(ValueError, match="unknown GPU field"):
+    with pytest.raises(ValueError, match="no field warp_speed"):
         gpu_from_fields({"warp_speed": 9})
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -17,22 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from ..sim import catalog, costmodel
 from ..sim.derivation import derive
 from ..sim.schedrecords import BatchingResult
-from ..sim.scheduler import simulate_batching
+from ..sim.scheduler import MAX_RATE, MAX_SEATS, simulate_batching
 from ..sim.stepcost import CostModelClock
+from .common import MAX_REQUESTS, Workload, seed_field
 from .measured import Measured, cpu_info
 
 router = APIRouter(tags=["7 · batching"])
 
-MAX_REQUESTS = 1000
-MAX_SEATS = 64
-MAX_RATE = 32.0
 MIN_RATE = 0.01  # slower arrivals overflow the trace's clock (5e-324 req/s gave infinite times)
 MAX_FRAMES = 150
 MAX_SEQ_LEN = 2048
 BLOCK_SIZE = 16
 MAX_NUM_BATCHED_TOKENS = 2048
 MODEL_ID, GPU_ID = "llama-3.1-8b", "h100-sxm"
-Workload = Literal["sharegpt", "alpaca", "fixed"]
 
 
 class BatchingParams(BaseModel):
@@ -43,7 +40,7 @@ class BatchingParams(BaseModel):
     seats: int = Field(8, ge=1, le=MAX_SEATS, description=f"Seats: requests decoded together at most (1-{MAX_SEATS}).")
     workload: Workload = Field("sharegpt", description="Request lengths: sharegpt (161 in / 338 out tokens on "
                                                        "average), alpaca (19 / 58) or fixed (161 / 338).")
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of lengths and arrivals (no unit; 0-2147483647).")
+    seed: int = seed_field("lengths and arrivals")
 
 
 @dataclass

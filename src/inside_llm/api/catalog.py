@@ -7,12 +7,10 @@ the query fields that put it on the dials (`model=custom&hidden_size=...`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
-from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 
 from ..sim import catalog
@@ -94,16 +92,6 @@ def get_catalog() -> dict[str, Any]:
                                        for k, f in FORMATS.items()}}}
 
 
-def _config_error(exc: ValueError) -> RequestValidationError:
-    """422 whose loc names the config.json field the message quotes (e.g. ['body', 'hidden_size'])."""
-    msg = str(exc)
-    quoted = re.search(r"'(\w+)'", msg)
-    leading = re.match(r"(\w+) must", msg)
-    name = quoted.group(1) if quoted else leading.group(1) if leading else None
-    loc = ["body", name] if name else ["body"]
-    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": None}])
-
-
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """Multimodal configs nest the language model under `text_config`; read that when the top has no shape."""
     inner = cfg.get("text_config")
@@ -123,8 +111,4 @@ def post_model(config: Annotated[dict[str, Any], Body(
     """
     cfg = _text_config(config)
     name = str(cfg.get("_name_or_path") or cfg.get("name") or "Custom model")[:100]
-    try:
-        m = from_hf_config(cfg, model_id="custom", name=name)
-    except ValueError as e:
-        raise _config_error(e) from None
-    return derived_model(m)
+    return derived_model(from_hf_config(cfg, model_id="custom", name=name))

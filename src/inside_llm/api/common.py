@@ -12,12 +12,13 @@ FastAPI's shape (`detail: [{type, loc, msg, input, ctx}]`) and adds `field`, the
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import BaseModel, Field, model_serializer
 
 from ..sim import catalog
 from ..sim.errors import SimError, words
@@ -31,11 +32,46 @@ WeightPrecision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
 KvPrecision = Literal[KV_PRECISIONS]  # type: ignore[valid-type]
 Workload = Literal[tuple(WORKLOADS)]  # type: ignore[valid-type]
 MAX_SEED = 2**31 - 1
+MAX_REQUESTS = 1000  # requests in a trace a page may ask for (chapters 6 and 7; the sims take up to 10,000)
 
 
 def seed_field(what: str) -> Any:
     """A seed parameter: `what` it seeds; any integer 0..2^31-1 (the same seed gives the same response)."""
     return Field(0, ge=0, le=MAX_SEED, description=f"Seed of {what} (no unit; 0-{MAX_SEED}).")
+
+
+# ---- show-the-math: the response form of sim.derivation.Derivation ------------------------------
+
+class DerivationInput(BaseModel):
+    """One named input of a formula."""
+
+    name: str
+    value: float | int | str
+    unit: str = ""
+    source: str | None = Field(None, description="Where an outside figure comes from (absent for computed ones).")
+
+    @model_serializer(mode="wrap")
+    def _omit_missing_source(self, handler):  # as Derivation.to_dict: no "source" key for computed inputs
+        out = handler(self)
+        if out.get("source") is None:
+            out.pop("source", None)
+        return out
+
+
+class Derivation(BaseModel):
+    """How a headline number was made: its value and unit, the formula, the inputs with their units and
+    sources, the assumptions and the sources (sim.derivation.Derivation.to_dict())."""
+
+    value: float | int
+    unit: str
+    formula: str
+    inputs: list[DerivationInput]
+    assumptions: list[str]
+    sources: list[str]
+
+
+Math = Annotated[dict[str, Derivation], Field(description="Show-the-math: each headline field's name -> how it "
+                                               "was computed.")]
 
 
 # ---- 422s in words -------------------------------------------------------------------------------
@@ -76,9 +112,11 @@ def _got(value: Any) -> str:
     text = str(value)
     if not text or len(text) > 40:
         return ""
-    if isinstance(value, (int, float)):
-        return f", not {words(value)}" if abs(value) < 1e15 else ""
-    return f", not '{text}'"
+    try:
+        number = float(text)  # a query string's number arrives as text
+    except ValueError:
+        return f", not '{text}'"
+    return f", not {words(number)}" if math.isfinite(number) and abs(number) < 1e15 else ""
 
 
 def _choices(expected: str) -> str:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from .. import modelfile
 from ..sim import tokenizer as tk
 from ..sim.demo_vocab import byte_token_ids
+from ..sim.errors import SimError
 from ..sim.transformer import DEMO_DIR, DemoConfig, DemoModel, load_model
 
 MODEL_ORDER = ("main", "draft")  # serve main; its small draft stands in until main's weights are installed
@@ -47,12 +48,12 @@ def demo_config() -> DemoConfig:
 
 
 def check_prompt(text: str, max_tokens: int, min_tokens: int = 1) -> str:
-    """ValueError (a 422 on the field) unless text is min_tokens..max_tokens demo-model tokens."""
+    """SimError on `prompt` unless text is min_tokens..max_tokens demo-model tokens."""
     n = len(demo_model().encode(text))
     if n < min_tokens:
-        raise ValueError(f"the prompt must hold at least {min_tokens} token")
+        raise SimError("prompt", f"The prompt must hold at least {min_tokens} token.")
     if n > max_tokens:
-        raise ValueError(f"the prompt is {n} tokens for the demo model; at most {max_tokens} tokens are allowed")
+        raise SimError("prompt", f"The prompt must be at most {max_tokens} tokens for the demo model; this one is {n}.")
     return text
 
 
@@ -148,11 +149,12 @@ def served_info(s: Served) -> dict:
 
 
 def check_model_prompt(text: str, info: ValidationInfo, max_tokens: int) -> str:
-    """ValueError (a 422 on `prompt`) unless the text is at most max_tokens tokens of the model that serves."""
-    m = served_model(info.data.get("model", "smollm2")).model
-    n = len(m.encode(text))
+    """SimError on `prompt` unless the text is at most max_tokens tokens of the model that serves."""
+    s = served_model(info.data.get("model", "smollm2"))
+    n = len(s.model.encode(text))
     if n > max_tokens:
-        raise ValueError(f"the prompt is {n} tokens for the {m.name} model; at most {max_tokens} tokens are allowed")
+        raise SimError("prompt", f"The prompt must be at most {max_tokens} tokens for {served_name(s)}; this one "
+                       f"is {n}.")
     return text
 
 

@@ -10,26 +10,24 @@ H100 SXM's datasheet). Those fields are ignored for catalog ids. The catalog rou
 from __future__ import annotations
 
 import math
-import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..sim import catalog, serving
 from ..sim.costmodel import EngineConfig, memory_per_gpu, step_time
-from ..sim.hardware import GPU, KV_PRECISIONS, WEIGHT_PRECISIONS, gpu_from_fields
+from ..sim.errors import SimError
+from ..sim.hardware import GPU, gpu_from_fields
 from ..sim.models import ModelSpec
 from . import catalog as catalog_api
 from .catalog import derived_model
+from .common import KvPrecision, Math, WeightPrecision, label
 
 router = APIRouter(tags=["11 · dials"])
 
-ModelId = Literal[(*catalog.models(), "custom")]  # type: ignore[valid-type]
-GpuId = Literal[(*catalog.gpus(), "custom")]  # type: ignore[valid-type]
-Precision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
-KvPrecision = Literal[KV_PRECISIONS]  # type: ignore[valid-type]
+ModelOrCustom = Literal[(*catalog.models(), "custom")]  # type: ignore[valid-type]
+GpuOrCustom = Literal[(*catalog.gpus(), "custom")]  # type: ignore[valid-type]
 CURVE_POINTS = 33
 CURVE_MIN_CONTEXT = 16
 _M = catalog.model(catalog.DEFAULT_MODEL)  # defaults of the custom-model fields
@@ -50,13 +48,13 @@ def _hw(default: float | None, lo: float, hi: float, what: str) -> Any:
 
 class DialsParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id, or `custom` (fields below).")
-    gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id, or `custom` (fields below).")
+    model: ModelOrCustom = Field(catalog.DEFAULT_MODEL, description="Catalog model id, or `custom` (fields below).")
+    gpu: GpuOrCustom = Field(catalog.DEFAULT_GPU, description="Catalog GPU id, or `custom` (fields below).")
     gpus: int = Field(8, ge=1, le=serving.MAX_GPUS, description=f"GPUs in the server (1-{serving.MAX_GPUS}).")
     tp: int = Field(8, ge=1, le=64, description="Tensor-parallel GPUs per replica (1-64); tp x pp must divide gpus. "
                     "Beyond one node (8 GPUs; 72 on GB200 NVL72) its all-reduces cross the network.")
     pp: int = Field(1, ge=1, le=128, description="Pipeline stages per replica (1-128, at most the model's layers).")
-    precision: Precision = Field("bf16", description="Weight storage and GEMM math: bf16|fp16|fp8|int8|int4.")
+    precision: WeightPrecision = Field("bf16", description="Weight storage and GEMM math: bf16|fp16|fp8|int8|int4.")
     kv_precision: KvPrecision = Field("bf16", description="KV-cache storage: bf16|fp8|int8|int4.")
     batch: int = Field(16, ge=1, le=serving.MAX_BATCH, description=f"Requests run together per replica "
                        f"(sequences; 1-{serving.MAX_BATCH:,}).")
@@ -91,9 +89,10 @@ class DialsParams(BaseModel):
 
     @field_validator("fp8_dense_tflops", "int8_dense_tops")
     @classmethod
-    def _none_or_real(cls, v: float) -> float:
+    def _none_or_real(cls, v: float, info: ValidationInfo) -> float:
         if 0 < v < 1:
-            raise ValueError(f"must be 0 (no such tensor path) or at least 1; got {v:g}")
+            raise SimError(info.field_name, f"{label(info.field_name)} must be 0 (no such tensor path) or at least "
+                           f"1, not {v:g}.")
         return v
 
 
@@ -188,7 +187,7 @@ class DialsResponse(BaseModel):
     bandwidth_utilization: float | None
     replicas: int
     tpot_curve: CurveOut
-    math: dict[str, Any]
+    math: Math
 
 
 def _custom_model(p: DialsParams) -> ModelSpec:
@@ -201,19 +200,8 @@ def _custom_gpu(p: DialsParams) -> GPU:
     return gpu_from_fields({**fields, "name": "Custom GPU"}, gpu_id="custom")
 
 
-def _unprocessable(exc: ValueError) -> RequestValidationError:
-    """422 naming every query field the simulation's message mentions (loc: the first; ctx.fields: all)."""
-    msg = str(exc)
-    hits = sorted((m.start(), name) for name in DialsParams.model_fields
-                  if (m := re.search(rf"(?<![\w.]){name}(?!\w)", msg)))
-    fields = list(dict.fromkeys(name for _, name in hits))
-    loc = ["query", fields[0]] if fields else ["query"]
-    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": None,
-                                    "ctx": {"fields": fields}}])
-
-
 def serving_params(p: DialsParams) -> serving.ServingParams:
-    """The sim's params for a query (custom model/GPU built from their fields); ValueError names a field."""
+    """The sim's params for a query (custom model/GPU built from their fields); SimError names a field."""
     model = _custom_model(p) if p.model == "custom" else p.model
     gpu = _custom_gpu(p) if p.gpu == "custom" else p.gpu
     return serving.ServingParams(model=model, gpu=gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision,
@@ -241,12 +229,9 @@ def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:
 
 
 def dials(p: DialsParams) -> DialsResponse:
-    try:
-        sp = serving_params(p)
-        est = serving.estimate(sp)
-        cfg, _ = serving.resolve(sp)
-    except ValueError as e:
-        raise _unprocessable(e) from None
+    sp = serving_params(p)
+    est = serving.estimate(sp)
+    cfg, _ = serving.resolve(sp)
     g = cfg.gpu
     d = est.to_dict()
     return DialsResponse(

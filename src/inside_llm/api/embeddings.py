@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
+from .common import Math
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
@@ -79,7 +80,7 @@ class EmbeddingsResponse(BaseModel):
     next_token: Guess | None = Field(description="The model's actual prediction after the last token (argmax); "
                                      "null for an empty prompt.")
     real_model: dict = Field(description="The real thing from the catalog: name, hidden_size, num_layers, source.")
-    math: dict
+    math: Math
 
 
 def _guess(m, i: int, p: float) -> dict:

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import modelfile
+from ..sim.errors import SimError
 from ..sim.transformer import DemoModel
 from .demo_model import demo_model
 
@@ -50,8 +51,8 @@ def served_model(name: str = "auto") -> DemoModel:
         if real is not None:
             return real
         if name == "smollm2":
-            raise ValueError(f"model smollm2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
-                             "model=toy works without it")
+            raise SimError("model", f"SmolLM2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
+                           "the toy model works without it.")
     return demo_model()
 
 
@@ -59,14 +60,14 @@ def generation_ids(m: DemoModel, prompt: str) -> list[int]:
     """What the model reads: a chat model gets prompt as a user turn in its chat template; the toy, the text.
     ValueError naming `prompt` and the bound unless that is 1..MAX_GENERATE_PROMPT_TOKENS tokens."""
     if not prompt.strip():
-        raise ValueError("the prompt must hold at least 1 token")
+        raise SimError("prompt", "The prompt must hold at least 1 token.")
     if hasattr(m, "chat_ids"):
         ids, where = m.chat_ids(prompt), f"{m.name}'s chat template"
     else:
         ids, where = m.encode(prompt), "the demo model"
     if len(ids) > MAX_GENERATE_PROMPT_TOKENS:
-        raise ValueError(f"the prompt is {len(ids)} tokens in {where}; at most {MAX_GENERATE_PROMPT_TOKENS} "
-                         "tokens are allowed")
+        raise SimError("prompt", f"The prompt must be at most {MAX_GENERATE_PROMPT_TOKENS} tokens; it is "
+                       f"{len(ids)} in {where}.")
     return ids
 
 
@@ -124,14 +125,16 @@ class GenerateParams(BaseModel):
     @classmethod
     def _pace(cls, v: float) -> float:
         if 0 < v < MIN_TOKENS_PER_S:
-            raise ValueError(f"tokens_per_s must be 0 (as fast as possible) or at least {MIN_TOKENS_PER_S:g} tokens/s")
+            raise SimError("tokens_per_s", f"The pace must be 0 (as fast as possible) or at least "
+                           f"{MIN_TOKENS_PER_S:g} tokens/s, not {v:g}.")
         return v
 
     @field_validator("temperature")
     @classmethod
     def _temperature(cls, v: float) -> float:
         if 0 < v < MIN_TEMPERATURE:
-            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}")
+            raise SimError("temperature", f"The temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
+                           f"not {v:g}.")
         return v
 
 

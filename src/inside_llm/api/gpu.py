@@ -7,24 +7,20 @@ so the page can show one step in a few seconds and say by how much time was slow
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..sim import catalog, gpu_layout
 from ..sim.costmodel import EngineConfig, memory_per_gpu
 from ..sim.derivation import math_dict
-from ..sim.hardware import WEIGHT_PRECISIONS
+from ..sim.errors import SimError
+from ..sim.roofline import MAX_BATCH
+from .common import GpuId, Math, ModelId, WeightPrecision, label
 
 router = APIRouter(tags=["4 · gpu"])
 
-ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
-GpuId = Literal[tuple(catalog.gpus())]  # type: ignore[valid-type]
-Precision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
-MAX_BATCH = 1024
 MAX_CONTEXT = 131_072
 TP_CHOICES = (1, 2, 4, 8)
 TILES_PER_STEP = 120  # the drawing splits one step's bytes into this many travelling tiles
@@ -32,7 +28,8 @@ TILES_PER_STEP = 120  # the drawing splits one step's bytes into this many trave
 
 def check_tp(tp: int) -> int:
     if tp not in TP_CHOICES:
-        raise ValueError(f"tp must be one of {', '.join(map(str, TP_CHOICES))} (GPUs); got {tp}")
+        *most, last = map(str, TP_CHOICES)
+        raise SimError("tp", f"Tensor parallel (tp) must be {', '.join(most)} or {last} GPUs, not {tp}.")
     return tp
 
 
@@ -42,23 +39,16 @@ def check_context(value: int, info: ValidationInfo, name: str) -> int:
     if model_id is not None:
         window = catalog.model(model_id).max_position_embeddings
         if value > window:
-            raise ValueError(f"{name} must be at most {window:,} tokens for {model_id}; got {value:,}")
+            raise SimError(name, f"{label(name)} must be at most {window:,} tokens, the context window of "
+                                 f"{catalog.model(model_id).name}, not {value:,}.")
     return value
-
-
-def unprocessable(exc: ValueError, fields: tuple[str, ...]) -> RequestValidationError:
-    """A sim ValueError as a 422 whose loc names the first query field its message mentions."""
-    msg = str(exc)
-    hits = sorted((m.start(), f) for f in fields if (m := re.search(rf"(?<![\w.]){f}(?!\w)", msg)))
-    loc = ["query", hits[0][1]] if hits else ["query"]
-    return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": None}])
 
 
 class GpuParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id (h100-sxm, h200, b200, mi300x, ...).")
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id whose decode step is streamed.")
-    precision: Precision = Field("bf16", description="Weight storage (bytes per weight): bf16|fp16|fp8|int8|int4.")
+    precision: WeightPrecision = Field("bf16", description="Weight storage (bytes per weight): bf16|fp16|fp8|int8|int4.")
     batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}).")
     context: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True,
                          description="Tokens already in each chat, read from the KV cache every step "
@@ -114,17 +104,14 @@ class GpuResponse(BaseModel):
     package: dict[str, Any] = Field(description="HBM sites and placement, L2 partitions, I/O dies, source.")
     stream: StreamOut
     memory: dict[str, Any] = Field(description="Memory per GPU (GB) for this batch and context; fits.")
-    math: dict[str, Any]
+    math: Math
 
 
 def gpu_view(p: GpuParams) -> GpuResponse:
     g, m = catalog.gpu(p.gpu), catalog.model(p.model)
-    try:
-        cfg = EngineConfig(m, g, tp=p.tp, precision=p.precision)
-        stream = gpu_layout.decode_stream(cfg, p.batch, p.context)
-        mem = memory_per_gpu(cfg, p.batch, p.context)
-    except ValueError as e:
-        raise unprocessable(e, tuple(GpuParams.model_fields)) from None
+    cfg = EngineConfig(m, g, tp=p.tp, precision=p.precision)
+    stream = gpu_layout.decode_stream(cfg, p.batch, p.context)
+    mem = memory_per_gpu(cfg, p.batch, p.context)
     slow = gpu_layout.slow_motion(stream["step_ms"] / 1e3)
     share = stream["effective_tb_s"] / stream["peak_tb_s"]
     kv_tiles = round(TILES_PER_STEP * stream["kv_bytes_per_step"] / stream["bytes_per_step"])

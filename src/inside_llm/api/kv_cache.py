@@ -17,18 +17,18 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from ..sim import catalog
 from ..sim.derivation import derive
+from ..sim.errors import SimError
 from ..sim.kvpolicies import KVFrames, KVResult, Residencies, simulate_kv
 from ..sim.models import kv_bytes_per_token
+from .common import MAX_REQUESTS, Workload, seed_field
 
 router = APIRouter(tags=["6 · kv-cache"])
 
-MAX_REQUESTS = 1000
 CAPACITY_TOKENS = 16_384  # the drawn cache: 32 rows of 512 token slots
 MAX_SEQ_LEN = 2048
 MAX_FRAMES = 120
 KV_BYTES_PER_VALUE = 2  # BF16
 DEFAULT_MODEL = "llama-3.1-70b"
-Workload = Literal["sharegpt", "alpaca", "fixed"]
 Reservation = Literal["contiguous", "pow2", "oracle"]
 ModelId = Literal[tuple(m for m in catalog.models() if not m.startswith("demo-"))]  # type: ignore[valid-type]
 RESERVATIONS = ("contiguous", "pow2", "oracle")
@@ -41,7 +41,7 @@ class KVCacheParams(BaseModel):
                                                        "on average), alpaca (19 / 58) or fixed (161 / 338).")
     requests: int = Field(300, ge=1, le=MAX_REQUESTS,
                           description=f"Requests in the trace, all queued at step 0 (requests; 1-{MAX_REQUESTS:,}).")
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed of the request lengths (no unit; 0-2147483647).")
+    seed: int = seed_field("the request lengths")
     compare: Reservation = Field("contiguous", description="Reservation policy drawn beside paging: contiguous "
                                                            "(max_seq_len per request), pow2 or oracle.")
     model: ModelId = Field(DEFAULT_MODEL, description="Catalog model whose shape sizes one token's keys and "
@@ -52,7 +52,8 @@ class KVCacheParams(BaseModel):
     def _power_of_two(cls, v: int) -> int:
         """Pages tile the drawn 512-slot rows exactly, as engines' block sizes do."""
         if v & (v - 1):
-            raise ValueError(f"block_size must be a power of two (8, 16, 32, 64 or 128), got {v}")
+            raise SimError("block_size", f"The block size must be a power of two (8, 16, 32, 64 or 128 tokens), "
+                           f"not {v}.")
         return v
 
 

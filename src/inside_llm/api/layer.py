@@ -21,8 +21,10 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
+from ..sim.errors import SimError
 from ..sim.transformer import LayerTrace
 from ..sim.transformer_ops import rms_norm
+from .common import Math
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
@@ -59,16 +61,18 @@ class LayerParams(PromptParams):
     @classmethod
     def _whole(cls, v):
         if isinstance(v, bool):  # JSON true/false is not a layer number (a query string never holds a bool)
-            raise ValueError(f"layer must be a whole number of layers, 0-{MAX_LAYER}")
+            raise SimError("layer", f"The layer must be a whole number, 0 to {MAX_LAYER}.")
         return v
 
     @field_validator("layer")
     @classmethod
     def _layer(cls, v: int, info: ValidationInfo) -> int:
-        m = served_model(info.data.get("model", "smollm2")).model
-        n = m.config.n_layers
+        s = served_model(info.data.get("model", "smollm2"))
+        n = s.model.config.n_layers
         if v >= n:
-            raise ValueError(f"the {m.name} model has {n} layers: layer must be 0-{n - 1}")
+            who = served_name(s)
+            raise SimError("layer", f"{who[:1].upper()}{who[1:]} has {n} layers: the layer must be 0 to {n - 1}, "
+                           f"not {v}.")
         return v
 
 
@@ -92,7 +96,7 @@ class LayerResponse(BaseModel):
     mlp: dict = Field(description="input [T][dim] (after RMSNorm), hidden [T][ffn_dim] = silu(gate) * up, "
                       "out [T][dim] (what the MLP adds), colour scales.")
     residual: dict = Field(description="L2 norms [T]: stream in, attention's update, MLP's update, stream out.")
-    math: dict
+    math: Math
 
 
 def _scale(x: np.ndarray) -> float:

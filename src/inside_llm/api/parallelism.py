@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,19 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..sim import catalog
 from ..sim import parallelism as par
 from ..sim.hardware import WEIGHT_PRECISIONS
+from .common import Math, ModelId, NodeGpu, WeightPrecision
 
 router = APIRouter(tags=["10 · parallelism"])
-
-ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
-NodeGpu = Literal[tuple(catalog.nodes())]  # type: ignore[valid-type]
-Precision = Literal[WEIGHT_PRECISIONS]  # type: ignore[valid-type]
 
 
 class ParallelismParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id.")
     gpu: NodeGpu = Field(catalog.DEFAULT_GPU, description="GPU of the 8-GPU NVLink server (HGX-style baseboard).")
-    precision: Precision = Field("bf16", description="Weight format: " + " | ".join(WEIGHT_PRECISIONS) + ".")
+    precision: WeightPrecision = Field("bf16", description="Weight format: " + " | ".join(WEIGHT_PRECISIONS) + ".")
     gpus: int = Field(8, ge=1, le=par.MAX_NODE_GPUS, description=f"GPUs used (1-{par.MAX_NODE_GPUS}); "
                       "tp x pp must divide it, the rest are replicas.")
     tp: int = Field(8, ge=1, le=par.MAX_NODE_GPUS, description="Tensor-parallel GPUs per replica (1-8).")
@@ -78,7 +75,7 @@ class ParallelismResponse(BaseModel):
     node: dict
     layer: dict = Field(description="One layer's weights as tensor parallelism cuts them: attention and MLP params "
                         "and bytes, and slice_bytes each of the tp GPUs holds (sim.parallelism.layer_weights).")
-    math: dict
+    math: Math
 
 
 @lru_cache(maxsize=512)

@@ -19,12 +19,12 @@ from ..sim import catalog, demo_quality, serving
 from ..sim import quantization as qz
 from ..sim.costmodel import GB, EngineConfig, memory_per_gpu
 from ..sim.derivation import derive
+from ..sim.errors import SimError
 from ..sim.transformer import load_model
+from .common import GpuId, Math, ModelId
 
 router = APIRouter(tags=["8 · quantization"])
 
-ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
-GpuId = Literal[tuple(catalog.gpus())]  # type: ignore[valid-type]
 Precision = Literal["bf16", "fp8", "int8", "int4"]
 PRECISIONS = ("bf16", "fp8", "int8", "int4")
 PROMPT_TOKENS, OUTPUT_TOKENS = 1024, 256      # the dials' default request
@@ -75,7 +75,7 @@ class QuantizationResponse(BaseModel):
     demo_extra: list[dict]
     demo_info: dict
     needles: dict
-    math: dict
+    math: Math
 
 
 def _cfg(model: str, gpu: str, precision: str, tp: int = 1) -> EngineConfig:
@@ -271,8 +271,8 @@ def get_quantization(p: Annotated[QuantizationParams, Query()]) -> QuantizationR
     """Size, GPUs, speed and cost of the model at each weight precision; the bit tile; both perplexity needles."""
     context = catalog.model(p.model).max_position_embeddings
     if context < PROMPT_TOKENS + OUTPUT_TOKENS:
-        raise ValueError(f"model {p.model!r} holds {context} tokens of context, fewer than this chapter's "
-                         f"request of {PROMPT_TOKENS} prompt + {OUTPUT_TOKENS} answer tokens")
+        raise SimError("model", f"{catalog.model(p.model).name} holds {context:,} tokens of context, fewer than "
+                       f"this chapter's request of {PROMPT_TOKENS:,} prompt + {OUTPUT_TOKENS} answer tokens.")
     return QuantizationResponse(**quantization(p.model, p.gpu, p.precision, p.batch))
 
 

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ..sim import catalog
 from ..sim import roofline as rl
 from ..sim.derivation import math_dict
-from .gpu import MAX_BATCH, MAX_CONTEXT, GpuId, ModelId, Precision, check_context, check_tp, unprocessable
+from .common import GpuId, Math, ModelId, WeightPrecision
+from .gpu import MAX_BATCH, MAX_CONTEXT, check_context, check_tp
 
 router = APIRouter(tags=["5 · roofline"])
 
@@ -24,7 +25,7 @@ class RooflineParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id placed on the chart.")
     gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id whose roofs are drawn.")
-    precision: Precision = Field("bf16", description="Weight storage and GEMM math path (sets the compute roof): "
+    precision: WeightPrecision = Field("bf16", description="Weight storage and GEMM math path (sets the compute roof): "
                                  "bf16|fp16|fp8|int8|int4.")
     batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}); "
                        "prefill runs that many prompts.")
@@ -91,14 +92,11 @@ class RooflineResponse(BaseModel):
     prefill_curve: dict[str, Any] = Field(description="Prefill of `batch` prompts of 128..4096 tokens: prompt_tokens, "
                                           "tokens_per_step, intensity, attained FLOP/s, share of peak.")
     roof_curve: dict[str, Any] = Field(description="Log-spaced points of min(peak, intensity x bandwidth); ridge.")
-    math: dict[str, Any]
+    math: Math
 
 
 def roofline_view(p: RooflineParams) -> RooflineResponse:
-    try:
-        res = rl.roofline(p.model, p.gpu, p.precision, batch=p.batch, context_tokens=p.prompt_tokens, tp=p.tp)
-    except ValueError as e:
-        raise unprocessable(e, tuple(RooflineParams.model_fields)) from None
+    res = rl.roofline(p.model, p.gpu, p.precision, batch=p.batch, context_tokens=p.prompt_tokens, tp=p.tp)
     d = res.to_dict()
     binds = "compute" if res.decode.arithmetic_intensity >= res.roof.ridge_flops_per_byte else "memory"
     m, g = catalog.model(p.model), catalog.gpu(p.gpu)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..sim import speculative as sp
 from ..sim import speculative_demo as demo
+from .common import Math
 from .measured import Measured, cpu_info
 
 router = APIRouter(tags=["9 · speculative"])
@@ -105,7 +106,7 @@ class DemoOut(BaseModel):
         "figure here: measured once per server process for these settings, so it can differ between servers)"))
     measured_url: str = Field(description="the full measurement on this CPU (cost ratio, verification cost, "
                               "predicted_speedup at the measured alpha and c, rounds)")
-    math: dict
+    math: Math
 
 
 class SpeculativeResponse(BaseModel):
@@ -117,7 +118,7 @@ class SpeculativeResponse(BaseModel):
     optimal_gamma: int
     optimal_speedup: float
     curve: list[dict[str, float]]
-    math: dict
+    math: Math
     demo: DemoOut
     example_prompts: dict[str, str] = Field(description="usually_right: the default, a run the draft mostly guesses; "
                                             "often_wrong: one where it mostly misses")
@@ -198,7 +199,7 @@ class MeasuredResponse(BaseModel):
     measured_speedup: float | None = None
     predicted_speedup: float | None = Field(None, description="Theorem 3.8 at the measured alpha and cost ratio")
     predicted_speedup_with_verify_cost: float | None = None
-    math: dict = {}
+    math: Math = {}
     note: str = ("Wall-clock time on this server's CPU, measured once when this server process first answered this "
                  "URL: the target alone (one pass per token) against draft-then-verify; every figure is the fastest "
                  "of a few rounds. On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "

@@ -8,12 +8,15 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import modelfile
+from ..settings import Settings
 from ..sim import tokenizer as tk
 from ..sim.derivation import derive, math_dict
+from ..sim.errors import SimError
+from ..sim.tokenizer import MAX_TEXT_CHARS
+from .common import Math
 
 router = APIRouter(tags=["1 · tokens"])
 
-MAX_TEXT_CHARS = 100_000
 DEFAULT_TEXT = "The GPU server reads your prompt as tokens, not letters. Unbelievably, 🦙 emoji split too!"
 Encoding = Literal["cl100k_base", "llama3", "smollm2"]
 CHAT_FORMATS = {"llama3": "Llama 3 format", "smollm2": "SmolLM2's ChatML, read from its model file"}
@@ -21,8 +24,10 @@ CHAT_FORMATS = {"llama3": "Llama 3 format", "smollm2": "SmolLM2's ChatML, read f
 
 class TokensParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(DEFAULT_TEXT, max_length=MAX_TEXT_CHARS,
-                      description=f"Text to tokenize (characters; at most {MAX_TEXT_CHARS:,}).")
+    text: str = Field(DEFAULT_TEXT, max_length=MAX_TEXT_CHARS, description=(
+        f"Text to tokenize (characters; at most {MAX_TEXT_CHARS:,}). In a GET the whole URL is at most "
+        f"{Settings.max_url_bytes:,} bytes, and percent-encoding spends 3 bytes on a non-ASCII byte (a typical "
+        "non-Latin character takes 6-12), so send long text with POST /api/tokens."))
     encoding: Encoding = Field("cl100k_base", description=(
         "Vocabulary: cl100k_base (GPT-4), llama3 (Meta) or smollm2 (SmolLM2-135M-Instruct, the model on this "
         "server; needs it fetched: inside-llm fetch-model)."))
@@ -72,7 +77,7 @@ class TokensResponse(BaseModel):
     reference: dict = Field(description="Words and characters per token measured on public-domain English "
                             "passages, and (corpus) on the held-out Shakespeare that ships with the package.")
     chat: ChatView
-    math: dict
+    math: Math
 
 
 def _load(encoding: str) -> None:
@@ -80,8 +85,8 @@ def _load(encoding: str) -> None:
     if encoding == "smollm2":
         m = modelfile.served_smollm()
         if m is None:
-            raise ValueError("encoding smollm2 is the vocabulary of SmolLM2-135M-Instruct, which this server has "
-                             f"not fetched ({modelfile.HOW_TO_FETCH}); cl100k_base and llama3 work without it")
+            raise SimError("encoding", "The smollm2 vocabulary belongs to SmolLM2-135M-Instruct, which this server "
+                           f"has not fetched ({modelfile.HOW_TO_FETCH}); cl100k_base and llama3 work without it.")
         tk.use_vocabulary("smollm2", m.vocab)
 
 
@@ -107,9 +112,11 @@ def tokenize_text(p: TokensParams) -> TokensResponse:
         math=math_dict(words_per_token=wpt))
 
 
-@router.get("/api/tokens", response_model=TokensResponse)
+@router.get("/api/tokens", response_model=TokensResponse, description=(
+    f"Tokenize text given in the query string. The URL is at most {Settings.max_url_bytes:,} bytes as sent (a "
+    f"longer one gets 414); for long text (up to {MAX_TEXT_CHARS:,} characters) use POST /api/tokens."))
 def get_tokens(p: Annotated[TokensParams, Query()]) -> TokensResponse:
-    """Tokenize text given in the query string."""
+    """Tokenize text given in the query string (see the description for the URL limit)."""
     return tokenize_text(p)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .errors import SimError
 from .hardware import GPU
 from .models import ModelSpec, from_hf_config, param_counts
 
@@ -151,7 +152,7 @@ def references() -> tuple[Reference, ...]:
 
 def _lookup(table: Mapping[str, Any], key: str, field_name: str) -> Any:
     if key not in table:
-        raise ValueError(f"{field_name} must be one of {', '.join(table)}; got {key!r}")
+        raise SimError(field_name, f"{field_name} must be one of {', '.join(table)}, not '{key}'.")
     return table[key]
 
 

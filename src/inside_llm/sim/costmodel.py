@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from .errors import SimError
 from .hardware import ACTIVATION_BYTES, GPU, kv_bytes_per_value, math_rate, number_format, weight_bytes_per_param
 from .models import ModelSpec, expected_experts_touched, param_counts
 
@@ -112,15 +113,17 @@ class EngineConfig:
     def __post_init__(self) -> None:
         m = self.model
         if not 1 <= self.tp <= 64:
-            raise ValueError(f"tp must be between 1 and 64; got {self.tp}")
+            raise SimError("tp", f"Tensor parallel (tp) must be between 1 and 64 GPUs, not {self.tp}.")
         if not 1 <= self.pp <= m.num_hidden_layers:
-            raise ValueError(f"pp must be between 1 and num_hidden_layers={m.num_hidden_layers}; got {self.pp}")
+            raise SimError("pp", f"Pipeline stages (pp) must be between 1 and {m.name}'s {m.num_hidden_layers} "
+                           f"layers, not {self.pp}.")
         if m.num_attention_heads % self.tp:
-            raise ValueError(f"tp must divide num_attention_heads={m.num_attention_heads}; got tp={self.tp}")
+            raise SimError("tp", f"Tensor parallel (tp) must divide {m.name}'s {m.num_attention_heads} query heads "
+                           f"(num_attention_heads); {self.tp} does not.")
         kv = m.num_key_value_heads
         if kv % self.tp and self.tp % kv:
-            raise ValueError(f"tp must divide num_key_value_heads={kv} or be a multiple of it "
-                             f"(then KV heads are replicated); got tp={self.tp}")
+            raise SimError("tp", f"Tensor parallel (tp) must divide {m.name}'s {kv} key/value heads "
+                           f"(num_key_value_heads) or be a multiple of them; {self.tp} is neither.")
         weight_bytes_per_param(self.precision)  # validates the names
         kv_bytes_per_value(self.kv_precision)
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .errors import SimError
+
 WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
 KV_PRECISIONS = ("bf16", "fp8", "int8", "int4")
 
@@ -79,7 +81,7 @@ def number_format(precision: str, *, kv: bool = False) -> NumberFormat:
     allowed = KV_PRECISIONS if kv else WEIGHT_PRECISIONS
     field_name = "kv_precision" if kv else "precision"
     if precision not in allowed:
-        raise ValueError(f"{field_name} must be one of {', '.join(allowed)}; got {precision!r}")
+        raise SimError(field_name, f"{field_name} must be one of {', '.join(allowed)}, not '{precision}'.")
     return FORMATS[precision]
 
 
@@ -135,12 +137,12 @@ class GPU:
         for name in _GPU_NUMBERS:
             value = getattr(self, name)
             if value is None or value < 0:
-                raise ValueError(f"{name} must be >= 0; got {value!r}")
+                raise SimError(name, f"{name} must be at least 0, not {value!r}.")
         if not isinstance(self.node_gpus, int) or self.node_gpus < 1:
-            raise ValueError(f"node_gpus must be a positive integer; got {self.node_gpus!r}")
+            raise SimError("node_gpus", f"node_gpus must be a whole number of at least 1, not {self.node_gpus!r}.")
         for name in ("bf16_dense_tflops", "hbm_capacity_gb", "hbm_bandwidth_tb_s", "scaleout_bandwidth_gb_s"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0; got {getattr(self, name)!r}")
+                raise SimError(name, f"{name} must be more than 0, not {getattr(self, name)!r}.")
 
     def source(self, field_name: str) -> str:
         """Where a figure comes from ('user input' for a custom GPU without sources)."""
@@ -199,10 +201,10 @@ def gpu_from_fields(fields: Mapping[str, object], *, gpu_id: str = "custom") -> 
     known = set(GPU.__dataclass_fields__) - {"id", "sources"}
     unknown = sorted(set(fields) - known)
     if unknown:
-        raise ValueError(f"unknown GPU field(s): {', '.join(unknown)}")
+        raise SimError(unknown[0], f"A GPU has no field {', '.join(unknown)}.", also=tuple(unknown))
     for name in ("bf16_dense_tflops", "hbm_capacity_gb", "hbm_bandwidth_tb_s", "interconnect_bandwidth_gb_s"):
         if name not in fields:
-            raise ValueError(f"{name} is required for a custom GPU")
+            raise SimError(name, f"{name} is required for a custom GPU.")
     values = dict(fields)
     values.setdefault("name", gpu_id)
     return GPU(id=gpu_id, **values)  # type: ignore[arg-type]

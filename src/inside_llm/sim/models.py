@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import SimError
+
 REQUIRED_HF_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                       "vocab_size")
 
@@ -73,21 +75,25 @@ class ModelSpec:
                      "num_local_experts", "num_experts_per_tok"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+                raise SimError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError("num_key_value_heads must divide num_attention_heads; got "
-                             f"{self.num_key_value_heads} and {self.num_attention_heads}")
+            raise SimError("num_key_value_heads", f"The key/value heads (num_key_value_heads, {self.num_key_value_heads}) "
+                           f"must divide the query heads (num_attention_heads, {self.num_attention_heads}).",
+                           also=("num_attention_heads",))
         if self.num_experts_per_tok > self.num_local_experts:
-            raise ValueError("num_experts_per_tok must be <= num_local_experts; got "
-                             f"{self.num_experts_per_tok} > {self.num_local_experts}")
+            raise SimError("num_experts_per_tok", f"Experts per token (num_experts_per_tok, {self.num_experts_per_tok}) "
+                           f"must be at most the experts per layer (num_local_experts, {self.num_local_experts}).",
+                           also=("num_local_experts",))
         for name in ("moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
                      "first_k_dense_replace", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
                      "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer; got {value!r}")
+                raise SimError(name, f"{name} must be a whole number of at least 0, not {value!r}.")
         if self.first_k_dense_replace >= self.num_hidden_layers or self.sliding_window_layers > self.num_hidden_layers:
-            raise ValueError("first_k_dense_replace and sliding_window_layers must be below num_hidden_layers")
+            raise SimError("first_k_dense_replace", "first_k_dense_replace and sliding_window_layers must be below "
+                           f"the number of layers (num_hidden_layers, {self.num_hidden_layers}).",
+                           also=("sliding_window_layers", "num_hidden_layers"))
 
     @property
     def is_moe(self) -> bool:
@@ -242,9 +248,9 @@ def _hf_int(cfg: Mapping[str, Any], key: str, default: int | None = None) -> int
     if value is None:
         value = default
     if value is None:
-        raise ValueError(f"config.json is missing the field {key!r}")
+        raise SimError(key, f"config.json is missing the field '{key}'.")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
-        raise ValueError(f"config.json field {key!r} must be a positive integer; got {value!r}")
+        raise SimError(key, f"config.json field '{key}' must be a whole number of at least 1, not {value!r}.")
     return int(value)
 
 
@@ -256,14 +262,15 @@ def from_hf_config(cfg: Mapping[str, Any], *, model_id: str = "custom", name: st
     (plain multi-head attention); MoE fields to a dense model. Qwen2 architectures get q/k/v biases.
     """
     if not isinstance(cfg, Mapping):
-        raise ValueError("config.json must be a JSON object")
+        raise SimError("", "config.json must be a JSON object.")
     for key in REQUIRED_HF_FIELDS:
         if key not in cfg:
-            raise ValueError(f"config.json is missing the field {key!r}")
+            raise SimError(key, f"config.json is missing the field '{key}'.")
     heads = _hf_int(cfg, "num_attention_heads")
     hidden = _hf_int(cfg, "hidden_size")
     if cfg.get("head_dim") is None and hidden % heads:
-        raise ValueError("config.json field 'head_dim' is needed: hidden_size is not a multiple of heads")
+        raise SimError("head_dim", "config.json needs the field 'head_dim': hidden_size is not a multiple of "
+                       "num_attention_heads.")
     archs = cfg.get("architectures") or []
     bias = bool(cfg.get("attention_bias", any(str(a).startswith("Qwen2") for a in archs)))
     experts = _hf_int(cfg, "num_local_experts", cfg.get("num_experts") or 1)

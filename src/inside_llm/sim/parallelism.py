@@ -33,6 +33,7 @@ from typing import Any
 from . import catalog, serving
 from .costmodel import GB, EngineConfig, StepTime, allreduce_s, memory_per_gpu
 from .derivation import Derivation, derive
+from .errors import SimError
 from .hardware import ACTIVATION_BYTES, weight_bytes_per_param
 from .models import param_counts
 
@@ -64,17 +65,19 @@ def _check(p: ParallelParams) -> tuple[EngineConfig, catalog.NodeSpec]:
     """Validate (ValueError names the field and bound) and build one replica's EngineConfig."""
     node = catalog.node(p.gpu)
     if node is None:
-        raise ValueError(f"gpu must be one of {', '.join(catalog.nodes())} (GPUs sold on an 8-GPU "
-                         f"NVLink baseboard); got {p.gpu!r}")
-    bounds = {"gpus": (p.gpus, MAX_NODE_GPUS), "micro_batches": (p.micro_batches, MAX_MICRO_BATCHES),
-              "batch": (p.batch, MAX_BATCH), "prompt_tokens": (p.prompt_tokens, MAX_PROMPT_TOKENS),
-              "output_tokens": (p.output_tokens, MAX_OUTPUT_TOKENS)}
-    for name, (value, hi) in bounds.items():
+        raise SimError("gpu", f"The GPU must be one sold on an 8-GPU NVLink baseboard ({', '.join(catalog.nodes())}), "
+                       f"not {p.gpu!r}.")
+    bounds = {"gpus": ("The GPU count", p.gpus, MAX_NODE_GPUS),
+              "micro_batches": ("Micro-batches", p.micro_batches, MAX_MICRO_BATCHES),
+              "batch": ("The batch", p.batch, MAX_BATCH),
+              "prompt_tokens": ("The prompt length (tokens)", p.prompt_tokens, MAX_PROMPT_TOKENS),
+              "output_tokens": ("The answer length (tokens)", p.output_tokens, MAX_OUTPUT_TOKENS)}
+    for name, (what, value, hi) in bounds.items():
         if not 1 <= value <= hi:
-            raise ValueError(f"{name} must be between 1 and {hi}; got {value!r}")
+            raise SimError(name, f"{what} must be between 1 and {hi:,}, not {value!r}.")
     if p.micro_batches > p.batch:
-        raise ValueError(f"micro_batches must be <= batch={p.batch} (each micro-batch needs a sequence); "
-                         f"got {p.micro_batches}")
+        raise SimError("micro_batches", f"Micro-batches must be at most the batch ({p.batch}): each needs at least "
+                       f"one chat; {p.micro_batches} is too many.", also=("batch",))
     cfg, _ = serving.resolve(serving.ServingParams(
         model=p.model, gpu=p.gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision, batch=p.batch,
         prompt_tokens=p.prompt_tokens, output_tokens=p.output_tokens))

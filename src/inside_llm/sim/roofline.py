@@ -21,9 +21,11 @@ import numpy as np
 from . import catalog
 from .costmodel import EngineConfig, max_batch, step_time
 from .derivation import Derivation, derive
+from .errors import SimError
 from .hardware import GPU, math_rate
 from .models import ModelSpec
 
+MAX_BATCH = 1024  # chats decoded together: the decode curve runs 1 .. MAX_BATCH
 DEFAULT_BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
 DEFAULT_PROMPTS = tuple(2 ** i for i in range(7, 13))  # 128 .. 4096 prompt tokens, the slider's stops
 ROOF_INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte, the chart's x axis
@@ -143,10 +145,11 @@ def roofline(model: str | ModelSpec = catalog.DEFAULT_MODEL, gpu: str | GPU = ca
     """Chapter 5 data: roofs, prefill and decode points, the decode curve over batch, derivations."""
     m = catalog.model(model) if isinstance(model, str) else model
     g = catalog.gpu(gpu) if isinstance(gpu, str) else gpu
-    if not 1 <= batch <= 4096:
-        raise ValueError(f"batch must be between 1 and 4096; got {batch}")
+    if not 1 <= batch <= MAX_BATCH:
+        raise SimError("batch", f"The batch must be between 1 and {MAX_BATCH:,} chats, not {batch:,}.")
     if not 1 <= context_tokens <= m.max_position_embeddings:
-        raise ValueError(f"context_tokens must be between 1 and {m.max_position_embeddings}; got {context_tokens}")
+        raise SimError("prompt_tokens", f"The prompt length must be between 1 and {m.max_position_embeddings:,} "
+                       f"tokens, the context window of {m.name}, not {context_tokens:,}.")
     cfg = EngineConfig(m, g, tp=tp, precision=precision, kv_precision=kv_precision)
     peak = roof(g, precision)
     pre = point(cfg, "prefill", batch, context_tokens, peak)

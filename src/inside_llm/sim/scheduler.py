@@ -48,8 +48,8 @@ from inside_llm.sim.workloads import Trace, check_int, make_trace
 
 ARRIVAL, STEP_END = 0, 1
 POLICIES = ("static", "continuous")
-MAX_RATE = 1000.0  # requests/s
-MAX_SEATS = 256
+MAX_RATE = 32.0  # requests/s (the API reads these bounds from here)
+MAX_SEATS = 64
 MAX_KV_CAPACITY_TOKENS = 4_194_304
 
 

@@ -44,6 +44,7 @@ from .costmodel import (
     step_time,
 )
 from .derivation import Derivation, derive
+from .errors import SimError, words
 from .hardware import GPU, math_rate, number_format
 from .models import ModelSpec
 
@@ -123,27 +124,30 @@ HYPOTHETICAL_FIELDS = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "tokens_per_s_per
 THROUGHPUT_MODES = ("static", "continuous")
 
 
-def _check(name: str, value: float, lo: float, hi: float) -> None:
+def _check(name: str, what: str, value: float, lo: float, hi: float) -> None:
     if not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo:g} and {hi:g}; got {value!r}")
+        raise SimError(name, f"{what} must be between {words(lo)} and {words(hi)}, not {value!r}.")
 
 
 def resolve(p: ServingParams) -> tuple[EngineConfig, int]:
     """Validate the dials and build the replica's EngineConfig; returns (config, replicas)."""
     m = catalog.model(p.model) if isinstance(p.model, str) else p.model
     g = catalog.gpu(p.gpu) if isinstance(p.gpu, str) else p.gpu
-    _check("gpus", p.gpus, 1, MAX_GPUS)
-    _check("batch", p.batch, 1, MAX_BATCH)
-    _check("prompt_tokens", p.prompt_tokens, 1, MAX_TOKENS)
-    _check("output_tokens", p.output_tokens, 1, MAX_TOKENS)
-    _check("price_per_gpu_hour", p.price_per_gpu_hour, 0, 1000)
+    _check("gpus", "The GPU count", p.gpus, 1, MAX_GPUS)
+    _check("batch", "The batch", p.batch, 1, MAX_BATCH)
+    _check("prompt_tokens", "The prompt length (tokens)", p.prompt_tokens, 1, MAX_TOKENS)
+    _check("output_tokens", "The answer length (tokens)", p.output_tokens, 1, MAX_TOKENS)
+    _check("price_per_gpu_hour", "The price per GPU-hour (USD)", p.price_per_gpu_hour, 0, 1000)
     if p.throughput_mode not in THROUGHPUT_MODES:
-        raise ValueError(f"throughput_mode must be one of {', '.join(THROUGHPUT_MODES)}; got {p.throughput_mode!r}")
+        raise SimError("throughput_mode", f"The throughput mode must be {' or '.join(THROUGHPUT_MODES)}, "
+                       f"not {p.throughput_mode!r}.")
     if p.prompt_tokens + p.output_tokens > m.max_position_embeddings:
-        raise ValueError(f"prompt_tokens + output_tokens must be <= the model's context "
-                         f"{m.max_position_embeddings}; got {p.prompt_tokens + p.output_tokens}")
+        raise SimError("prompt_tokens", f"The prompt and the answer together must fit {m.name}'s context window of "
+                       f"{m.max_position_embeddings:,} tokens; {p.prompt_tokens:,} + {p.output_tokens:,} = "
+                       f"{p.prompt_tokens + p.output_tokens:,} do not.", also=("output_tokens",))
     if p.tp < 1 or p.pp < 1 or p.gpus % (p.tp * p.pp):
-        raise ValueError(f"tp * pp must divide gpus; got tp={p.tp}, pp={p.pp}, gpus={p.gpus}")
+        raise SimError("tp", f"Pipeline stages × tensor parallel must divide the GPU count ({p.gpus}); "
+                       f"{p.pp} × {p.tp} does not.", also=("pp", "gpus"))
     cfg = EngineConfig(m, g, p.tp, p.pp, p.precision, p.kv_precision)
     return cfg, p.gpus // (p.tp * p.pp)
 

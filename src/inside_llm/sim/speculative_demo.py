@@ -23,6 +23,8 @@ from inside_llm.sim import speculative as sp
 from inside_llm.sim.derivation import derive
 from inside_llm.sim.transformer import DemoModel, KVCache, load_model
 
+from .errors import SimError
+
 # The chapter opens on a run where the draft is usually right, then offers one where it is often wrong.
 # Both are lines of The Taming of the Shrew (Tiny Shakespeare); chosen by running the demo models on
 # candidate lines: these two are near the top and the bottom of the draft's acceptance.
@@ -69,9 +71,10 @@ def encode_prompt(text: str) -> list[int]:
     """Model ids of the prompt; ValueError naming `prompt` when empty or over the context."""
     ids = demo_pair()[1].encode(text)
     if not ids:
-        raise ValueError("prompt must hold at least one token")
+        raise SimError("prompt", "The prompt must hold at least 1 token.")
     if len(ids) > MAX_PROMPT_TOKENS:
-        raise ValueError(f"prompt must be at most {MAX_PROMPT_TOKENS} tokens; got {len(ids)}")
+        raise SimError("prompt", f"The prompt must be at most {MAX_PROMPT_TOKENS} tokens for the demo models; "
+                       f"this one is {len(ids)}.")
     return ids
 
 

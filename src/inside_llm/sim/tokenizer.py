@@ -36,6 +36,7 @@ LLAMA3_SPECIALS = (
 LLAMA3_NUM_RESERVED = 256
 # Meta splits input into chunks of at most this many chars, and runs of (non-)whitespace longer
 # than MAX_RUN, before encoding (tiktoken issue #195); we do the same so ids match.
+MAX_TEXT_CHARS = 100_000  # the most text one request tokenizes (chapter 1 and its page controls)
 LLAMA3_MAX_CHUNK = 400_000
 MAX_RUN = 25_000
 

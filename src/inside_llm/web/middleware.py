@@ -1,4 +1,4 @@
-"""Pure ASGI middleware: security headers, request-body cap, and ETag/Cache-Control/gzip for JSON and pages.
+"""Pure ASGI middleware: security headers, URL and request-body caps, and ETag/Cache-Control/gzip for JSON and pages.
 
 Pure ASGI (not BaseHTTPMiddleware) so server-sent event streams pass through unbuffered.
 """
@@ -51,6 +51,22 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class UrlLimit:
+    """Refuse a URL (path + query string, in bytes as sent) over max_url_bytes with 414 and a short JSON body."""
+
+    def __init__(self, app: ASGIApp, max_url_bytes: int) -> None:
+        self.app, self.limit = app, max_url_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            size = len(scope.get("raw_path") or scope["path"].encode()) + len(scope.get("query_string", b""))
+            if size > self.limit:
+                return await _reply(send, 414, {"detail": f"The URL is {size:,} bytes; this server reads at most "
+                                                          f"{self.limit:,}. Send long text in a POST body instead "
+                                                          "(e.g. POST /api/tokens)."})
+        await self.app(scope, receive, send)
 
 
 class BodyLimit:

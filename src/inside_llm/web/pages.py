@@ -18,6 +18,7 @@ from fastapi.templating import Jinja2Templates
 from .. import __version__
 from ..paths import static_dir, templates_dir
 from ..scenes import Control, Scene, load_scenes, scene_by_slug
+from ..sim.tokenizer import MAX_TEXT_CHARS
 from .facts import fact_text, facts_for, params_model
 
 router = APIRouter(include_in_schema=False)
@@ -74,7 +75,7 @@ def _coerce(c: Control, raw: str | None) -> Any:
         if c.kind == "select":
             values = [str(v) for v, _ in c.options]
             return c.options[values.index(raw)][0] if raw in values else c.default
-        return raw[:100_000]
+        return raw[:MAX_TEXT_CHARS]
     except ValueError:
         return c.default
 
