@@ -18,12 +18,18 @@ pytestmark = pytest.mark.browser
 SHOWN = "() => document.querySelectorAll('#stage g.emb-floor.shown').length"
 
 
+def wide(page):
+    """A 1440x900 window: the stage is wide enough for the desktop drawing (floor names, ranges, the lens column)."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+
+
 def api(page, base_url, **params) -> dict:
     q = "&".join(f"{k}={quote(str(v))}" for k, v in params.items())
     return page.request.get(f"{base_url}/api/embeddings?{q}").json()
 
 
 def test_typed_prompt_draws_one_column_per_token_and_the_drawn_floors(page, base_url):
+    wide(page)
     open_page(page, base_url + "/tour/embeddings?autoplay=0")  # the drawing, not the rise's timing (tested below)
     box = page.locator("#ctl-prompt")
     box.fill("")
@@ -43,11 +49,12 @@ def test_typed_prompt_draws_one_column_per_token_and_the_drawn_floors(page, base
     page.wait_for_function(f"() => ({SHOWN})() === {len(drawn)}")
     readouts = page.locator("#stage .readouts").inner_text()
     assert str(n) in readouts and f"{d['model']['dim']:,}" in readouts and "8,192" in readouts
-    assert "Juliet" in page.url
+    page.wait_for_function("() => location.search.includes('Juliet')")  # the URL follows the drawn state
 
 
 def test_labels_need_no_decoder_ring(page, base_url):
     """No ×n change markers; a piece that is part of a character shows its bytes as ‹..›, and the legend says so."""
+    wide(page)
     prompt = "The GPU streams 🦙 tokens"
     open_page(page, base_url + f"/tour/embeddings?autoplay=0&prompt={quote(prompt)}")
     d = api(page, base_url, prompt=prompt)
@@ -66,6 +73,7 @@ def test_labels_need_no_decoder_ring(page, base_url):
 
 
 def test_the_legend_says_how_colours_are_scaled_and_the_switch_changes_it(page, base_url):
+    wide(page)
     open_page(page, base_url + "/tour/embeddings?autoplay=0")
     d = api(page, base_url, prompt="The capital of France is")
     note = page.locator("#stage .emb-note").inner_text()
@@ -82,6 +90,7 @@ def test_the_legend_says_how_colours_are_scaled_and_the_switch_changes_it(page, 
 
 
 def test_the_lens_lists_every_floor_for_the_last_token(page, base_url):
+    wide(page)
     open_page(page, base_url + "/tour/embeddings?prompt=To%20be%2C%20or%20not&autoplay=0")
     d = api(page, base_url, prompt="To be, or not")
     rows = page.locator("#stage .emb-lens-list li")
@@ -89,11 +98,18 @@ def test_the_lens_lists_every_floor_for_the_last_token(page, base_url):
     top = d["floors"][-1]["lens"][-1][0]
     assert rows.first.locator(".emb-lens-floor").inner_text().lower() == f"layer {len(d['floors']) - 1}"
     assert f"{round(100 * top['p'])}%" in rows.first.inner_text()
+    ladder = page.locator("#stage g.emb-ladder")
+    if len(d["drawn_floors"]) < len(d["floors"]):  # beside the tower: every floor's guess, the top layer first
+        assert page.locator("#stage g.emb-ladder-row").count() == len(d["floors"]) and ladder.is_visible()
+        assert page.locator("#stage g.emb-ladder-row.drawn").count() == len(d["drawn_floors"])
+        lines = page.locator("#stage g.emb-ladder-row text.emb-lens-text").all_text_contents()
+        assert lines[0].split()[-1] == f"{round(100 * top['p'])}%"
     first = page.locator("#stage .emb-token").first
     first.focus()
     assert "selected" in first.get_attribute("class")
     assert "After To" in page.locator("#stage .emb-lens-title").inner_text()
     assert rows.count() == len(d["drawn_floors"]), "another token: the drawn floors"
+    assert ladder.count() == 0 or not ladder.is_visible()
     assert "To" in page.locator("#stage .emb-lens-head").text_content()
     page.keyboard.press("ArrowRight")
     assert "selected" in page.locator("#stage .emb-token").nth(1).get_attribute("class")

@@ -56,7 +56,7 @@ def test_heads_in_key_value_groups_and_a_click_draws_another_head_large(page, ba
     assert page.locator("#stage g.ly-thumb").count() == m["n_heads"]
     assert page.locator("#stage rect.ly-group-box").count() == m["n_kv_heads"]
     labels = page.locator("#stage text.ly-group-label").all_text_contents()
-    assert labels == [f"K/V head {g['kv_head']}: shared by query heads {', '.join(map(str, g['query_heads']))}"
+    assert labels == [f"K/V head {g['kv_head']}: query heads {', '.join(map(str, g['query_heads']))}"
                       for g in d["groups"]]
     last = m["n_heads"] - 1
     before = page.evaluate("() => document.querySelector('#stage .ly-map-img').getAttribute('href')")
@@ -73,6 +73,7 @@ def test_heads_in_key_value_groups_and_a_click_draws_another_head_large(page, ba
 
 
 def test_the_qkv_block_says_what_rows_and_columns_are(page, base_url):
+    page.set_viewport_size({"width": 1440, "height": 900})  # the desktop drawing: full block titles
     open_page(page, base_url + f"/tour/layer?prompt={quote(PROMPT)}&autoplay=0")
     m = api(page, base_url, prompt=PROMPT, layer=0)["model"]
     titles = " ".join(page.locator("#stage text.ly-block-title").all_text_contents())

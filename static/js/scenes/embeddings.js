@@ -10,7 +10,7 @@ import { colours, vectorImage, pieceLabel, PIECE_KEY, readout, measuredBars, leg
   modelNote } from './embeddings-strips.js';
 
 const VARIANTS = {
-  wide: { name: 'wide', W: 1000, label: 92, lens: 190, maxCols: 24, maxCell: 7, maxTile: 84 },
+  wide: { name: 'wide', W: 860, label: 92, lens: 190, maxCols: 20, maxCell: 7, maxTile: 84 },
   narrow: { name: 'narrow', W: 360, label: 30, lens: 0, maxCols: 9, maxCell: 5, maxTile: 64 },
 };
 const RISE_MS = 300; // between floors while the vectors rise
@@ -190,7 +190,8 @@ function draw() {
     svg('line', { x1: v.W - v.lens - 8, x2: v.W - v.lens - 8, y1: 14, y2: H - chipH - 10, class: 'emb-divider' }, s);
     view.lensHead = svg('text', { x: v.W - v.lens, y: 10, class: 'emb-small emb-lens-head' }, s);
   }
-  view.tower = { s, L, v, floors: floors.filter(Boolean), byFloor: floors, chips, selRect, xOf };
+  const ladder = v.lens && drawn.length < d.floors.length ? lensLadder(s, d, v, 18, H - chipH - 12) : null;
+  view.tower = { s, L, v, floors: floors.filter(Boolean), byFloor: floors, chips, selRect, xOf, ladder };
   if (L.first > 0) {
     svg('text', { x: v.W / 2, y: 11, 'text-anchor': 'middle', class: 'emb-small',
       text: `showing the last ${L.nT} of ${d.num_tokens} tokens` }, s);
@@ -275,6 +276,23 @@ function lensRows(g, v, y) {
   });
 }
 
+/**
+ * Every floor's top guess for a token the lens reached on all floors (the last one), one row per floor from the
+ * top layer down: where the model's answer appears. Drawn floors' rows are bold.
+ */
+function lensLadder(s, d, v, y0, y1) {
+  const g = svg('g', { class: 'emb-ladder' }, s), n = d.floors.length, rowH = (y1 - y0) / n, x = v.W - v.lens;
+  const rows = [...d.floors].reverse().map((fl, k) => {
+    const y = y0 + k * rowH, mid = y + rowH / 2 + 4;
+    const row = svg('g', { class: `emb-ladder-row${fl.drawn ? ' drawn' : ''}`, 'data-floor': fl.after_layer }, g);
+    svg('text', { x, y: mid, class: 'emb-ladder-floor', text: fl.after_layer === 0 ? 'emb' : `L${fl.after_layer}` }, row);
+    const bar = svg('rect', { x: x + 30, y: mid - 10, height: 13, rx: 2, width: 1, class: 'emb-lens-bar' }, row);
+    const text = svg('text', { x: x + 33, y: mid, class: 'emb-lens-text' }, row);
+    return { fl, bar, text };
+  });
+  return { g, rows, w: v.lens - 30 };
+}
+
 function select(i, announce, force = false) {
   if (!view?.tower || (i === view.sel && !announce && !force)) return;
   view.sel = i;
@@ -283,14 +301,25 @@ function select(i, announce, force = false) {
   chips.forEach((c, j) => c && c.classList.toggle('selected', j === i));
   const d = view.data, t = d.tokens[i];
   const who = pieceLabel(t);
+  const { ladder } = view.tower;
+  const every = ladder && d.floors.every((fl) => fl.lens[i]); // the lens reached this token on every floor
   if (v.lens) {
-    view.lensHead.textContent = `if it stopped here, after ${who}:`;
+    view.lensHead.textContent = every ? `if it stopped on each floor, after ${who}:` : `if it stopped here, after ${who}:`;
+    if (ladder) ladder.g.style.display = every ? '' : 'none';
     d.floors.forEach((fl, f) => byFloor[f]?.lensRows.forEach((r, k) => {
       const gs = fl.lens[i]?.[k];
-      if (!gs) return;
+      r.text.style.display = r.bar.style.display = every || !gs ? 'none' : '';
+      if (!gs || every) return;
       r.text.textContent = `${pieceLabel(gs)}  ${pct(gs.p, 0)}`;
       r.bar.setAttribute('width', Math.max(1, gs.p * v.lens).toFixed(1));
     }));
+    if (every) {
+      ladder.rows.forEach(({ fl, bar, text }) => {
+        const gs = fl.lens[i][0];
+        text.textContent = `${pieceLabel(gs)}  ${pct(gs.p, 0)}`;
+        bar.setAttribute('width', Math.max(1, gs.p * ladder.w).toFixed(1));
+      });
+    }
   }
   drawLensList(d, i, who);
   if (announce) ctx.announce(`After ${who}: the model would say ${pieceLabel(d.floors[d.floors.length - 1].lens[i][0])} next`);

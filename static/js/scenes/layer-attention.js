@@ -6,10 +6,10 @@ import { pct } from '../lib/format.js';
 import { pieceLabel } from './embeddings-strips.js';
 
 const GEOMETRY = {
-  wide: { W: 1000, axis: 96, top: 78, map: 520, side: 350, reading: true }, // the thumbnails sit right of the map
+  wide: { W: 820, axis: 90, top: 78, map: 470, side: 230, reading: true }, // the thumbnails sit right of the map
   narrow: { W: 360, axis: 62, top: 56, map: 292, side: 0, reading: true }, // the thumbnails sit under it
   // a slide frame (embed, presenter) is short: a smaller map with the thumbnails beside it, no reading in words
-  dense: { W: 1000, axis: 96, top: 70, map: 330, side: 330, reading: false },
+  dense: { W: 820, axis: 90, top: 70, map: 330, side: 230, reading: false },
   narrowDense: { W: 360, axis: 62, top: 56, map: 250, side: 0, reading: false },
 };
 const READING_ROWS = 5, READING_H = 38 + READING_ROWS * 19 + 4;
@@ -108,8 +108,8 @@ function layoutThumbs(d, G) {
   const g = d.groups[0].query_heads.length, nG = d.groups.length;
   const avail = G.side || G.W, pad = 8;
   const size = Math.min(G.side ? 70 : 96, (avail - (g + 1) * pad) / g);
-  const boxH = size + 40, x = G.side ? Math.min(G.W - G.side, G.axis + G.map + 50) : 0, y = G.side ? G.top - 22 : G.top + G.map + 22;
-  const w = G.side ? Math.max(g * size + (g + 1) * pad, Math.min(avail, 320)) : avail;
+  const boxH = size + 40, x = G.side ? Math.min(G.W - G.side, G.axis + G.map + 30) : 0, y = G.side ? G.top - 22 : G.top + G.map + 22;
+  const w = avail;
   const boxes = d.groups.map((grp, k) => ({ grp, x, y: y + k * (boxH + 10), w, h: boxH }));
   return { size, pad, boxes, bottom: y + nG * (boxH + 10) };
 }
@@ -119,7 +119,7 @@ function drawThumbs(s, d, L, pal, head, on) {
   L.boxes.forEach(({ grp, x, y, w, h: bh }, k) => {
     svg('rect', { x, y, width: w, height: bh, rx: 8, class: `ly-group-box g${k % 4}` }, s);
     svg('text', { x: x + 8, y: y + 15, class: `ly-group-label g${k % 4}`,
-      text: `K/V head ${grp.kv_head}: shared by query heads ${grp.query_heads.join(', ')}` }, s);
+      text: `K/V head ${grp.kv_head}: query heads ${grp.query_heads.join(', ')}` }, s);
     grp.query_heads.forEach((hh, n) => {
       const tx = x + L.pad + n * (L.size + L.pad), ty = y + 30;
       const g = svg('g', { class: `ly-thumb${hh === head ? ' selected' : ''}`, tabindex: 0, role: 'button', 'data-head': hh,
@@ -157,15 +157,15 @@ export function heatImage(rows, pal) {
 function drawReading(g, R, d, hd, i) {
   clear(g);
   const w = hd.weights[i], order = w.map((x, j) => j).sort((a, b) => w[b] - w[a]).slice(0, READING_ROWS);
-  svg('text', { x: R.x, y: R.y + 12, class: 'ly-reading-title', text: `From ${tokenText(d.tokens[i])} (token ${i + 1} of ${d.num_tokens}),` }, g);
+  svg('text', { x: R.x, y: R.y + 12, class: 'ly-reading-title', text: `From ${clip(tokenText(d.tokens[i]), 10)}, token ${i + 1} of ${d.num_tokens},` }, g);
   svg('text', { x: R.x, y: R.y + 28, class: 'ly-reading-title', text: `head ${hd.head} looks most at:` }, g);
-  const lx = R.x + 96, bw = R.w - 96 - 112;
+  const lx = R.x + 76, bw = R.w - 76 - 92;
   order.forEach((j, k) => {
     const y = R.y + 38 + k * 19;
-    svg('text', { x: lx - 8, y: y + 11, 'text-anchor': 'end', class: 'ly-reading-token', text: clip(tokenText(d.tokens[j]), 12) }, g);
+    svg('text', { x: lx - 8, y: y + 11, 'text-anchor': 'end', class: 'ly-reading-token', text: clip(tokenText(d.tokens[j]), 9) }, g);
     svg('rect', { x: lx, y: y + 2, width: bw, height: 11, rx: 3, class: 'ly-reading-track' }, g);
     svg('rect', { x: lx, y: y + 2, width: Math.max(1, bw * w[j]), height: 11, rx: 3, class: 'ly-reading-bar' }, g);
-    svg('text', { x: lx + bw + 8, y: y + 11, class: 'ly-reading-value', text: `${pct(w[j], 0)} · token ${j + 1}` }, g);
+    svg('text', { x: lx + bw + 6, y: y + 11, class: 'ly-reading-value', text: `${pct(w[j], 0)} · #${j + 1}` }, g);
   });
 }
 

@@ -9,7 +9,7 @@ import { colours, rowsImage, readout, measuredBars, legendScale, variantFor, mod
 import { drawAttention, groupOf, tokenText } from './layer-attention.js';
 
 const VARIANTS = {
-  wide: { name: 'wide', W: 1000, label: 74 },
+  wide: { name: 'wide', W: 820, label: 74 },
   narrow: { name: 'narrow', W: 360, label: 40 },
 };
 const SECTIONS = ['qkv', 'attn', 'mlp']; // the steps: each adds one part of the layer
