@@ -150,7 +150,7 @@ function layout(d, v) {
   const area = v.W - v.label - (v.lens ? v.lens + 16 : 0);
   const colW = area / nT, tileMax = colW * 0.84;
   const C = Array.from({ length: dim }, (_, k) => k + 1).find((c) => dim % c === 0 && c * c >= dim);
-  const maxTile = fitted() ? 46 : v.maxTile; // a slide frame (embed, presenter) is short: smaller blocks
+  const maxTile = fitted() ? 34 : v.maxTile; // a slide frame (embed, presenter) is short: smaller blocks
   const R = dim / C, cell = Math.min(v.maxCell, tileMax / C, maxTile / R);
   const gap = Math.max(1, Math.round((colW - C * cell) / cell));
   const tileW = C * cell, tileH = R * cell, pitch = (C + gap) * cell;

@@ -6,11 +6,11 @@ import { pct } from '../lib/format.js';
 import { pieceLabel } from './embeddings-strips.js';
 
 const GEOMETRY = {
-  wide: { W: 820, axis: 90, top: 78, map: 470, side: 230, reading: true }, // the thumbnails sit right of the map
-  narrow: { W: 360, axis: 62, top: 56, map: 292, side: 0, reading: true }, // the thumbnails sit under it
+  wide: { W: 820, axis: 90, top: 78, map: 470, side: 230, reading: true, thumb: 70 }, // the thumbnails sit right of the map
+  narrow: { W: 360, axis: 62, top: 56, map: 292, side: 0, reading: true, thumb: 96 }, // the thumbnails sit under it
   // a slide frame (embed, presenter) is short: a smaller map with the thumbnails beside it, no reading in words
-  dense: { W: 820, axis: 90, top: 70, map: 330, side: 230, reading: false },
-  narrowDense: { W: 360, axis: 62, top: 56, map: 250, side: 0, reading: false },
+  dense: { W: 820, axis: 90, top: 70, map: 290, side: 230, reading: false, thumb: 58 },
+  narrowDense: { W: 360, axis: 62, top: 56, map: 220, side: 0, reading: false, thumb: 50 },
 };
 const READING_ROWS = 5, READING_H = 38 + READING_ROWS * 19 + 4;
 const MASKED = 'a later token: out of sight (a token never looks ahead)';
@@ -107,7 +107,7 @@ const clip = (text, n) => (text.length > n ? `${text.slice(0, n - 1)}…` : text
 function layoutThumbs(d, G) {
   const g = d.groups[0].query_heads.length, nG = d.groups.length;
   const avail = G.side || G.W, pad = 8;
-  const size = Math.min(G.side ? 70 : 96, (avail - (g + 1) * pad) / g);
+  const size = Math.min(G.thumb, (avail - (g + 1) * pad) / g);
   const boxH = size + 40, x = G.side ? Math.min(G.W - G.side, G.axis + G.map + 30) : 0, y = G.side ? G.top - 22 : G.top + G.map + 22;
   const w = avail;
   const boxes = d.groups.map((grp, k) => ({ grp, x, y: y + k * (boxH + 10), w, h: boxH }));
