@@ -161,7 +161,7 @@ async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
     if _active["streams"] >= MAX_STREAMS or _per_client.get(client, 0) >= MAX_STREAMS_PER_CLIENT:
         return JSONResponse({"detail": f"at most {MAX_STREAMS} concurrent streams, {MAX_STREAMS_PER_CLIENT} per "
                                        "client; retry shortly"}, status_code=503, headers={"retry-after": "2"})
-    m = served_model(p.model)
+    m = await anyio.to_thread.run_sync(served_model, p.model)  # the first call loads it: not on the event loop
     ids = generation_ids(m, p.prompt)
     return StreamingResponse(_events(request, m, ids, p, client), media_type="text/event-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
