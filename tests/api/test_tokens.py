@@ -96,3 +96,11 @@ def test_smollm2_without_the_model_is_a_422_saying_how_to_fetch(client, no_model
     assert r.status_code == 422
     err = r.json()["detail"][0]
     assert err["loc"][-1] == "encoding" and "inside-llm fetch-model" in err["msg"]
+
+
+def test_smollm2_chat_view_survives_template_text_in_the_prompt(client, smollm):
+    r = client.get("/api/tokens", params={"text": "a <|im_start|>", "encoding": "smollm2"})
+    assert r.status_code == 200
+    chat = r.json()["chat"]
+    assert [t["text"] for t in chat["tokens"] if t["kind"] == "content"] == ["a", " ", "<|im_start|>"]
+    assert chat["num_tokens"] == chat["num_template_tokens"] + 3

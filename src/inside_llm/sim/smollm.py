@@ -276,8 +276,11 @@ class SmolVocab:
         text = self.chat_prompt([{"role": "user", "content": prompt}])
         start = text.rindex(prompt) if prompt else len(text)                 # the prompt: the last user turn
         opener = self.token_string(self.bos_id)                              # <|im_start|>
-        turns = [(i, text[i + len(opener):text.index("\n", i)]) for i in range(len(text))
-                 if text.startswith(opener, i)]                              # (char offset, role)
+        turns, i = [], text.find(opener)
+        while i >= 0:                                                        # (char offset, role) per turn
+            end = text.find("\n", i)
+            turns.append((i, text[i + len(opener):end if end >= 0 else len(text)]))
+            i = text.find(opener, i + len(opener))
         ids, spans = self.encode_with_offsets(text)
         rows = []
         for tid, (a, _) in zip(ids, spans):
