@@ -61,9 +61,11 @@ class BlockPool:
         out = []
         for _ in range(num_blocks):
             i = popleft()
-            block = blocks[i] or Block(i)
-            blocks[i] = block
-            block.ref_cnt = 1
+            block = blocks[i]
+            if block is None:
+                block = blocks[i] = Block(i, 1)
+            else:
+                block.ref_cnt = 1
             out.append(block)
         return out
 
@@ -103,16 +105,20 @@ class KVCacheManager:
         elif num_tokens <= len(table) * bs:  # fast path: the last page has room
             table[-1].num_tokens = min(bs, num_tokens - (len(table) - 1) * bs)
             return []
-        need = num_blocks_for(num_tokens, bs) - len(table)
+        need = -(-num_tokens // bs) - len(table)  # num_blocks_for, inlined: the scheduler's hottest call
         new = self.pool.get_new_blocks(need) if need > 0 else []
         if new is None:
             if not table:
                 del self.req_to_blocks[request_id]
             return None
-        first_changed = len(table) - 1 if table else 0  # the old last block may gain tokens too
+        if not new:  # num_tokens == 0 for a new request
+            return new
+        if table:  # the old last block is full now
+            table[-1].num_tokens = bs
         table += new
-        for i in range(first_changed, len(table)):
-            table[i].num_tokens = min(bs, num_tokens - i * bs)
+        for block in new[:-1]:
+            block.num_tokens = bs
+        new[-1].num_tokens = num_tokens - (len(table) - 1) * bs
         return new
 
     def free(self, request_id: int) -> int:

@@ -256,10 +256,15 @@ class Engine:
 
     def extend(self, step: Step, now: float) -> None:
         """Run pure-decode steps in one go until a finish, a block shortage or an admissible arrival."""
-        reqs = [r for r, _ in step.sched]
-        computed = np.array([r.num_computed_tokens for r in reqs], dtype=np.int64)
-        k_max = self.max_blocks_k(computed, min(r.max_tokens - r.num_output_tokens for r in reqs))
-        n, ctx = len(reqs), int(computed.sum())
+        reqs, computed_list, left = [], [], 1 << 62  # one pass (hot): requests, their tokens, fewest left
+        for r, _ in step.sched:
+            reqs.append(r)
+            computed_list.append(r.num_computed_tokens)
+            if r.max_tokens - r.num_output_tokens < left:
+                left = r.max_tokens - r.num_output_tokens
+        computed = np.array(computed_list, dtype=np.int64)
+        k_max = self.max_blocks_k(computed, left)
+        n, ctx = len(reqs), sum(computed_list)
         open_seat = self.policy == "continuous" and n < self.seats and self.budget > n and self.head() is None
         more = open_seat and self.num_arrived < len(self.reqs)
         stop_at = float(self.arrival_s[self.num_arrived]) if more else math.inf
