@@ -120,3 +120,20 @@ def test_expected_experts_touched():
 def test_prefill_attention_keys_causal():
     assert prefill_attention_keys([4]) == 10
     assert prefill_attention_keys([2, 3]) == 3 + 6
+
+
+def test_hf_configs_of_2025_models_keep_the_features_that_change_the_cost():
+    """A pasted DeepSeek-V3 or gpt-oss config.json gives the catalog's parameter count and KV size."""
+    v3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
+          "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432, "vocab_size": 129280,
+          "max_position_embeddings": 163840, "n_routed_experts": 256, "num_experts_per_tok": 8,
+          "n_shared_experts": 1, "moe_intermediate_size": 2048, "first_k_dense_replace": 3, "kv_lora_rank": 512,
+          "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+    m = from_hf_config(v3)
+    assert param_counts(m).total == param_counts(catalog.model("deepseek-v3")).total
+    assert kv_bytes_per_token(m, 2.0) == 61 * 576 * 2
+    oss = {"hidden_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64, "num_key_value_heads": 8,
+           "head_dim": 64, "intermediate_size": 2880, "vocab_size": 201088, "num_local_experts": 128,
+           "num_experts_per_tok": 4, "sliding_window": 128, "attention_bias": True,
+           "layer_types": ["sliding_attention", "full_attention"] * 18}
+    assert kv_bytes_per_token(from_hf_config(oss), 2.0) == kv_bytes_per_token(catalog.model("gpt-oss-120b"), 2.0)

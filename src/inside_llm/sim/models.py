@@ -263,6 +263,8 @@ def from_hf_config(cfg: Mapping[str, Any], *, model_id: str = "custom", name: st
     """
     if not isinstance(cfg, Mapping):
         raise SimError("", "config.json must be a JSON object.")
+    if isinstance(cfg.get("text_config"), Mapping):  # Llama 4 and other multimodal configs nest the LM
+        cfg = {**cfg, **cfg["text_config"]}
     for key in REQUIRED_HF_FIELDS:
         if key not in cfg:
             raise SimError(key, f"config.json is missing the field '{key}'.")
@@ -273,15 +275,51 @@ def from_hf_config(cfg: Mapping[str, Any], *, model_id: str = "custom", name: st
                        "num_attention_heads.")
     archs = cfg.get("architectures") or []
     bias = bool(cfg.get("attention_bias", any(str(a).startswith("Qwen2") for a in archs)))
-    experts = _hf_int(cfg, "num_local_experts", cfg.get("num_experts") or 1)
+    experts = _hf_int(cfg, "num_local_experts", cfg.get("num_experts") or cfg.get("n_routed_experts") or 1)
+    extra = _hf_2025_fields(cfg, experts > 1)
+    if extra.get("qk_nope_head_dim") and cfg.get("head_dim") is None:
+        extra["head_dim"] = extra["qk_nope_head_dim"] + extra.get("qk_rope_head_dim", 0)
     return ModelSpec(
         id=model_id, name=name or str(cfg.get("_name_or_path") or model_id),
         hidden_size=hidden, num_hidden_layers=_hf_int(cfg, "num_hidden_layers"),
         num_attention_heads=heads, num_key_value_heads=_hf_int(cfg, "num_key_value_heads", heads),
-        head_dim=_hf_int(cfg, "head_dim", hidden // heads),
+        head_dim=extra.pop("head_dim", None) or _hf_int(cfg, "head_dim", hidden // heads),
         intermediate_size=_hf_int(cfg, "intermediate_size"), vocab_size=_hf_int(cfg, "vocab_size"),
         max_position_embeddings=_hf_int(cfg, "max_position_embeddings", 4096),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         num_local_experts=experts,
         num_experts_per_tok=_hf_int(cfg, "num_experts_per_tok", 1) if experts > 1 else 1,
-        attention_bias=bias, source=source)
+        attention_bias=bias, source=source, **extra)
+
+
+def _hf_nonneg(cfg: Mapping[str, Any], key: str) -> int:
+    value = cfg.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 0:
+        raise SimError(key, f"config.json field '{key}' must be a non-negative integer; got {value!r}.")
+    return int(value)
+
+
+def _hf_2025_fields(cfg: Mapping[str, Any], moe: bool) -> dict[str, int]:
+    """Shared experts, leading dense layers, latent attention and sliding windows, when the config has them.
+
+    DeepSeek-V3: n_routed_experts, n_shared_experts, moe_intermediate_size, first_k_dense_replace,
+    kv_lora_rank, q_lora_rank, qk_*_head_dim, v_head_dim. Qwen3-MoE: moe_intermediate_size.
+    gpt-oss: sliding_window with layer_types listing 'sliding_attention' layers. Llama 4 (text_config):
+    one shared expert of intermediate_size.
+    """
+    out = {k: _hf_nonneg(cfg, k) for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                           "v_head_dim") if cfg.get(k)}
+    if moe:
+        for k in ("moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
+                  "first_k_dense_replace"):
+            if cfg.get(k):
+                out[k] = _hf_nonneg(cfg, k)
+        if str(cfg.get("model_type", "")).startswith("llama4") and not out.get("n_shared_experts"):
+            out["n_shared_experts"] = 1
+    types = cfg.get("layer_types")
+    if cfg.get("sliding_window") and isinstance(types, (list, tuple)):
+        windowed = sum(1 for t in types if t == "sliding_attention")
+        if windowed:
+            out["sliding_window"] = _hf_nonneg(cfg, "sliding_window")
+            out["sliding_window_layers"] = windowed
+    return out
