@@ -220,7 +220,7 @@ class KVRun:
         """Slots held by request i after growing to num_tokens, or None if memory is short."""
         if self.paged:
             got = self.kv.allocate(i, num_tokens)
-            return None if got is None else self.kv.num_slots(i)
+            return None if got is None else len(self.kv.req_to_blocks[i]) * self.block_size
         if self.slots_held[i]:
             return self.slots_held[i]
         return None if self.regions.allocate(i, self.region_slots[i]) is None else self.region_slots[i]
@@ -257,17 +257,19 @@ class KVRun:
             self.push(s + self.slots_held[i] + 1 - self.tokens(i, s), GROW, i)
 
     def grow(self, s: int, i: int) -> None:
-        need = self.tokens(i, s)
+        """Paged: request i's tokens overflow its pages at step s; take a page (preempting if none is free)."""
+        need = self.admitted_tokens[i] + s - self.admitted_step[i]
         while (slots := self.try_allocate(i, need)) is None:
             victim = self.running[-1]
             self.preempt(victim, s)
             if victim == i:
                 return
-        self.slots_allocated += slots - self.slots_held[i]
-        final = self.num_final_tokens[i]
-        self.slots_to_fill += min(slots, final) - min(self.slots_held[i], final)
+        held, final = self.slots_held[i], self.num_final_tokens[i]
+        self.slots_allocated += slots - held
+        self.slots_to_fill += (slots if slots < final else final) - (held if held < final else final)
         self.slots_held[i] = slots
-        self.push_grow(i, s)
+        if slots < final:  # push_grow, inlined (hot): the next overflow is one step past the new pages
+            self.push(s + slots + 1 - need, GROW, i)
 
     def release(self, i: int, s: int, num_tokens: int, last_resident_step: int) -> None:
         self.move_tokens_sum(s)

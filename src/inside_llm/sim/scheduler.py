@@ -345,7 +345,8 @@ class Engine:
             if self.record_seat_tokens else None,
             seat_num_output_tokens=[r.num_output_tokens - k + 1 if r else 0 for r in seats]
             if self.record_seat_tokens else None,
-            preempted_waiting_ids=tuple(r.request_id for r in self.front), first_new_waiting_id=self.admit_ptr,
+            preempted_waiting_ids=tuple(r.request_id for r in self.front) if self.front else (),
+            first_new_waiting_id=self.admit_ptr,
             num_prefill_tokens=step.num_prefill_tokens, num_decode_seqs=step.num_decode_seqs,
             num_sampled_per_step=produced, num_kv_blocks_used=num_blocks, decode_computed_tokens=decode_computed,
             num_occupied_seats=len(self.running), num_finished_before=self.num_finished, num_finished_in=num_done,
