@@ -93,6 +93,8 @@ def test_panels_multiply_like_the_matrix():
     p = Panels(Panels.pack(w, cols=96))
     assert p.shape == (40, 192) and p.size == w.size
     np.testing.assert_allclose(x @ p, x @ w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(x[0] @ p, x[0] @ w, rtol=1e-5, atol=1e-5)              # a vector
+    np.testing.assert_allclose(x[None] @ p, x[None] @ w, rtol=1e-5, atol=1e-5)        # a stack
     np.testing.assert_array_equal(np.asarray(p), w)
     with pytest.raises(ValueError, match="multiple of 96"):
         Panels.pack(w[:, :100], cols=96)

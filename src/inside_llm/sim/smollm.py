@@ -67,8 +67,11 @@ class Panels:
         self.ndim, self.size, self.dtype = 2, p.size, p.dtype
 
     def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
-        y = np.matmul(x, self.p)                         # [n, N, c]: one small sgemm per panel
-        return y.transpose(1, 0, 2).reshape(x.shape[0], self.shape[1])
+        """x [..., in] -> [..., out], like x @ W."""
+        x = np.asarray(x)
+        rows = x.reshape(-1, self.shape[0])               # [N, in]
+        y = np.matmul(rows, self.p)                       # [n, N, c]: one small sgemm per panel
+        return y.transpose(1, 0, 2).reshape(*x.shape[:-1], self.shape[1])
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         w = self.p.transpose(1, 0, 2).reshape(self.shape)  # [in, out]
