@@ -98,3 +98,10 @@ def test_layer_weights_as_tensor_parallelism_cuts_them(client):
     assert ly["slice_bytes"] == ly["layer_bytes"] / 8
     moe = client.get("/api/parallelism", params={"model": "mixtral-8x7b", "tp": 4, "pp": 2}).json()["layer"]
     assert moe["num_experts"] == 8 and moe["slice_bytes"] == moe["layer_bytes"] / 4
+
+
+def test_the_split_says_it_stays_in_one_nvlink_domain(client):
+    """Issue 16 item 1: chapter 10 says whether a setup spans nodes (one 8-GPU server never does)."""
+    d = client.get("/api/parallelism", params={"tp": 4, "pp": 2}).json()["nodes"]
+    assert d["nodes"] == 1 and d["spans_nodes"] is False and d["gpus_per_node"] == 8
+    assert "one 8-GPU NVLink domain" in d["text"]

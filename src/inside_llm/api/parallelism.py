@@ -73,6 +73,8 @@ class ParallelismResponse(BaseModel):
     prefill: dict
     decode: dict
     node: dict
+    nodes: dict = Field(description="Where the split sits: NVLink domains (nodes) and whether a replica spans "
+                        "them (never on one 8-GPU server): gpus_per_node, nodes, spans_nodes, text.")
     layer: dict = Field(description="One layer's weights as tensor parallelism cuts them: attention and MLP params "
                         "and bytes, and slice_bytes each of the tp GPUs holds (sim.parallelism.layer_weights).")
     math: Math
