@@ -46,7 +46,7 @@ def test_the_selected_head_is_drawn_large_with_every_token_on_both_axes(page, ba
     values = [int(t) for t in page.locator("#stage text.ly-map-value").all_text_contents() if t]
     want = [round(100 * x) for x in d["heads"][0]["weights"][-1] if x >= 0.005]
     assert values == want
-    assert sum(page.evaluate(MAP)) > 0 and "head 0" in page.locator("#stage .ly-attn h3").inner_text()
+    assert sum(page.evaluate(MAP)) > 0 and "head 0" in page.locator("#stage .ly-attn h2").inner_text()
 
 
 def test_heads_in_key_value_groups_and_a_click_draws_another_head_large(page, base_url):
@@ -62,7 +62,7 @@ def test_heads_in_key_value_groups_and_a_click_draws_another_head_large(page, ba
     before = page.evaluate("() => document.querySelector('#stage .ly-map-img').getAttribute('href')")
     change(page, lambda: page.locator(f"#stage g.ly-thumb[data-head='{last}']").click())
     assert f"head={last}" in page.url
-    assert f"head {last}" in page.locator("#stage .ly-attn h3").inner_text()
+    assert f"head {last}" in page.locator("#stage .ly-attn h2").inner_text()
     assert page.evaluate("() => document.querySelector('#stage .ly-map-img').getAttribute('href')") != before
     assert page.locator("#stage g.ly-thumb.selected").get_attribute("data-head") == str(last)
     # the Q/K/V block outlines this head's query columns and the key/value head it reads, in every block

@@ -139,7 +139,7 @@ export function legendScale(parent, caption) {
 /** Fetch a /measured endpoint once and draw labelled bars (ms per token), or say why not. */
 export async function measuredBars(ctx, box, url, title, fmt, alive) {
   clear(box);
-  h('h3', { text: title }, box);
+  h('h2', { text: title }, box);
   const note = h('p', { class: 'strip-measured-note', text: 'Measuring the toy model on this server’s CPU…' }, box);
   let m;
   try {
@@ -168,7 +168,7 @@ export function drawToScale(box, d) {
   clear(box);
   const r = d.real_model, m = d.model, W = 420, H = 150, bw = 400, bh = 110;
   const who = m.served === 'smollm2' ? 'SmolLM2' : 'our toy model';
-  h('h3', { text: `To scale: ${r.name} vs ${who}` }, box);
+  h('h2', { text: `To scale: ${r.name} vs ${who}` }, box);
   const s = root(box, W, H, `${r.name}: ${r.hidden_size} numbers per token and ${r.num_layers} layers; the demo model: ` +
     `${m.dim} numbers and ${m.n_layers} layers, drawn to the same scale.`);
   svg('rect', { x: 10, y: 10, width: bw, height: bh, class: 'emb-real-big' }, s);

@@ -173,6 +173,7 @@ function draw() {
   const s = root(fig, v.W, H, `${plural(d.num_tokens, 'token')} as ${d.model.dim}-number vectors rising through ${d.model.n_layers} ` +
     `layers of ${d.model.name}; the model's next-token guess after the last layer: ${pieceLabel(d.next_token)}.`);
   s.classList.add('emb-svg', `emb-${v.name}`);
+  s.setAttribute('role', 'group'); // it holds the token chips (buttons): a group, not one image
   const pal = colours();
   const xOf = (i) => L.x0 + (i - L.first) * L.pitch;
   const ys = [];  // top of each drawn floor's band, top floor first

@@ -32,7 +32,7 @@ export function drawAttention(box, d, variant, pal, head, on) {
   const G = GEOMETRY[variant];
   const T = d.num_tokens, hd = d.heads[head], grp = groupOf(d, head);
   clear(box);
-  const title = h('h3', { class: 'ly-h', text: `Attention: where each token looks · head ${head}` }, box);
+  const title = h('h2', { class: 'ly-h', text: `Attention: where each token looks · head ${head}` }, box);
   h('span', { class: 'ly-sub', text: ` (reads key/value head ${grp.kv_head}, shared by query heads ${list(grp.query_heads)})` }, title);
   const cell = G.map / T, x0 = G.axis, y0 = G.top;
   const thumbs = layoutThumbs(d, G);
@@ -41,6 +41,7 @@ export function drawAttention(box, d, variant, pal, head, on) {
   const s = root(box, G.W, H, `Attention weights of head ${head} in layer ${d.layer + 1}: ${T} tokens looking (rows) at ` +
     `the tokens up to themselves (columns).`);
   s.classList.add('ly-svg', 'ly-attn-svg');
+  s.setAttribute('role', 'group'); // it holds buttons (the small maps): a group, not one image
   hatch(s);
   const big = svg('g', { class: 'ly-map' }, s);
   const full = hd.weights.map((r) => r.concat(Array(T - r.length).fill(NaN)));

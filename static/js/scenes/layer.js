@@ -174,7 +174,7 @@ function pickHead(hh) {
 
 function heading(box, title, sub) {
   clear(box);
-  const hd = h('h3', { class: 'ly-h', text: title }, box);
+  const hd = h('h2', { class: 'ly-h', text: title }, box);
   if (sub) h('span', { class: 'ly-sub', text: ` ${sub}` }, hd);
 }
 
