@@ -46,7 +46,7 @@ def test_defaults_give_two_to_three_times(client):
 @pytest.mark.parametrize("params", [{}, {"gamma": 2, "max_tokens": 20},
                                     {"gamma": 6, "prompt": "DUKE:\nGo, and be gone.\n", "max_tokens": 24}])
 def test_demo_output_is_the_targets_greedy_output(client, params):
-    d = client.get("/api/speculative", params=params).json()["demo"]
+    d = client.get("/api/speculative", params={"model": "toy", **params}).json()["demo"]
     n = params.get("max_tokens", DEFAULT_MAX_TOKENS)
     want = target_greedy(params.get("prompt", demo.DEFAULT_PROMPT), n)
     assert d["matches_greedy"] is True and d["greedy_output_ids"] == want
@@ -55,7 +55,7 @@ def test_demo_output_is_the_targets_greedy_output(client, params):
 
 
 def test_acceptance_rate_and_frames_agree(client):
-    d = client.get("/api/speculative", params={"gamma": 5}).json()["demo"]
+    d = client.get("/api/speculative", params={"gamma": 5, "model": "toy"}).json()["demo"]
     frames = d["frames"]
     proposed = sum(len(f["proposed"]) for f in frames)
     accepted = sum(f["num_accepted"] for f in frames)
@@ -83,7 +83,7 @@ def test_acceptance_rate_and_frames_agree(client):
 def test_same_url_same_bytes_and_etag(client):
     a = client.get("/api/speculative")
     b = client.get("/api/speculative", params={"alpha": 0.8, "gamma": 4, "cost_ratio": 0.1, "max_tokens": DEFAULT_MAX_TOKENS,
-                                               "prompt": demo.DEFAULT_PROMPT})
+                                               "prompt": ""})
     assert a.status_code == 200 and a.content == b.content and a.headers["etag"] == b.headers["etag"]
     assert client.get("/api/speculative", headers={"if-none-match": a.headers["etag"]}).status_code == 304
     for key in ("wall_time_s", "target_s", "draft_s"):
@@ -94,7 +94,7 @@ def test_same_url_same_bytes_and_etag(client):
 def test_demo_carries_the_measured_speedup_of_the_measured_endpoint(client):
     """demo.measured_speedup is the /measured figure once it has run in this process, null before: the
     chapter endpoint never waits for a wall-clock measurement."""
-    q = {"prompt": "KING HENRY:\nWhat say you, lords?\n", "max_tokens": 8, "gamma": 3}
+    q = {"prompt": "KING HENRY:\nWhat say you, lords?\n", "max_tokens": 8, "gamma": 3, "model": "toy"}
     assert client.get("/api/speculative", params=q).json()["demo"]["measured_speedup"] is None
     d = client.get("/api/speculative", params=q).json()["demo"]
     m = client.get(d["measured_url"]).json()
@@ -112,7 +112,7 @@ def test_alpha_and_cost_ratio_leave_the_demo_alone(client):
     ("alpha", MAX_ALPHA + 0.01, f"{MAX_ALPHA}"), ("alpha", -0.1, "0"), ("gamma", 0, "1"),
     ("gamma", MAX_GAMMA + 1, f"{MAX_GAMMA}"), ("cost_ratio", 0, "0"), ("cost_ratio", 1.5, "1"),
     ("max_tokens", 0, "1"), ("max_tokens", demo.MAX_NEW_TOKENS + 1, f"{demo.MAX_NEW_TOKENS}"),
-    ("prompt", "", "empty"), ("prompt", " the" * 300, f"{demo.MAX_PROMPT_TOKENS}")])
+    ("prompt", "x" * 4001, "4000"), ("prompt", " the" * 300, f"{demo.MAX_PROMPT_TOKENS}")])
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
     r = client.get("/api/speculative", params={name: value})
     assert r.status_code == 422
@@ -126,7 +126,7 @@ def test_unknown_names_get_422(client):
 
 
 def test_measured_on_this_cpu_beside_the_prediction(client):
-    main = client.get("/api/speculative", params={"gamma": 3, "max_tokens": 12}).json()["demo"]
+    main = client.get("/api/speculative", params={"gamma": 3, "max_tokens": 12, "model": "toy"}).json()["demo"]
     r = client.get(main["measured_url"])
     assert r.status_code == 200
     m = r.json()
@@ -138,3 +138,32 @@ def test_measured_on_this_cpu_beside_the_prediction(client):
     assert m["predicted_speedup"] == pytest.approx(sp.speedup(m["alpha_estimate"], 3, m["measured_cost_ratio"]))
     assert m["verify_cost_steps"] > 0 and "more than one decode step" in m["note"]
     assert client.get(main["measured_url"]).content == r.content, "measured once per process, then cached"
+
+
+# ---- the real model: SmolLM2 as target, drafted by prompt lookup (with and without the file) ----------
+
+def test_real_model_speculative_equals_its_own_greedy_output(client, smollm):
+    d = client.get("/api/speculative").json()
+    run = d["demo"]
+    assert run["target_model"]["name"] == smollm.name and run["draft_model"]["name"] == "prompt lookup"
+    assert run["weights_cost_ratio"] == 0 and run["draft_model"]["num_params"] == 0
+    ids = smollm.chat_ids(d["example_prompts"]["usually_right"])
+    cache, want = KVCache(smollm.config), []
+    logits = smollm.forward(ids, cache).logits[-1]
+    while len(want) < run["num_tokens"]:                         # its own greedy answer, one pass per token
+        want.append(int(np.argmax(logits)))
+        logits = smollm.forward(want[-1:], cache).logits[-1]
+    assert run["matches_greedy"] and [t["id"] for t in run["output_tokens"]] == want == run["greedy_output_ids"]
+    # the example where lookup is usually right: most guesses kept, the GPU time at least halved (c = 0)
+    assert run["acceptance_rate"] >= 0.6 and run["gpu_time"]["speedup"] >= 2
+    assert run["gpu_time"]["speculative"] == run["num_target_passes"]
+    bad = client.get("/api/speculative", params={"prompt": d["example_prompts"]["often_wrong"]}).json()["demo"]
+    assert bad["matches_greedy"] and bad["acceptance_rate"] < 0.3 and bad["gpu_time"]["speedup"] < 1.5
+
+
+def test_without_the_model_file_the_toy_pair_serves(client, no_model):
+    d = client.get("/api/speculative", params={"max_tokens": 8}).json()
+    assert d["demo"]["draft_model"]["name"] == "draft" and d["example_prompts"]["usually_right"] == demo.DEFAULT_PROMPT
+    r = client.get("/api/speculative", params={"model": "smollm2"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "model"
+    assert "fetch-model" in r.json()["detail"][0]["msg"]

@@ -78,14 +78,14 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
     assert page.locator(".sp-dot").count() == 10
     with page.expect_response(lambda r: "/api/speculative?" in r.url and "gamma=7" in r.url):
         page.locator("#ctl-gamma").evaluate("(el) => { el.value = 7; el.dispatchEvent(new Event('input', { bubbles: true })); }")
-    page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '7'")
+    page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '7'", timeout=120_000)
     assert "gamma=7" in page.url
     d = api(page, base_url, "?gamma=7")
     assert re.search(r"γ = 7: [\d.]+×", page.locator(".sp-chart").inner_html())
     best = page.locator(".sp-dot.best")
     assert best.count() == (1 if d["optimal_gamma"] <= 10 else 0)
-    page.locator('.sp-dot[data-gamma="2"]').click()
-    page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '2'")
+    page.locator('.sp-dot[data-gamma="2"]').click()             # a new real-model run: seconds on a busy CPU
+    page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '2'", timeout=120_000)
     assert page.console_errors == []
 
 
@@ -138,9 +138,10 @@ def test_opens_on_a_run_the_draft_mostly_guesses_then_offers_a_bad_one(page, bas
     assert "usually right" in other.inner_text() and f"{100 * d['acceptance_rate']:.0f}%" in other.inner_text()
     change(page, lambda: page.locator(".sp-other-btn").click())
     bad = api(page, base_url, "?" + __import__("urllib.parse").parse.urlencode({"prompt": ex["often_wrong"]}))["demo"]
-    assert bad["acceptance_rate"] < 0.3 < d["acceptance_rate"] and bad["gpu_time"]["speedup"] < 1
+    assert bad["acceptance_rate"] < 0.3 < d["acceptance_rate"] and bad["gpu_time"]["speedup"] < d["gpu_time"]["speedup"]
     page.wait_for_function("() => document.querySelector('.sp-other')?.textContent.includes('often wrong (')")
     assert page.locator("#ctl-prompt").input_value() == ex["often_wrong"]
+    assert page.locator(".sp-text").inner_text().count(ex["often_wrong"][:20]) == 1   # the run shown is that prompt's
     assert "usually right" in page.locator(".sp-other-btn").inner_text()
     assert page.console_errors == []
 
@@ -161,7 +162,8 @@ def test_gpu_time_bars_show_the_speed_up_as_lengths(page, base_url):
     plain, spec = rows
     assert plain["passes"] == d["num_tokens"]                       # one bar per token, plain
     assert spec["passes"] == sum(len(f["emitted"]) for f in d["frames"])  # each check split into its tokens
-    assert spec["drafts"] == sum(len(f["proposed"]) for f in d["frames"])
+    # a draft pass is drawn at c of a big-model pass; a prompt lookup costs none (c = 0) and draws none
+    assert spec["drafts"] == (sum(len(f["proposed"]) for f in d["frames"]) if t["cost_ratio"] > 0 else 0)
     # lengths on one time axis: the speculative row ends where its GPU time says, before the plain row
     unit = plain["scale"] * 10
     assert (plain["right"] - plain["left"]) == pytest.approx(t["plain"] * unit, abs=unit * 0.2)

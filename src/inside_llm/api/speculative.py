@@ -15,10 +15,12 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from .. import modelfile
 from ..sim import speculative as sp
 from ..sim import speculative_demo as demo
+from ..sim.transformer import DemoModel
 from .common import Math
 from .measured import Measured, cpu_info
 
@@ -30,24 +32,61 @@ MAX_PROMPT_CHARS = 4000
 DEFAULT_MAX_TOKENS = 24
 
 
-def _prompt_tokens(v: str) -> str:
-    demo.encode_prompt(v)  # ValueError names `prompt` and the token bound
-    return v
+@lru_cache(maxsize=4)
+def _real_setup(model: DemoModel) -> demo.Setup:
+    return demo.real_setup(model)
+
+
+@lru_cache(maxsize=1)
+def _toy_setup() -> demo.Setup:
+    return demo.toy_setup()
+
+
+def setup_for(model: str | None) -> demo.Setup:
+    """smollm2 (the real chat model, drafted by prompt lookup; the default once its file is fetched) or toy
+    (the demo transformers). ValueError (a 422 on `model`) if smollm2 is asked for and not installed."""
+    if model in (None, "smollm2"):
+        real = modelfile.served_smollm()
+        if real is not None:
+            return _real_setup(real)
+        if model == "smollm2":
+            raise ValueError(f"model smollm2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
+                             "model=toy works without it")
+    return _toy_setup()
 
 
 class DemoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
+    model: Literal["smollm2", "toy"] | None = Field(None, description="Target: smollm2 (the real chat model, "
+                                                    "drafted by prompt lookup) or toy (the demo transformers, "
+                                                    "the small one drafting). Default: smollm2 when installed.")
     gamma: int = Field(4, ge=1, le=MAX_GAMMA, description=f"Draft tokens proposed per check (tokens; 1-{MAX_GAMMA}).")
-    prompt: str = Field(demo.DEFAULT_PROMPT, min_length=1, max_length=MAX_PROMPT_CHARS,
-                        description=f"Text the demo continues (at most {MAX_PROMPT_CHARS:,} characters and "
-                        f"{demo.MAX_PROMPT_TOKENS} tokens).")
+    prompt: str = Field("", max_length=MAX_PROMPT_CHARS,
+                        description=f"Text for the target (at most {MAX_PROMPT_CHARS:,} characters and "
+                        f"{demo.MAX_PROMPT_TOKENS} tokens); empty: the model's example where the draft is usually right.")
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=demo.MAX_NEW_TOKENS,
                             description=f"New tokens the demo writes (tokens; 1-{demo.MAX_NEW_TOKENS}).")
 
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str | None) -> str | None:
+        setup_for(v)  # ValueError naming `model` when smollm2 is asked for and not installed
+        return v
+
     @field_validator("prompt")
     @classmethod
-    def _prompt(cls, v: str) -> str:
-        return _prompt_tokens(v)
+    def _prompt(cls, v: str, info: ValidationInfo) -> str:
+        if "model" in info.data:                                  # else `model` already failed
+            setup = setup_for(info.data["model"])
+            demo.encode_prompt(v if v.strip() else setup.examples[0], setup)  # ValueError names `prompt`
+        return v
+
+    def text(self) -> str:
+        """The prompt the target reads: the visitor's, or the model's usually-right example."""
+        return self.prompt if self.prompt.strip() else setup_for(self.model).examples[0]
+
+    def demo_key(self) -> DemoParams:
+        return DemoParams(model=self.model, prompt=self.prompt, gamma=self.gamma, max_tokens=self.max_tokens)
 
 
 class SpeculativeParams(DemoParams):
@@ -125,36 +164,36 @@ class SpeculativeResponse(BaseModel):
 
 
 def measured_url(p: DemoParams) -> str:
-    return "/api/speculative/measured?" + urlencode({"gamma": p.gamma, "prompt": p.prompt, "max_tokens": p.max_tokens})
+    q = {"gamma": p.gamma, "prompt": p.prompt, "max_tokens": p.max_tokens} | ({"model": p.model} if p.model else {})
+    return "/api/speculative/measured?" + urlencode(q)
 
 
 @lru_cache(maxsize=64)
-def _demo(target_name: str, prompt: str, gamma: int, max_tokens: int) -> dict:
-    """One run per (installed target, prompt, gamma, max_tokens): about a second at the defaults."""
-    return demo.run_demo(prompt, gamma, max_tokens)
+def _demo(setup: demo.Setup, prompt: str, gamma: int, max_tokens: int) -> dict:
+    """One run per (target and draft, prompt, gamma, max_tokens): seconds for the real model."""
+    return demo.run_demo(prompt, gamma, max_tokens, setup)
 
 
-def demo_view(p: DemoParams) -> dict:
-    target, _ = demo.demo_pair()
-    return {**_demo(target.name, p.prompt, p.gamma, p.max_tokens), "measured_url": measured_url(p),
+def demo_view(p: DemoParams, setup: demo.Setup) -> dict:
+    return {**_demo(setup, p.text(), p.gamma, p.max_tokens), "measured_url": measured_url(p),
             "measured_speedup": None}
 
 
 @lru_cache(maxsize=64)
-def speculative_response(p: SpeculativeParams) -> SpeculativeResponse:
-    """The response for one parameter set, without wall-clock figures (pure: same params, same content)."""
+def speculative_response(p: SpeculativeParams, setup: demo.Setup) -> SpeculativeResponse:
+    """The response for one parameter set and target, without wall-clock figures (pure)."""
     a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
+    good, bad = setup.examples
     return SpeculativeResponse(**{k: a[k] for k in SpeculativeResponse.model_fields if k not in ("demo", "example_prompts")},
-                               demo=demo_view(p), example_prompts={"usually_right": demo.DEFAULT_PROMPT,
-                                                                   "often_wrong": demo.HARD_PROMPT})
+                               demo=demo_view(p, setup), example_prompts={"usually_right": good, "often_wrong": bad})
 
 
 def speculative_json(p: SpeculativeParams) -> bytes:
     """The body: the pure response, with demo.measured_speedup filled once /measured has measured these
     settings in this process (null before: this endpoint never waits for a wall-clock measurement)."""
-    resp = speculative_response(p)
-    done = _measured_done.get((demo.demo_pair()[0].name, DemoParams(prompt=p.prompt, gamma=p.gamma,
-                                                                     max_tokens=p.max_tokens)))
+    setup = setup_for(p.model)
+    resp = speculative_response(p, setup)
+    done = _measured_done.get((setup.name, p.demo_key()))
     if done is not None:
         resp = resp.model_copy(update={"demo": resp.demo.model_copy(update={"measured_speedup": done})})
     return resp.model_dump_json(by_alias=True).encode()
@@ -207,14 +246,17 @@ class MeasuredResponse(BaseModel):
                  "memory-bound GPU it costs about one.")
 
 
-def _measure(target_name: str, p: DemoParams) -> dict:
-    target, draft = demo.demo_pair()
-    m = demo.measure_demo(p.prompt, p.gamma, p.max_tokens)
-    return MeasuredResponse(available=True, target_model=target.name, draft_model=draft.name, cpu=cpu_info(),
-                            gamma=p.gamma, max_tokens=p.max_tokens, **m).model_dump()
+REAL_ROUNDS = 3   # the real model: each round is two generations of seconds each
 
 
-def _unavailable(reason: str, target_name: str, p: DemoParams) -> dict:
+def _measure(setup: demo.Setup, p: DemoParams) -> dict:
+    rounds = demo.MEASURE_ROUNDS if setup.cost_ratio else REAL_ROUNDS
+    m = demo.measure_demo(p.text(), p.gamma, p.max_tokens, rounds, setup)
+    return MeasuredResponse(available=True, target_model=setup.target.name, draft_model=setup.draft_info["name"],
+                            cpu=cpu_info(), gamma=p.gamma, max_tokens=p.max_tokens, **m).model_dump()
+
+
+def _unavailable(reason: str, setup: demo.Setup, p: DemoParams) -> dict:
     return MeasuredResponse(available=False, reason=reason, cpu=cpu_info(), gamma=p.gamma,
                             max_tokens=p.max_tokens).model_dump()
 
@@ -225,11 +267,12 @@ MEASURED = Measured(_measure, keys=16, on_failure=_unavailable)
 _measured_done: dict[tuple[str, DemoParams], float | None] = {}
 
 
-def measured_json(target_name: str, p: DemoParams) -> bytes:
-    """The measurement for the installed target and these settings (made once per process)."""
+def measured_json(p: DemoParams) -> bytes:
+    """The measurement for this target and draft and these settings (made once per process)."""
+    setup = setup_for(p.model)
     with MEASURED.lock:
-        body = MEASURED.json(target_name, p)
-        _measured_done[(target_name, p)] = json.loads(body).get("measured_speedup")
+        body = MEASURED.json(setup, p.demo_key())
+        _measured_done[(setup.name, p.demo_key())] = json.loads(body).get("measured_speedup")
         while len(_measured_done) > 64:                      # bounded like the measurement's cache
             _measured_done.pop(next(iter(_measured_done)))
         return body
@@ -237,6 +280,5 @@ def measured_json(target_name: str, p: DemoParams) -> bytes:
 
 @router.get("/api/speculative/measured", response_model=MeasuredResponse)
 def get_measured(p: Annotated[DemoParams, Query()]) -> Response:
-    """Greedy vs speculative wall time of the demo models on this server's CPU, beside the prediction."""
-    target, _ = demo.demo_pair()
-    return Response(content=measured_json(target.name, p), media_type="application/json")
+    """Greedy vs speculative wall time of the target and its draft on this server's CPU, beside the prediction."""
+    return Response(content=measured_json(p), media_type="application/json")

@@ -155,15 +155,17 @@ def int_quantize(w: np.ndarray, bits: int, group_size: int = 128, symmetric: boo
                  axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group-wise integer codes. Returns (codes, scales, zeros) with codes shaped like w.
 
-    Groups are `group_size` consecutive weights along `axis` (0 = whole axis); the axis length must be
-    a multiple of group_size. Dequantize with (codes - zeros) * scales, broadcasting per group.
+    Groups are `group_size` consecutive weights along `axis` (0 = whole axis). When the axis length is
+    not a multiple of group_size, the last group of each row is shorter (576 = 4 x 128 + 64): it is
+    padded with zeros, which change no group's max or min range. Dequantize with (codes - zeros) *
+    scales, broadcasting per group (see _int_dequant).
     """
     x = np.moveaxis(np.asarray(w, dtype=np.float32), axis, -1)
     n = x.shape[-1]
     g = n if group_size <= 0 else group_size
-    if n % g:
-        raise ValueError(f"axis length {n} is not a multiple of group_size {g}")
-    grp = x.reshape(*x.shape[:-1], n // g, g)        # [..., groups, g]
+    pad = -n % g
+    xp = np.concatenate([x, np.zeros((*x.shape[:-1], pad), np.float32)], axis=-1) if pad else x
+    grp = xp.reshape(*x.shape[:-1], -1, g)           # [..., groups, g]
     if symmetric:
         qmax = 2 ** (bits - 1) - 1
         scale = round_fp16(np.max(np.abs(grp), axis=-1, keepdims=True) / qmax)
@@ -174,17 +176,20 @@ def int_quantize(w: np.ndarray, bits: int, group_size: int = 128, symmetric: boo
         lo, hi = grp.min(axis=-1, keepdims=True), grp.max(axis=-1, keepdims=True)
         scale = round_fp16((hi - lo) / (2 ** bits - 1))
         scale = np.where(scale > 0, scale, 1.0)
-        zero = np.clip(np.round(-lo / scale), 0, 2 ** bits - 1)  # an integer code, packed in b bits
+        zero = round_fp16(np.round(-lo / scale))
         codes = np.clip(np.round(grp / scale) + zero, 0, 2 ** bits - 1)
-    codes = np.moveaxis(codes.reshape(x.shape), -1, axis).astype(np.int16)
+    codes = codes.reshape(xp.shape)[..., :n]
+    codes = np.moveaxis(codes, -1, axis).astype(np.int16)
     return codes, scale, zero
 
 
 def _int_dequant(w: np.ndarray, bits: int, group_size: int, symmetric: bool, axis: int) -> np.ndarray:
     codes, scale, zero = int_quantize(w, bits, group_size, symmetric, axis)
     c = np.moveaxis(codes, axis, -1).astype(np.float32)
-    grp = c.reshape(*c.shape[:-1], scale.shape[-2], -1)
-    deq = ((grp - zero) * scale).reshape(c.shape)
+    n, groups = c.shape[-1], scale.shape[-2]
+    g = n if group_size <= 0 else group_size
+    cp = np.concatenate([c, np.zeros((*c.shape[:-1], groups * g - n), np.float32)], axis=-1)
+    deq = ((cp.reshape(*c.shape[:-1], groups, g) - zero) * scale).reshape(cp.shape)[..., :n]
     return np.moveaxis(deq, -1, axis).astype(np.float32)
 
 

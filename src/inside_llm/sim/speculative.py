@@ -11,6 +11,9 @@ T new token ids to `cache` and returns, for each of them, the logits of the toke
 A cache must support `len(cache)` (tokens it holds) and `cache.truncate(n)` (keep the first n tokens):
 rejected draft tokens have been written into both caches and must be rolled back. Forward is only ever
 called with the tokens the cache is missing, so a cache always holds a prefix of the real sequence.
+A draft may guess fewer than gamma tokens: a last row of logits with no finite value means "no guess"
+(sim/draft_lookup.py's n-gram draft, when the text so far holds no earlier match); the target then
+checks the guesses made so far, or makes a plain pass.
 """
 
 from __future__ import annotations
@@ -187,13 +190,17 @@ def _step(ids: list[int], g: int, models: tuple, policy: tuple, rng, res: SpecRe
     """One draft-then-verify step; returns the emitted tokens and rolls both caches back."""
     (target, draft, tcache, dcache), (propose, verify) = models, policy
     drafts, q_rows, draft_s = [], [], 0.0
-    for _ in range(g):                                      # gamma cheap sequential draft passes
+    for _ in range(g):                                      # up to gamma cheap sequential draft passes
         logits, dt = _timed(draft, (ids + drafts)[len(dcache):], dcache)
+        res.draft_pass_s.append(dt)
+        draft_s += dt
+        res.num_draft_passes += 1
+        if not np.isfinite(logits[-1]).any():               # no guess (a lookup draft found no match)
+            break
         tok, q = propose(logits[-1], rng)
         drafts.append(tok)
         q_rows.append(q)
-        res.draft_pass_s.append(dt)
-        draft_s += dt
+    g = len(drafts)
     p_all, target_s = _timed(target, (ids + drafts)[len(tcache):], tcache)   # ONE pass scores all
     k, nxt = verify(p_all[-(g + 1):], drafts, q_rows, rng)
     tcache.truncate(len(ids) + k)                           # drop rejected drafts from both caches
@@ -207,7 +214,6 @@ def _step(ids: list[int], g: int, models: tuple, policy: tuple, rng, res: SpecRe
     res.num_proposed += g
     res.num_accepted += k
     res.num_rejected += int(k < g)
-    res.num_draft_passes += g
     res.num_target_passes += 1
     res.draft_time_s += draft_s
     res.target_time_s += target_s

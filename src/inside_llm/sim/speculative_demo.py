@@ -1,9 +1,15 @@
-"""Speculative decoding for real: the demo transformers drafting and verifying on this CPU (chapter 9).
+"""Speculative decoding for real: a draft guesses, the target verifies, on this CPU (chapter 9).
 
-Target = the demo model "main", draft = the small demo model "draft"; both read the same vocabulary
-(model ids index the same cl100k pieces), so a draft token id means the same piece to the target.
-Until main's weights are installed the draft model drafts for itself (acceptance 1.0): the code path
-is the same and the output still equals the target's greedy output.
+The target is a parameter, held with its draft in a Setup:
+  real_setup(model)  the real chat model (SmolLM2) as target, drafted by PROMPT LOOKUP (sim/draft_lookup.py):
+                     n-grams of the prompt and answer so far. Why that draft: no other model shares SmolLM2's
+                     vocabulary here (the toy models speak cl100k pieces), and its own first layers guess badly
+                     (it was not trained to exit early) while costing a large share of a pass (the 28M-weight
+                     output head is read by every draft pass); a lookup costs no pass at all, c = 0.
+                     scripts/measure_real_model.py measures both drafts on the example prompts.
+  toy_setup()        the demo model "main" as target, the small demo model "draft" as draft; both read the
+                     same vocabulary (cl100k pieces). Until main's weights are installed the draft drafts for
+                     itself (acceptance 1.0): the code path is the same.
 
 Two halves with different promises:
   run_demo(...)      the tokens, frames, acceptance and the greedy check: a pure function of its
@@ -15,12 +21,16 @@ Two halves with different promises:
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from inside_llm.sim import speculative as sp
 from inside_llm.sim.derivation import derive
+from inside_llm.sim.draft_lookup import TokenCache, lookup_forward
 from inside_llm.sim.transformer import DemoModel, KVCache, load_model
 
 from .errors import SimError
@@ -30,6 +40,11 @@ from .errors import SimError
 # candidate lines: these two are near the top and the bottom of the draft's acceptance.
 DEFAULT_PROMPT = "KATHARINA:\nIf I be waspish, best beware my sting.\n\n"
 HARD_PROMPT = "PETRUCHIO:\nMy remedy is then, to pluck it out.\n\n"
+# The real chat model's examples: an answer that repeats the question's words (lookup guesses them) and
+# one that has to invent its words (lookup rarely guesses).
+REAL_GOOD_PROMPT = ("Repeat this list exactly, one item per line: apples, bananas, cherries, dates, "
+                    "elderberries, figs, grapes, honeydew melons.")
+REAL_HARD_PROMPT = "Write a short poem about the sea."
 MAX_PROMPT_TOKENS = 256     # the demo models' trained context
 MAX_NEW_TOKENS = 64
 MEASURE_ROUNDS = 5
@@ -55,6 +70,25 @@ def forward_fn(model: DemoModel):
     return forward
 
 
+@dataclass(frozen=True, eq=False)
+class Setup:
+    """A target and its draft: what run_demo and measure_demo run (hashed by identity: one per process)."""
+
+    name: str                                    # cache key: "smollm2+lookup", "main+draft", ...
+    target: DemoModel
+    draft: Callable                              # speculative Forward
+    new_draft_cache: Callable[[], object]
+    draft_info: dict
+    cost_ratio: float                            # c on a memory-bound GPU: draft weight bytes / target's
+    encode: Callable[[str], list[int]]           # prompt text -> the ids the target reads
+    eos_id: int | None
+    examples: tuple[str, str]                    # (usually right, often wrong)
+    same_model: bool = False
+
+    def new_target_cache(self) -> DemoCache:
+        return DemoCache(self.target)
+
+
 def demo_pair() -> tuple[DemoModel, DemoModel]:
     """(target, draft): main and draft when main is installed, else draft checking itself."""
     draft = load_model("draft")
@@ -67,9 +101,26 @@ def demo_pair() -> tuple[DemoModel, DemoModel]:
     return target, draft
 
 
-def encode_prompt(text: str) -> list[int]:
+def toy_setup() -> Setup:
+    target, draft = demo_pair()
+    return Setup(f"{target.name}+{draft.name}", target, forward_fn(draft), lambda: DemoCache(draft),
+                 _model_info(draft), weights_cost_ratio(target, draft), draft.encode, None,
+                 (DEFAULT_PROMPT, HARD_PROMPT), target is draft)
+
+
+def real_setup(model: DemoModel) -> Setup:
+    """The chat model as target (its chat template, stopping at its end-of-turn), drafted by prompt lookup."""
+    info = {"name": "prompt lookup", "num_params": 0, "layers": 0, "dim": 0,
+            "kind": "n-grams of the prompt and the answer so far (3, then 2, then 1 token)"}
+    eos = min(model.stop_ids) if getattr(model, "stop_ids", None) else None
+    return Setup(f"{model.name}+lookup", model, lookup_forward(model.config.vocab_size), TokenCache, info, 0.0,
+                 model.chat_ids if hasattr(model, "chat_ids") else model.encode, eos,
+                 (REAL_GOOD_PROMPT, REAL_HARD_PROMPT))
+
+
+def encode_prompt(text: str, setup: Setup | None = None) -> list[int]:
     """Model ids of the prompt; ValueError naming `prompt` when empty or over the context."""
-    ids = demo_pair()[1].encode(text)
+    ids = (setup.encode if setup else demo_pair()[1].encode)(text)
     if not ids:
         raise SimError("prompt", "The prompt must hold at least 1 token.")
     if len(ids) > MAX_PROMPT_TOKENS:
@@ -107,26 +158,28 @@ def weights_cost_ratio(target: DemoModel, draft: DemoModel) -> float:
     return draft.num_params / target.num_params
 
 
-def run_demo(prompt: str, gamma: int, max_new_tokens: int) -> dict[str, Any]:
+def run_demo(prompt: str, gamma: int, max_new_tokens: int, setup: Setup | None = None) -> dict[str, Any]:
     """Greedy speculative decoding of `prompt` and the target's own greedy output, compared.
 
     Deterministic: no clock values. frames[0] is the prefill pass; each later frame is one
     draft-then-verify step. acceptance_rate = accepted / proposed over all frames.
     """
     _check(gamma, max_new_tokens)
-    target, draft = demo_pair()
-    ids = encode_prompt(prompt)
-    fwd_t, fwd_d = forward_fn(target), forward_fn(draft)
-    spec = sp.speculative_generate(fwd_t, fwd_d, ids, max_new_tokens, gamma, DemoCache(target), DemoCache(draft))
-    greedy = sp.greedy_generate(fwd_t, ids, max_new_tokens, DemoCache(target))["output_ids"]
+    setup = setup or toy_setup()
+    target = setup.target
+    ids = encode_prompt(prompt, setup)
+    fwd_t = forward_fn(target)
+    spec = sp.speculative_generate(fwd_t, setup.draft, ids, max_new_tokens, gamma, setup.new_target_cache(),
+                                   setup.new_draft_cache(), setup.eos_id)
+    greedy = list(_greedy(setup, tuple(ids), max_new_tokens))
     frames, start = [], 0
     for f in spec.frames:
         frames.append(_frame(target, f, start))
         start += len(f["emitted"])
-    c = weights_cost_ratio(target, draft)
+    c = setup.cost_ratio
     alpha, n_out = spec.alpha_estimate, len(spec.output_ids)
     return {
-        "target_model": _model_info(target), "draft_model": _model_info(draft), "same_model": target is draft,
+        "target_model": _model_info(target), "draft_model": setup.draft_info, "same_model": setup.same_model,
         "prompt_tokens": [_tok(target, i) for i in ids], "output_text": target.decode(spec.output_ids),
         "output_tokens": [_tok(target, i) for i in spec.output_ids],
         "greedy_output_ids": greedy, "matches_greedy": spec.output_ids == greedy,
@@ -137,8 +190,16 @@ def run_demo(prompt: str, gamma: int, max_new_tokens: int) -> dict[str, Any]:
         "tokens_per_target_pass": n_out / spec.num_target_passes,
         "weights_cost_ratio": c, "predicted_speedup_memory_bound": sp.speedup(alpha, gamma, c),
         "gpu_time": gpu_time(frames, n_out, c),
-        "frames": frames, "math": _demo_math(spec, gamma, c, target, draft),
+        "frames": frames, "math": _demo_math(spec, gamma, c, target, setup.draft_info),
     }
+
+
+@lru_cache(maxsize=32)
+def _greedy(setup: Setup, ids: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
+    """The target's own greedy output, one pass per token (the same for every gamma: computed once)."""
+    out = sp.greedy_generate(forward_fn(setup.target), list(ids), max_new_tokens, setup.new_target_cache(),
+                             setup.eos_id)["output_ids"]
+    return tuple(out)
 
 
 def gpu_time(frames: list[dict], num_tokens: int, c: float) -> dict[str, Any]:
@@ -165,7 +226,7 @@ def _model_info(m: DemoModel) -> dict[str, Any]:
     return {"name": m.name, "num_params": m.num_params, "layers": c.n_layers, "dim": c.dim}
 
 
-def _demo_math(spec: sp.SpecResult, gamma: int, c: float, target: DemoModel, draft: DemoModel) -> dict:
+def _demo_math(spec: sp.SpecResult, gamma: int, c: float, target: DemoModel, draft: dict) -> dict:
     alpha = spec.alpha_estimate
     judged = spec.num_accepted + spec.num_rejected
     return {
@@ -180,9 +241,10 @@ def _demo_math(spec: sp.SpecResult, gamma: int, c: float, target: DemoModel, dra
             [f"{sp.LEVIATHAN}, Definition 3.1 (acceptance rate beta; alpha = E(beta))"]).to_dict(),
         "weights_cost_ratio": derive(
             c, "", "draft parameters / target parameters",
-            {"draft": (draft.num_params, "parameters"), "target": (target.num_params, "parameters")},
+            {"draft": (draft["num_params"], "parameters"), "target": (target.num_params, "parameters")},
             ["a decode pass is memory-bound, so its time is the weight bytes it reads (as on a GPU)",
-             "both models store weights in the same precision; the tied output head is read every pass"]).to_dict(),
+             "both models store weights in the same precision; the tied output head is read every pass",
+             "a prompt-lookup draft reads no weights: c = 0"]).to_dict(),
         "predicted_speedup_memory_bound": derive(
             sp.speedup(alpha, gamma, c), "x", "(1 - alpha^(gamma+1)) / (1 - alpha) / (gamma * c + 1)",
             {"alpha": (alpha, "measured on this run"), "gamma": (gamma, "draft tokens/step"),
@@ -194,7 +256,8 @@ def _demo_math(spec: sp.SpecResult, gamma: int, c: float, target: DemoModel, dra
 
 # ---- wall clock: varies run to run ---------------------------------------------------------------
 
-def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEASURE_ROUNDS) -> dict[str, Any]:
+def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEASURE_ROUNDS,
+                 setup: Setup | None = None) -> dict[str, Any]:
     """Greedy-alone vs speculative wall time on this CPU, and the prediction for the measured alpha and c.
 
     Each round runs both on fresh caches (sp.compare_with_greedy). Every figure is the fastest
@@ -204,12 +267,12 @@ def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEA
     step: about 1 on a memory-bound GPU, more on a CPU, where extra tokens cost extra arithmetic.
     """
     _check(gamma, max_new_tokens)
-    target, draft = demo_pair()
-    ids = encode_prompt(prompt)
-    fwd_t, fwd_d = forward_fn(target), forward_fn(draft)
-    target.forward(ids), draft.forward(ids)  # warm up BLAS and allocators
-    runs = [sp.compare_with_greedy(fwd_t, fwd_d, lambda: DemoCache(target), lambda: DemoCache(draft),
-                                   ids, max_new_tokens, gamma) for _ in range(max(1, rounds))]
+    setup = setup or toy_setup()
+    ids = encode_prompt(prompt, setup)
+    fwd_t = forward_fn(setup.target)
+    fwd_t(ids, setup.new_target_cache())  # warm up BLAS and allocators
+    runs = [sp.compare_with_greedy(fwd_t, setup.draft, setup.new_target_cache, setup.new_draft_cache,
+                                   ids, max_new_tokens, gamma, setup.eos_id) for _ in range(max(1, rounds))]
     greedy_s = min(r["greedy"]["wall_time_s"] for r in runs)
     spec_s = min(r["speculative"]["wall_time_s"] for r in runs)
     decode_s = min(statistics.median(r["greedy"]["pass_s"][1:] or r["greedy"]["pass_s"]) for r in runs)

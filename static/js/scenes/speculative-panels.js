@@ -151,10 +151,13 @@ export async function drawMeasured(panels, d, opts) {
   const dm = d.demo;
   h('h3', { text: 'The real thing, measured on this server’s CPU' }, box);
   const mp = (m) => `${m.name} (${num(m.num_params / 1e6, 2)} M parameters, ${m.layers} layers)`;
+  const gamma = dm.frames.length > 1 ? Math.max(...dm.frames.map((f) => f.proposed.length)) : '–';
   if (!opts.embed) h('p', { class: 'sp-note', text: dm.same_model
     ? `Only the ${dm.draft_model.name} demo model is installed here, so it checks its own guesses (every guess is kept).`
-    : `The demo model ${mp(dm.target_model)} checks guesses from ${mp(dm.draft_model)}: γ = ${dm.frames.length > 1 ?
-      Math.max(...dm.frames.map((f) => f.proposed.length)) : '–'}, ${dm.num_tokens} tokens, greedy.` }, box);
+    : dm.draft_model.num_params === 0
+      ? `${mp(dm.target_model)} checks guesses from ${dm.draft_model.name}: ${dm.draft_model.kind}, no draft model at all ` +
+        `(no smaller model shares its vocabulary here). γ up to ${gamma}, ${dm.num_tokens} tokens, greedy.`
+      : `The demo model ${mp(dm.target_model)} checks guesses from ${mp(dm.draft_model)}: γ = ${gamma}, ${dm.num_tokens} tokens, greedy.` }, box);
   const bars = h('div', { class: 'sp-bars', 'aria-live': 'polite' }, box);
   const pending = h('p', { class: 'sp-note', text: 'Measuring on this server’s CPU…' }, box);
   let m = null;

@@ -86,11 +86,12 @@ function drawOther(data, params) {
   clear(view.other);
   const ex = data.example_prompts, prompt = (params && params.prompt) || ex.usually_right;
   const good = prompt === ex.usually_right;
+  if (ctx.embed) return;
   const d = data.demo, rate = `${pct(d.acceptance_rate, 0)} of guesses kept, ${fixed(d.gpu_time.speedup, 1)}× the speed`;
   h('span', { text: good ? `This run: the draft is usually right (${rate}). ` :
     prompt === ex.often_wrong ? `This run: the draft is often wrong (${rate}). ` : `Your prompt: ${rate}. ` }, view.other);
   const b = button(view.other, good ? 'Now a run where it is often wrong →' : '← Back to a run where it is usually right', null,
-    () => ctx.setParam('prompt', good ? ex.often_wrong : ex.usually_right));
+    () => ctx.setParam('prompt', good ? ex.often_wrong : ''));
   b.classList.add('sp-other-btn');
 }
 
@@ -209,10 +210,13 @@ function buildBench(f) {
   const g = f.proposed.length;
   view.benchHead.textContent = f.kind === 'prefill' ? `Pass ${f.pass} · prefill: the big model reads the prompt`
     : g ? `Pass ${f.pass} · the draft guesses ${g === 1 ? '1 token' : `${g} tokens`}, then the big model checks ` +
-      `${g === 1 ? 'it' : 'them'} in one pass` : `Pass ${f.pass} · one token left: a plain pass, nothing to guess`;
+      `${g === 1 ? 'it' : 'them'} in one pass` : lastPass(f) ? `Pass ${f.pass} · one token left: a plain pass, nothing to guess`
+      : `Pass ${f.pass} · no guess: the text so far holds no earlier match for its last words, so a plain pass`;
   view.chipEls = f.proposed.map((tok) => chip(view.chips, tok, 'ghost'));
   view.ownEl = chip(view.chips, f.target_token, f.kind === 'bonus' ? 'own bonus' : 'own');
 }
+
+const lastPass = (f) => f.start + f.emitted.length >= view.data.demo.num_tokens;
 
 function verdict(f) {
   const g = f.proposed.length, k = f.num_accepted, tok = (x) => `“${show(x.text)}”`;

@@ -1,0 +1,48 @@
+"""Prompt lookup and early exit as drafts: the guesses, the 'no guess' rule, and output equal to greedy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inside_llm.sim import speculative as sp
+from inside_llm.sim import speculative_demo as demo
+from inside_llm.sim.draft_lookup import ModelCache, TokenCache, early_exit, lookup, lookup_forward
+from inside_llm.sim.transformer import load_model
+
+
+def test_lookup_follows_the_most_recent_longest_match():
+    assert lookup([5, 6, 7, 9, 5, 6, 7, 8, 1, 5, 6]) == 7         # "5 6" -> 7 (most recent "5 6" came before 7)
+    assert lookup([1, 2, 3, 1, 2, 4, 9, 2]) == 4                  # 1-gram "2": most recent earlier 2 was followed by 4
+    assert lookup([1, 2, 3, 4]) is None                           # nothing repeats
+    assert lookup([3, 1, 2, 9, 1, 2], max_ngram=2) == 9
+
+
+def test_lookup_forward_guesses_one_hot_or_nothing():
+    fwd, cache = lookup_forward(10), TokenCache()
+    row = fwd([1, 2, 3, 1, 2], cache)
+    assert row.shape == (5, 10) and row[-1].argmax() == 3 and np.isfinite(row[-1]).sum() == 1
+    assert not np.isfinite(fwd([7], cache)[-1]).any()            # "7" never seen: no guess
+    cache.truncate(2)
+    assert cache.ids == [1, 2]
+
+
+def test_lookup_drafted_output_equals_the_targets_greedy_output():
+    target = load_model("draft")
+    prompt = target.encode("ROMEO:\nI am a man, and I am a man, and I am a man of")
+    fwd = demo.forward_fn(target)
+    spec = sp.speculative_generate(fwd, lookup_forward(target.config.vocab_size), prompt, 20, 4,
+                                   demo.DemoCache(target), TokenCache())
+    greedy = sp.greedy_generate(fwd, prompt, 20, demo.DemoCache(target))["output_ids"]
+    assert spec.output_ids == greedy
+    assert spec.num_proposed <= 4 * (spec.num_target_passes - 1)   # steps with no match propose fewer
+    assert any(f["kind"] == "plain" for f in spec.frames) or spec.num_proposed == 4 * (spec.num_target_passes - 1)
+
+
+def test_early_exit_draft_is_the_first_layers_with_the_same_head():
+    target = load_model("draft")
+    ee = early_exit(target, 1)
+    assert ee.config.n_layers == 1 and ee.layers[0] is target.layers[0] and ee.norm is target.norm
+    ids = target.encode("KING:\nWhat")
+    spec = sp.speculative_generate(demo.forward_fn(target), demo.forward_fn(ee), ids, 12, 3,
+                                   demo.DemoCache(target), ModelCache(ee))
+    assert spec.output_ids == sp.greedy_generate(demo.forward_fn(target), ids, 12, demo.DemoCache(target))["output_ids"]
