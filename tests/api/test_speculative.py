@@ -112,7 +112,7 @@ def test_alpha_and_cost_ratio_leave_the_demo_alone(client):
     ("alpha", MAX_ALPHA + 0.01, f"{MAX_ALPHA}"), ("alpha", -0.1, "0"), ("gamma", 0, "1"),
     ("gamma", MAX_GAMMA + 1, f"{MAX_GAMMA}"), ("cost_ratio", 0, "0"), ("cost_ratio", 1.5, "1"),
     ("max_tokens", 0, "1"), ("max_tokens", demo.MAX_NEW_TOKENS + 1, f"{demo.MAX_NEW_TOKENS}"),
-    ("prompt", "x" * 4001, "4000"), ("prompt", " the" * 300, f"{demo.MAX_PROMPT_TOKENS}")])
+    ("prompt", "x" * 4001, "4,000"), ("prompt", " the" * 300, f"{demo.MAX_PROMPT_TOKENS}")])
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
     r = client.get("/api/speculative", params={name: value})
     assert r.status_code == 422
