@@ -118,3 +118,13 @@ def test_max_batch_is_the_edge():
 def test_config_is_hashable_for_callers_that_cache():
     a, b = cfg(tp=8), cfg(tp=8)
     assert a == b and hash(a) == hash(b) and len({a, b, cfg(tp=4)}) == 2
+
+
+def test_format_bits_follow_their_scale_layouts():
+    """Issue 16 item 6: INT8 W8A8 is per-channel (8.0 bits, not 8.125); NVFP4 4.5 bits; MXFP4 4.25."""
+    assert weight_bytes_per_param("int8") * 8 == 8.0
+    assert weight_bytes_per_param("int4") * 8 == 4.125
+    assert weight_bytes_per_param("nvfp4") * 8 == 4.5 and weight_bytes_per_param("mxfp4") * 8 == 4.25
+    from inside_llm.sim import catalog
+    assert math_rate(catalog.gpu("b200"), "nvfp4").math == "fp4"
+    assert math_rate(catalog.gpu("h100-sxm"), "mxfp4").math == "bf16"  # weight-only before Blackwell
