@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from inside_llm.api import generate as gen
+from inside_llm.api.demo_model import demo_model
 
 PROMPT = "ROMEO:\nBut soft, what light"
 
@@ -32,7 +33,7 @@ def stream(client, **params):
 
 
 def test_greedy_stream_equals_generate_and_decode(client):
-    m = gen.demo_model()
+    m = demo_model()
     ev = stream(client, max_tokens=12, temperature=0)
     assert ev[0][0] == "start" and ev[0][1]["num_prompt_tokens"] == len(m.encode(PROMPT))
     toks = [d for e, d in ev if e == "token"]
@@ -46,7 +47,7 @@ def test_greedy_stream_equals_generate_and_decode(client):
 
 
 def test_sampling_is_seeded(client):
-    m = gen.demo_model()
+    m = demo_model()
     a = [d["id"] for e, d in stream(client, max_tokens=10, temperature=1.0, top_k=50, seed=7) if e == "token"]
     b = [d["id"] for e, d in stream(client, max_tokens=10, temperature=1.0, top_k=50, seed=7) if e == "token"]
     assert a == b == list(m.generate(m.encode(PROMPT), 10, temperature=1.0, top_k=50, seed=7))
@@ -54,7 +55,7 @@ def test_sampling_is_seeded(client):
 
 def test_partial_utf8_is_held_until_the_character_completes():
     """A llama emoji spelled as four byte tokens: '' three times, then the whole character."""
-    m = gen.demo_model()
+    m = demo_model()
     byte_ids = m.encode("🦙")
     assert len(byte_ids) > 1
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .. import modelfile
 from ..sim.errors import SimError
 from ..sim.transformer import DemoModel
-from .demo_model import demo_model
+from .demo_model import served_model
 
 router = APIRouter(tags=["demo model · generate"])
 
@@ -43,17 +43,14 @@ ModelName = Literal["auto", "smollm2", "toy"]
 
 # ---- the served model and prompts ------------------------------------------------------------
 
-def served_model(name: str = "auto") -> DemoModel:
-    """The model `name` asks for: smollm2 (the real chat model), toy (the shipped demo transformer), or
-    auto (smollm2 when its file is fetched, else toy). ValueError (a 422 on `model`) if smollm2 is absent."""
-    if name in ("auto", "smollm2"):
-        real = modelfile.served_smollm()
-        if real is not None:
-            return real
-        if name == "smollm2":
-            raise SimError("model", f"SmolLM2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
-                           "the toy model works without it.")
-    return demo_model()
+def generation_model(name: str = "auto") -> DemoModel:
+    """The model that writes: auto (smollm2 when this server has it, else the toy), or exactly the one
+    named; smollm2 asked for by name on a server without it is a SimError on `model` (a 422 in words)."""
+    s = served_model("toy" if name == "toy" else "smollm2")  # demo_model.served_model: falls back to the toy
+    if name == "smollm2" and s.served != "smollm2":
+        raise SimError("model", f"SmolLM2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
+                       "the toy model works without it.")
+    return s.model
 
 
 def generation_ids(m: DemoModel, prompt: str) -> list[int]:
@@ -161,7 +158,7 @@ async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
     if _active["streams"] >= MAX_STREAMS or _per_client.get(client, 0) >= MAX_STREAMS_PER_CLIENT:
         return JSONResponse({"detail": f"at most {MAX_STREAMS} concurrent streams, {MAX_STREAMS_PER_CLIENT} per "
                                        "client; retry shortly"}, status_code=503, headers={"retry-after": "2"})
-    m = await anyio.to_thread.run_sync(served_model, p.model)  # the first call loads it: not on the event loop
+    m = await anyio.to_thread.run_sync(generation_model, p.model)  # the first call loads it: not on the event loop
     ids = generation_ids(m, p.prompt)
     return StreamingResponse(_events(request, m, ids, p, client), media_type="text/event-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
