@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pagekit import change, rendered
 from stepping_scene import NUM_STEPS, use_stepping_scene
 
 pytestmark = pytest.mark.browser
@@ -105,3 +106,39 @@ def test_shift_arrow_skips_scenes_and_home_end_jump_steps(page, base_url):
     page.keyboard.press("Shift+ArrowRight")
     page.wait_for_selector('#stage[data-slug="embeddings"]')
     assert page.evaluate(FILLS)["presenting"]
+
+
+def test_presenter_fits_each_step_not_the_tallest(page, base_url):
+    """Chapter 3's first step shows one section: it is fitted to that, so its type is larger than at the last."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{base_url}/tour/layer?present=1&step=0")
+    rendered(page)
+    font = "() => parseFloat(getComputedStyle(document.documentElement).fontSize)"
+    page.wait_for_function("() => document.documentElement.classList.contains('fit')")
+    first = settled(page, font)
+    change(page, lambda: page.keyboard.press("End"))
+    last = settled(page, font)
+    assert first > 1.2 * last, f"step 1 at {first:.1f}px, last step at {last:.1f}px"
+
+
+@pytest.mark.parametrize(("slug", "keeps", "grows"), [("speculative", ".sp-chart", 1.15), ("dials", ".dials-chat", 1.0)])
+def test_size_xl_is_bigger_type_in_the_same_layout(page, base_url, slug, keeps, grows):
+    """size=xl: the type grows as far as the frame allows (dials already fills a 16:9 frame at m), and the
+    layout stays: the content keeps the stage's width and no block is dropped."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    sizes, widths = {}, {}
+    for size in ("m", "xl"):
+        page.goto(f"{base_url}/embed/{slug}?size={size}&autoplay=0")
+        rendered(page)
+        sizes[size] = settled(page, "() => parseFloat(getComputedStyle(document.documentElement).fontSize)")
+        widths[size] = page.evaluate("() => document.querySelector('#stage > *').getBoundingClientRect().width")
+        assert page.locator(f"#stage {keeps}").first.is_visible(), f"{slug} size={size} keeps {keeps}"
+    assert sizes["xl"] >= grows * sizes["m"] - 0.05 and widths["xl"] >= 0.97 * widths["m"]
+
+
+def settled(page, expr: str) -> float:
+    """The value of expr once the fit search has stopped moving it (two equal readings a frame apart)."""
+    page.wait_for_function(f"""() => new Promise((ok) => {{ const f = {expr};
+      let last = f(), same = 0; const tick = () => {{ const v = f(); same = v === last ? same + 1 : 0; last = v;
+      if (same >= 5) ok(true); else requestAnimationFrame(tick); }}; requestAnimationFrame(tick); }})""")
+    return page.evaluate(expr)
