@@ -133,11 +133,16 @@ function drawNote(d) {
 const cap = (t) => t[0].toUpperCase() + t.slice(1);
 
 function drawLegend() {
+  const d = view.data, bottom = d.floors[0].lens;
+  const echo = d.tokens.filter((t, i) => bottom[i] && bottom[i][0].id === t.id).length;
+  const known = bottom.filter(Boolean).length;
   swatches(view.legend, [
     ['sw-change', 'bar under a block: how much that layer changed the token’s numbers (length of the change ÷ length before; a full bar = 100% or more)'],
     ['sw-guess', 'word above a block: the model’s likeliest next token if it stopped on that floor (grey: under 10% sure)'],
     ['sw-piece', PIECE_KEY],
-    view.data.num_fallback_pieces > 0 && ['sw-fallback', 'dashed chip: a piece outside the demo vocabulary, spelled byte by byte'],
+    echo > 0 && ['sw-guess', `on the embedding floor ${echo} of ${known} guesses just repeat the token itself: the output head ` +
+      'is the embedding table read backwards (weight tying), so a row points back at its own token'],
+    d.num_fallback_pieces > 0 && ['sw-fallback', 'dashed chip: a piece outside the toy vocabulary, spelled byte by byte'],
   ]);
 }
 
