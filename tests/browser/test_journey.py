@@ -224,3 +224,24 @@ def test_a_refusal_is_said_beside_its_control_and_never_lands_in_the_url(page, b
     assert "context 4096" in note.inner_text() and "Value error" not in page.content()
     assert page.locator("#ctl-prompt_tokens").get_attribute("aria-invalid") == "true"
     assert page.url == drawn, "the URL keeps the last state that drew"
+
+
+@pytest.mark.parametrize("slug", ["gpu", "quantization", "roofline"])
+def test_formula_tables_fit_a_phone_and_keep_numbers_whole(browser, base_url, slug):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    page = watch_console(ctx.new_page())
+    try:
+        open_page(page, f"{base_url}/tour/{slug}")
+        page.evaluate("() => document.querySelectorAll('#stage details.math').forEach((d) => { d.open = true; })")
+        cells = page.evaluate("""() => [...document.querySelectorAll('#stage details.math')].filter((d) => d.querySelector('td'))
+          .map((d) => { const box = d.getBoundingClientRect();
+            return { box: box.right, table: d.querySelector('table').getBoundingClientRect().right,
+              nums: [...d.querySelectorAll('td.num')].map((td) => {
+                const r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length; }) }; })""")
+        assert cells, "formula tables to check"
+        for c in cells:
+            assert c["table"] <= c["box"] + 1, "the table stays inside its box"
+            assert all(n == 1 for n in c["nums"]), "every number on one line"
+        assert unexpected_errors(page) == []
+    finally:
+        ctx.close()
