@@ -172,3 +172,14 @@ def test_published_table_has_sourced_fp4_rows_against_their_own_baseline(client)
     assert len(rows) >= 2 and all(r["source"] and r["url"].startswith("https://") and not r["estimate"] for r in rows)
     e2m1 = next(r for r in rows if "E2M1" in r["method"])
     assert e2m1["baseline"] == 12.212 and e2m1["relative_change"] == pytest.approx(15.01 / 12.212 - 1)
+
+
+def test_the_real_model_rows_are_the_stored_measurement(client):
+    from inside_llm.sim import real_quality
+
+    r = _get(client)["real"]
+    q = real_quality.stored()
+    assert r["file_sha256"] == q["file_sha256"] and r["command"].startswith("python scripts/measure_real_model.py")
+    assert [x["variant"] for x in r["rows"]] == ["file_q4_1", "int8", "int4", "int3", "int2"]
+    assert [x["perplexity"] for x in r["rows"]] == [v["perplexity"] for v in q["variants"]]
+    assert "no FP16" in r["rows"][0]["method"] and r["rows"][0]["relative_change"] == 0

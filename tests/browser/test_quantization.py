@@ -106,3 +106,20 @@ def test_phone_width_and_reduced_motion(browser, base_url):
     assert pg.locator(".q-gauge-svg .needle").count() == 2
     assert errors == []
     ctx.close()
+
+
+def test_the_real_model_card_says_its_baseline_is_the_files_q4_1(page, base_url):
+    page.goto(base_url + "/tour/quantization?precision=int8")
+    page.wait_for_selector(".q-card.real .q-real-row")
+    d = page.evaluate("() => fetch('/api/quantization').then((r) => r.json())")["real"]
+    card = page.locator(".q-card.real").inner_text()
+    assert f"Baseline {d['rows'][0]['perplexity']:.1f}" in card and "Q4_1" in card and "no FP16" in card
+    rows = page.evaluate("""() => [...document.querySelectorAll('.q-real-row')].map((el) => ({
+        v: el.dataset.variant, on: el.classList.contains('on'),
+        w: el.querySelector('.q-real-bar').getBoundingClientRect().width /
+           el.querySelector('.q-speed-track').getBoundingClientRect().width}))""")
+    assert [x["v"] for x in rows] == [x["variant"] for x in d["rows"]]
+    assert [x["v"] for x in rows if x["on"]] == ["int8"]
+    widths = [x["w"] for x in rows]
+    assert widths == sorted(widths) and widths[-1] > 3 * widths[1]    # fewer bits, longer bar (log scale)
+    assert page.console_errors == []

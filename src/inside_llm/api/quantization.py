@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sim import catalog, demo_quality, serving
+from ..sim import catalog, demo_quality, real_quality, serving
 from ..sim import quantization as qz
 from ..sim.costmodel import GB, EngineConfig, memory_per_gpu
 from ..sim.derivation import derive
@@ -74,6 +74,8 @@ class QuantizationResponse(BaseModel):
     demo: list[dict]
     demo_extra: list[dict]
     demo_info: dict
+    real: dict | None = Field(description="SmolLM2 (the model on this server) measured offline: its file's Q4_1 "
+                              "weights as the baseline and each further quantization (demo/smollm2_quality.json)")
     needles: dict
     math: Math
 
@@ -214,6 +216,18 @@ def demo_rows() -> tuple[list[dict], list[dict], dict]:
     return demo, extra, info
 
 
+def real_rows() -> dict[str, Any] | None:
+    """The real model's stored measurement, as the chapter shows it (baseline first)."""
+    q = real_quality.stored()
+    if q is None:
+        return None
+    keep = ("variant", "method", "bits_per_weight", "perplexity", "relative_change", "delta_nll", "delta_nll_se")
+    return {"model": q["model"], "file": q["file"], "file_sha256": q["file_sha256"], "num_params": q["num_params"],
+            "text": q["text"], "tokens": q["variants"][0]["tokens"], "windows": q["windows"],
+            "window_tokens": q["window_tokens"], "command": q["command"],
+            "rows": [{k: v[k] for k in keep} for v in q["variants"]]}
+
+
 # ---- the endpoint ---------------------------------------------------------------------------------
 
 @lru_cache(maxsize=256)
@@ -232,7 +246,7 @@ def quantization(model: str, gpu: str, precision: str, batch: int) -> dict[str, 
            "rows": rows, "same_gpus": same_gpus,
            "tokens_per_s_per_user_same_gpus": me["tokens_per_s_per_user_same_gpus"],
            "speedup_same_gpus": me["speedup_same_gpus"], "tile": weight_tile(), "published": pub, "published_model": PUBLISHED_MODEL,
-           "demo": demo, "demo_extra": extra, "demo_info": info,
+           "demo": demo, "demo_extra": extra, "demo_info": info, "real": real_rows(),
            "needles": {"published": _published_needle(precision, pub),
                        "demo": {**d, "baseline": base_demo}}}
     out["math"] = _math(model, gpu, precision, batch, out)

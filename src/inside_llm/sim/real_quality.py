@@ -24,14 +24,16 @@ Recipe (what `build` does, and what demo/smollm2_quality.json was made with):
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from .demo_quality import heldout_text
 from .quantization import SCALE_BITS, quantize_dequantize
-from .transformer import DemoModel
+from .transformer import DEMO_DIR, DemoModel
 
 WINDOW = 256
 NUM_WINDOWS = 8
@@ -122,3 +124,10 @@ def build(model: DemoModel, provenance: dict[str, Any], num_windows: int = NUM_W
             "text_tokens": int(len(ids)), "window_tokens": window, "windows": num_windows,
             "group_size": GROUP_SIZE,
             "recipe": __doc__.split("Recipe")[1].strip(), "variants": paired(variants)}
+
+
+@cache
+def stored(model_name: str = "smollm2") -> dict[str, Any] | None:
+    """The stored measurement (demo/<model>_quality.json), or None if none ships."""
+    path = DEMO_DIR / f"{model_name}_quality.json"
+    return json.loads(path.read_text()) if path.exists() else None

@@ -114,7 +114,38 @@ function drawNeedleCards(panel, d) {
     `(INT4 with one scale per column: ${fixed(pc.perplexity, 1)}).` +
     (int2 ? ` At 2 bits it breaks: ${signed(change(int2), 0)}.` : '') +
     ' Large models are more sensitive, which is why methods such as GPTQ and AWQ choose their roundings with care.';
+  if (d.real) realCard(host, d);
   needleCard(host, 'demo', 'Our demo model, held-out Shakespeare (measured)',
     `${fixed(m.baseline, 1)} → ${fixed(m.perplexity, 1)}  (${signed(m.relative_change, 2)} ± ${pct(m.relative_change_se, 2)})`,
     [`${m.method}; ${num(info.tokens)} tokens, ${num(info.params)} parameters, weights really rounded.`, demoRows, why]);
+}
+
+const REAL_LABEL = { file_q4_1: 'Q4_1 (the file)', int8: 'INT8 per column', int4: 'INT4 g128', int3: 'INT3 g128', int2: 'INT2 g128' };
+const big = (x) => (x >= 1e4 ? x.toExponential(1).replace('e+', '×10^') : x >= 100 ? num(x, 0) : fixed(x, 1));
+
+/** The real model on this server, measured offline: its file's 4-bit weights are the baseline (there is no FP16). */
+function realCard(host, d) {
+  const r = d.real, base = r.rows[0];
+  const c = h('div', { class: 'q-card real' }, host);
+  const head = h('p', { class: 'q-card-head' }, c);
+  h('i', { class: 'swatch real' }, head);
+  head.append('SmolLM2, the model on this server (measured offline)');
+  h('p', { class: 'q-line', text: `Baseline ${fixed(base.perplexity, 1)}: the file's own Q4_1 weights ` +
+    `(${fixed(base.bits_per_weight, 0)} bits per weight with scales), dequantized. The file holds no FP16, so nothing here is a 16-bit baseline.` }, c);
+  const list = h('div', { class: 'q-real-rows' }, c);
+  const top = Math.log10(Math.max(...r.rows.map((x) => x.perplexity)));
+  const bottom = Math.log10(base.perplexity) - 0.15;
+  for (const x of r.rows) {
+    const row = h('div', { class: `q-real-row${x.variant === 'file_q4_1' ? ' base' : ''}${x.variant === d.precision ? ' on' : ''}`,
+      'data-variant': x.variant }, list);
+    h('b', { text: REAL_LABEL[x.variant] || x.variant }, row);
+    const track = h('span', { class: 'q-speed-track' }, row);
+    h('span', { class: 'q-real-bar' }, track).style.width = `${(100 * (Math.log10(x.perplexity) - bottom)) / (top - bottom)}%`;
+    h('span', { class: 'q-speed-val', text: `${big(x.perplexity)}${x.variant === 'file_q4_1' ? '' : ` (${x.relative_change < 10 ? signed(x.relative_change, 1) : `×${big(1 + x.relative_change)}`})`}` }, row);
+  }
+  const i8 = r.rows.find((x) => x.variant === 'int8'), i4 = r.rows.find((x) => x.variant === 'int4');
+  h('p', { class: 'q-line', text: `Perplexity on a log scale; ${num(r.tokens)} tokens of held-out Shakespeare (${r.windows} windows of ` +
+    `${r.window_tokens}). INT8 costs ${signed(i8.relative_change, 1)}; re-rounding the 4-bit weights onto another 4-bit grid ` +
+    `(symmetric, groups of 128 instead of the file's 32 with a minimum) adds a second rounding error: ${signed(i4.relative_change, 0)}.` }, c);
+  h('p', { class: 'q-line q-prov', text: `Measured by \`${r.command}\` on ${r.file} (sha256 ${r.file_sha256.slice(0, 12)}…); a test recomputes two of the numbers.` }, c);
 }
