@@ -228,10 +228,11 @@ function layout() {
   const seats = d.params.seats;
   // a fitted frame (embed, presenter) is short: thinner lanes leave the table room at a readable size
   const budget = fitted() ? 110 : 220;
-  const laneH = Math.max(3, Math.min(14, budget / seats));
+  // few seats: lanes grow (up to 32) and the panel keeps the queue's height, so its squares stay >= MIN_SQUARE
+  const queueH = QUEUE_HEAD + QUEUE_ROWS * (MIN_SQUARE + QUEUE_GAP);
+  const laneH = Math.max(3, Math.min(14, budget / seats), Math.min(32, queueH / seats));
   const qW = narrow ? 62 : 104;
-  // few seats: the panel keeps the queue's height, so its squares never shrink below MIN_SQUARE
-  const lanesH = Math.max(laneH * seats, QUEUE_HEAD + QUEUE_ROWS * (MIN_SQUARE + QUEUE_GAP));
+  const lanesH = Math.max(laneH * seats, queueH);
   view.x0 = qW + 14;
   const x1 = width - 8;
   const titleH = 40;
