@@ -8,7 +8,7 @@ import re
 import threading
 
 import pytest
-from pagekit import change
+from pagekit import change, rendered
 from stepping_scene import NUM_STEPS, use_stepping_scene
 
 from inside_llm.api.registry import CHAPTER_SLUGS, CHAPTERS
@@ -59,9 +59,12 @@ METRICS = """() => {
 }"""
 
 
+NEXT_FRAMES = "() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(() => ok(true))))"
+
+
 def settled_metrics(frame):
     frame.wait_for_function("() => document.documentElement.style.getPropertyValue('--fit') !== ''")
-    frame.wait_for_timeout(150)   # one more animation frame for a refit after the last draw
+    frame.evaluate(NEXT_FRAMES)   # the refit after the last draw runs in the next animation frame
     return frame.evaluate(METRICS)
 
 
@@ -92,12 +95,11 @@ def test_embed_is_framable_cross_origin_but_the_tour_is_not(page, base_url, seco
     frame = framed(page, second_origin, f"{base_url}/embed/tokens", 960, 540)
     assert frame.url.startswith(base_url) and not page.url.startswith(base_url)
     frame.wait_for_selector(".chip")
-    page.evaluate("(src) => { document.getElementById('f').src = src; }", f"{base_url}/tour/tokens")
-    page.wait_for_function("() => true")
-    page.wait_for_timeout(800)
+    page.allowed_errors.append("frame-ancestors")
+    with page.expect_event("framenavigated", predicate=lambda f: f.parent_frame and not f.url.startswith(base_url)):
+        page.evaluate("(src) => { document.getElementById('f').src = src; }", f"{base_url}/tour/tokens")
     assert not page.frames[1].url.startswith(base_url), "the tour refused to be framed by another origin"
     assert any("frame-ancestors" in e for e in page.console_errors)
-    page.allowed_errors.append("frame-ancestors")
 
 
 def test_scale_and_size_options_enlarge_type(page, base_url):
@@ -174,9 +176,10 @@ def test_real_stepping_scenes_hold_still_at_a_step(page, base_url):
         page.goto(f"{base_url}/embed/{slug}?step=1")
         page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0")
         page.wait_for_load_state("networkidle", timeout=60000)  # late panels (CPU measurements) have landed
-        page.wait_for_timeout(600)
+        rendered(page)
+        page.evaluate(NEXT_FRAMES)
         first = page.locator("#stage").screenshot(animations="allow")
-        page.wait_for_timeout(700)
+        page.wait_for_timeout(700)   # this test is about time: the same picture 0.7 s later
         assert page.locator("#stage").screenshot(animations="allow") == first, f"{slug} still moves at step=1"
     assert page.console_errors == []
 
@@ -203,10 +206,11 @@ def test_every_embed_settles_on_one_fit(page, base_url):
     for slug in CHAPTER_SLUGS:
         page.goto(f"{base_url}/embed/{slug}?step=1")
         page.wait_for_load_state("networkidle", timeout=60000)
-        page.wait_for_timeout(500)
+        rendered(page)
+        page.evaluate(NEXT_FRAMES)
         fits = set()
         for _ in range(10):  # 2.5 s: a refit loop flips every second or so
             fits.add(page.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--fit')"))
-            page.wait_for_timeout(250)
+            page.wait_for_timeout(250)   # about time: a refit loop shows only over seconds
         assert len(fits) == 1, f"{slug}: the fit keeps changing {sorted(fits)}"
     assert page.console_errors == []
