@@ -111,8 +111,8 @@ class StepRecord:
     num_prefill_tokens: int
     num_decode_seqs: int
     num_sampled_per_step: int  # requests that sampled a token in each of its steps
-    num_kv_blocks_used: int  # at the end of its first step
-    decode_computed_tokens: np.ndarray | None  # decode run: per scheduled request, tokens before the run
+    num_kv_blocks_used: int | None  # at the end of its first step (decode run: computed when asked)
+    decode_computed_tokens: list[int] | None  # decode run: per scheduled request, tokens before the run
     num_occupied_seats: int
     num_finished_before: int
     num_finished_in: int
@@ -121,9 +121,10 @@ class StepRecord:
 
     def kv_blocks_used(self, j: int, block_size: int) -> int:
         """Blocks in use at the end of its (j+1)-th step (requests hold exactly what they computed)."""
-        if j == 0:
+        if self.decode_computed_tokens is None:
             return self.num_kv_blocks_used
-        return int(np.sum(num_blocks_for(self.decode_computed_tokens + j + 1, block_size)))
+        computed = np.array(self.decode_computed_tokens, dtype=np.int64)
+        return int(np.sum(num_blocks_for(computed + j + 1, block_size)))
 
 
 class Engine:
@@ -146,6 +147,7 @@ class Engine:
         self.running: list[Request] = []  # admission order: the last is preempted first
         self.free_seats = list(range(seats))  # a heap: the lowest free seat is taken first
         self.seat_req: list[Request | None] = [None] * seats
+        self.seat_ids: list[int | None] | None = None  # request id per seat, shared by records until a seat changes
         self.durations = array("d")  # seconds, one per engine step
         self.log: list[StepRecord] = []  # one per planned step or decode run
         self.num_preemptions = self.num_finished = self.num_produced = 0
@@ -167,12 +169,14 @@ class Engine:
     def admit(self, req: Request) -> None:
         req.seat = heapq.heappop(self.free_seats)
         self.seat_req[req.seat] = req
+        self.seat_ids = None  # the seat list changed: log_step makes a new one
         self.running.append(req)
 
     def leave(self, req: Request) -> None:
         self.running.remove(req)
         self.kv.free(req.request_id)
         self.seat_req[req.seat] = None
+        self.seat_ids = None
         heapq.heappush(self.free_seats, req.seat)
         req.seat = -1
 
@@ -262,8 +266,11 @@ class Engine:
             computed_list.append(r.num_computed_tokens)
             if r.max_tokens - r.num_output_tokens < left:
                 left = r.max_tokens - r.num_output_tokens
-        computed = np.array(computed_list, dtype=np.int64)
-        k_max = self.max_blocks_k(computed, left)
+        pool = self.kv.pool
+        if pool.num_free_blocks >= len(computed_list) * (left // self.block_size + 1):
+            k_max = left  # each request needs at most left // block_size + 1 new pages: they are free
+        else:
+            k_max = self.max_blocks_k(np.array(computed_list, dtype=np.int64), left)
         n, ctx = len(reqs), sum(computed_list)
         open_seat = self.policy == "continuous" and n < self.seats and self.budget > n and self.head() is None
         more = open_seat and self.num_arrived < len(self.reqs)
@@ -331,16 +338,20 @@ class Engine:
             self.leave(req)
         self.num_finished += len(done)
 
+    def seat_request_ids(self) -> list[int | None]:
+        if self.seat_ids is None:
+            self.seat_ids = [r.request_id if r else None for r in self.seat_req]
+        return self.seat_ids
+
     def log_step(self, step: Step, produced: int, num_done: int) -> None:
         """Append the StepRecord of a finished step (or decode run), before its finished requests leave."""
         k, seats = step.k, self.seat_req
         decode_computed, num_blocks = None, self.kv.pool.num_used_blocks
-        if k > 1:
-            decode_computed = np.array([r.num_computed_tokens - k for r, _ in step.sched], dtype=np.int64)
-            num_blocks = int(np.sum(num_blocks_for(decode_computed + 1, self.block_size)))
+        if k > 1:  # blocks per step are computed from these only for the frames that show them
+            decode_computed, num_blocks = [r.num_computed_tokens - k for r, _ in step.sched], None
         self.log.append(StepRecord(
             first_step=len(self.durations), num_steps=k, start_s=step.start_s,
-            seat_request_ids=[r.request_id if r else None for r in seats],
+            seat_request_ids=self.seat_request_ids(),
             seat_num_computed_tokens=[r.num_computed_tokens - k + 1 if r else 0 for r in seats]
             if self.record_seat_tokens else None,
             seat_num_output_tokens=[r.num_output_tokens - k + 1 if r else 0 for r in seats]
