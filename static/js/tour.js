@@ -9,6 +9,8 @@ import { autoFit } from './lib/fit.js';
 import { bindToolbar } from './lib/share.js';
 import { createPresenter } from './lib/presenter.js';
 import { applyTheme, bindThemeToggle } from './lib/theme.js';
+import { liftFromServer } from './lib/lift.js';
+import { prefersReducedMotion } from './lib/tween.js';
 
 const page = JSON.parse(document.getElementById('page-state').textContent);
 page.options = readOptions(location.search); // offline pages were rendered without the query
@@ -228,4 +230,10 @@ if (page.embed) {
   if (panel) panel.hidden = opts.controls !== '1';
   fitter = autoFit(els.stage, opts.scale);
 }
-ctl.start().then(() => { if (!page.embed && opts.present === '1') presenter.enter(); });
+// Chapter 4 opens by lifting one GPU out of the server (not in slides, frozen steps or reduced motion).
+const lifts = page.slug === 'gpu' && !page.embed && !opts.present && opts.step === undefined && opts.autoplay !== '0' &&
+  !prefersReducedMotion();
+ctl.start().then(() => {
+  if (!page.embed && opts.present === '1') presenter.enter();
+  else if (lifts) liftFromServer(els.stage);
+});

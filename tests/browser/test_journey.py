@@ -245,3 +245,24 @@ def test_formula_tables_fit_a_phone_and_keep_numbers_whole(browser, base_url, sl
         assert unexpected_errors(page) == []
     finally:
         ctx.close()
+
+
+def test_chapter_4_lifts_one_gpu_out_of_the_server(browser, base_url):
+    for motion in ("no-preference", "reduce"):
+        ctx = browser.new_context(viewport={"width": 1440, "height": 900}, reduced_motion=motion)
+        page = watch_console(ctx.new_page())
+        try:
+            page.goto(f"{base_url}/tour/gpu")
+            rendered(page)
+            if motion == "reduce":
+                assert page.locator(".lift").count() == 0, "reduced motion: no lift"
+                continue
+            page.wait_for_selector(".lift.go")
+            assert page.locator(".lift .lift-gpu").count() == 8 and page.locator(".lift .lift-switch").count() == 4
+            grown = page.locator(".lift-gpu").first.evaluate("(el) => el.style.transform")
+            assert "scale(" in grown
+            page.wait_for_selector(".lift", state="detached")   # the chip's drawing is left on the stage
+            assert page.locator("#stage svg").count() >= 1
+            assert unexpected_errors(page) == []
+        finally:
+            ctx.close()
