@@ -184,11 +184,14 @@ class Shard:
         full, win = m.full_attention_layers, m.num_hidden_layers - m.full_attention_layers
         full_stage = math.ceil(full / pp)
         win_stage = math.ceil(win / pp)
-        return cls(m.num_hidden_layers, stage_layers, kv_heads, layer_dense, pc.expert_per_layer / tp,
-                   lm_head, max(stages), wb, per_layer_kv * full, per_layer_kv * full_stage,
-                   rate.flops_per_s, rate.math, cfg.gpu.bf16_dense_tflops * 1e12, pc.moe_layer_fraction,
-                   per_layer_kv * win, per_layer_kv * win_stage, tuple(stages),
-                   number_format(cfg.precision).bits == 4 and rate.math == "bf16")
+        return cls(layers=m.num_hidden_layers, layers_per_stage=stage_layers, kv_heads_per_gpu=kv_heads,
+                   layer_dense_params=layer_dense, expert_params=pc.expert_per_layer / tp, lm_head_params=lm_head,
+                   weight_bytes=max(stages), wbytes=wb, kv_bytes_per_token=per_layer_kv * full,
+                   kv_bytes_per_token_stage=per_layer_kv * full_stage, math_flops_per_s=rate.flops_per_s,
+                   math=rate.math, bf16_flops_per_s=cfg.gpu.bf16_dense_tflops * 1e12,
+                   moe_layer_fraction=pc.moe_layer_fraction, window_kv_bytes_per_token=per_layer_kv * win,
+                   window_kv_bytes_per_token_stage=per_layer_kv * win_stage, stage_weight_bytes=tuple(stages),
+                   weight_only_4bit=number_format(cfg.precision).bits == 4 and rate.math == "bf16")
 
     def kv_bytes(self, model: ModelSpec, sequences: float, context_tokens: float, *, stage: bool = True) -> float:
         """KV bytes per GPU for `sequences` of `context_tokens` each (sliding-window layers capped)."""

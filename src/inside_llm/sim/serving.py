@@ -29,7 +29,7 @@ sources, assumptions).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from . import catalog
@@ -271,10 +271,13 @@ def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
         n * (p.prompt_tokens + O / 2))).hbm_bytes for n in ph.decode_sizes)
     mfu = (prefill_flops + (O - 1) * decode_flops) / (ph.e2e_s * n_gpu * peak)
     bw_util = decode_bytes / (ph.tpot_s * n_gpu * cfg.gpu.hbm_bytes_per_s)
-    est = ServingEstimate(ph.ttft_s * 1e3, ph.tpot_s * 1e3, ph.e2e_s * 1e3, 1.0 / ph.tpot_s, tps_total, cost,
-                          mem, fit, ph.decode.bound, ph.prefill.bound, mfu, bw_util, replicas, tps_static,
-                          tps_cont, p.throughput_mode, node_facts(cfg, p.gpus))
-    return ServingEstimate(**{**est.__dict__, "math": _derivations(cfg, p, est, ph)})
+    est = ServingEstimate(
+        ttft_ms=ph.ttft_s * 1e3, tpot_ms=ph.tpot_s * 1e3, e2e_latency_ms=ph.e2e_s * 1e3,
+        tokens_per_s_per_user=1.0 / ph.tpot_s, tokens_per_s_total=tps_total, cost_per_million_tokens_usd=cost,
+        memory=mem, max_batch=fit, bound=ph.decode.bound, prefill_bound=ph.prefill.bound, mfu=mfu,
+        bandwidth_utilization=bw_util, replicas=replicas, tokens_per_s_static=tps_static,
+        tokens_per_s_continuous=tps_cont, throughput_mode=p.throughput_mode, nodes=node_facts(cfg, p.gpus))
+    return replace(est, math=_derivations(cfg, p, est, ph))  # the derivations quote the figures above
 
 
 def params_dict(p: ServingParams) -> dict[str, Any]:
@@ -428,7 +431,7 @@ def reference_params(ref: catalog.Reference) -> ServingParams:
         return base
     cfg, _ = resolve(base)
     fit = max_batch(cfg, ref.prompt_tokens + ref.output_tokens)
-    return ServingParams(**{**base.__dict__, "batch": max(1, min(fit, ref.max_batch or MAX_BATCH))})
+    return replace(base, batch=max(1, min(fit, ref.max_batch or MAX_BATCH)))
 
 
 def predict(ref: catalog.Reference) -> tuple[float, ServingEstimate]:
