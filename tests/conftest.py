@@ -83,3 +83,24 @@ def no_model(tmp_path, monkeypatch):
     yield tmp_path / "empty-cache"
     monkeypatch.undo()
     modelfile.forget_served()
+
+
+@pytest.fixture(scope="session")
+def target_greedy():
+    """target_greedy(prompt, n): the speculative demo's target alone, one cached forward pass per token,
+    argmax each time: the reference a draft-and-verify run must equal (independent of sim/speculative.py)."""
+    import numpy as np
+
+    from inside_llm.sim import speculative_demo as demo
+    from inside_llm.sim.transformer import KVCache
+
+    def run(prompt: str, n: int) -> list[int]:
+        target, _ = demo.demo_pair()
+        cache, out = KVCache(target.config), []
+        logits = target.forward(target.encode(prompt), cache).logits[-1]
+        for _ in range(n):
+            out.append(int(np.argmax(logits)))
+            logits = target.forward(out[-1:], cache).logits[-1]
+        return out
+
+    return run

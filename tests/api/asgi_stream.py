@@ -1,6 +1,7 @@
 """A client that reads part of a streamed response through ASGI, then disconnects, and times how the app ends.
 
-Used by the fuzz test (any generated query) and the security test (every stream at its largest request).
+Used by the fuzz test (any generated query) and the security test (every stream at its largest request);
+`get_scope` and `receive_then_leave` also by the bounds test.
 """
 
 from __future__ import annotations
@@ -10,6 +11,27 @@ from urllib.parse import urlencode
 import anyio
 
 
+def get_scope(path: str, query: dict | None) -> dict:
+    """The ASGI scope of GET path?query from a loopback client (no client-side limit on the query's length)."""
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "path": path,
+            "raw_path": path.encode(), "query_string": urlencode(query or {}, doseq=True).encode(), "headers": [],
+            "client": ("127.0.0.1", 1), "server": ("testserver", 80), "scheme": "http", "root_path": ""}
+
+
+def receive_then_leave(gone: anyio.Event):
+    """An ASGI `receive`: the (empty) request once, then a disconnect as soon as `gone` is set."""
+    first = [True]
+
+    async def receive():
+        if first[0]:
+            first[0] = False
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 def read_then_leave(app, path: str, query: dict | None, events: int = 1,
                     stop_within_s: float = 5.0) -> tuple[int, bytes, float]:
     """GET path?query, read `events` server-sent events (a whole non-stream body ends the call), then disconnect.
@@ -17,21 +39,13 @@ def read_then_leave(app, path: str, query: dict | None, events: int = 1,
     Returns (status, body, seconds the app ran after the client left; 0 if it never left). Fails when the app runs
     on for more than `stop_within_s` after the disconnect, or for over 60 s in all.
     """
-    qs = urlencode(query or {}, doseq=True)
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "path": path,
-             "raw_path": path.encode(), "query_string": qs.encode(), "headers": [],
-             "client": ("127.0.0.1", 1), "server": ("testserver", 80), "scheme": "http", "root_path": ""}
+    scope = get_scope(path, query)
+    qs = scope["query_string"].decode()
     out = {"status": 0, "body": b"", "left_at": None, "ended_at": None}
 
     async def main():
-        gone, ended, first = anyio.Event(), anyio.Event(), [True]
-
-        async def receive():
-            if first[0]:
-                first[0] = False
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
+        gone, ended = anyio.Event(), anyio.Event()
+        receive = receive_then_leave(gone)
 
         async def send(message):
             if message["type"] == "http.response.start":

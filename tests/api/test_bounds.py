@@ -9,11 +9,11 @@ import json
 import math
 import re
 import time
-from urllib.parse import urlencode
 
 import anyio
 import jsonschema_rs
 import pytest
+from asgi_stream import get_scope, receive_then_leave
 from fastapi.testclient import TestClient
 
 from inside_llm.app import create_app
@@ -109,22 +109,12 @@ def asgi_get(path: str, params: dict, seconds: float = MAX_SECONDS_PER_REQUEST) 
 
     At the deadline the client disconnects; `ended` says whether the response had finished by itself.
     """
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "path": path,
-             "raw_path": path.encode(), "query_string": urlencode(params).encode(), "headers": [],
-             "client": ("127.0.0.1", 1), "server": ("testserver", 80), "scheme": "http", "root_path": ""}
+    scope = get_scope(path, params)
     out = {"body": b"", "status": 0, "type": b"", "ended": False}
 
     async def main():
         gone = anyio.Event()
-        sent = False
-
-        async def receive():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            await gone.wait()
-            return {"type": "http.disconnect"}
+        receive = receive_then_leave(gone)
 
         async def send(message):
             if message["type"] == "http.response.start":

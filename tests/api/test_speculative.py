@@ -11,17 +11,6 @@ from inside_llm.sim import speculative_demo as demo
 from inside_llm.sim.transformer import KVCache
 
 
-def target_greedy(prompt: str, n: int) -> list[int]:
-    """The target model's own greedy output, one cached pass per token, recomputed here."""
-    target, _ = demo.demo_pair()
-    cache, out = KVCache(target.config), []
-    logits = target.forward(target.encode(prompt), cache).logits[-1]
-    for _ in range(n):
-        out.append(int(np.argmax(logits)))
-        logits = target.forward(out[-1:], cache).logits[-1]
-    return out
-
-
 @pytest.mark.parametrize("alpha,gamma,c", [(0.8, 4, 0.1), (0.5, 2, 0.3), (0.0, 1, 1.0), (0.99, 10, 0.01)])
 def test_analytic_numbers_are_leviathans(client, alpha, gamma, c):
     d = client.get("/api/speculative", params={"alpha": alpha, "gamma": gamma, "cost_ratio": c, "max_tokens": 8}).json()
@@ -45,7 +34,7 @@ def test_defaults_give_two_to_three_times(client):
 
 @pytest.mark.parametrize("params", [{}, {"gamma": 2, "max_tokens": 20},
                                     {"gamma": 6, "prompt": "DUKE:\nGo, and be gone.\n", "max_tokens": 24}])
-def test_demo_output_is_the_targets_greedy_output(client, params):
+def test_demo_output_is_the_targets_greedy_output(client, params, target_greedy):
     d = client.get("/api/speculative", params={"model": "toy", **params}).json()["demo"]
     n = params.get("max_tokens", DEFAULT_MAX_TOKENS)
     want = target_greedy(params.get("prompt", demo.DEFAULT_PROMPT), n)

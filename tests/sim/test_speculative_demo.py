@@ -11,20 +11,8 @@ import pytest
 
 from inside_llm.sim import speculative as sp
 from inside_llm.sim import speculative_demo as demo
-from inside_llm.sim.transformer import KVCache
 
 PROMPTS = [demo.DEFAULT_PROMPT, "KING HENRY:\nWhat say you, lords?\n"]
-
-
-def target_greedy(prompt: str, n: int) -> list[int]:
-    """The target alone, one cached forward pass per token (independent of speculative.py)."""
-    target, _ = demo.demo_pair()
-    cache, out = KVCache(target.config), []
-    logits = target.forward(target.encode(prompt), cache).logits[-1]
-    for _ in range(n):
-        out.append(int(np.argmax(logits)))
-        logits = target.forward(out[-1:], cache).logits[-1]
-    return out
 
 
 def test_pair_is_main_and_draft_when_main_is_installed():
@@ -47,7 +35,7 @@ def test_cache_adapter_follows_the_protocol():
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("gamma", [1, 4, 7])
-def test_output_equals_the_targets_own_greedy_output(prompt, gamma):
+def test_output_equals_the_targets_own_greedy_output(prompt, gamma, target_greedy):
     r = demo.run_demo(prompt, gamma, 24)
     want = target_greedy(prompt, 24)
     assert [t["id"] for t in r["output_tokens"]] == want
