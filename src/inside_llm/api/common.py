@@ -171,7 +171,7 @@ def _entry(where: str, t: str, message: str, field: str | None, fields: tuple[st
            extra: dict | None = None) -> dict:
     err: dict = {"type": t, "loc": [where, field] if field else [where], "field": field, "msg": message,
                  "input": value}
-    ctx = {**(extra or {}), **({"fields": list(fields)} if len(fields) > 1 else {})}
+    ctx = {**(extra or {}), **({"fields": list(fields)} if fields else {})}  # every field the limit joins
     if ctx:
         err["ctx"] = ctx
     return err
