@@ -76,7 +76,9 @@ export function update(data, params = {}) {
     }), () => view);
   }
   clearTimeout(view.timer); // a newer answer lands mid-animation: show it whole
-  const animate = !view.animated && ctx.options.autoplay === '1' && !ctx.reducedMotion;
+  // a slide frame fits its type to what it shows (html.fit hides later sections): reveal at once there, or the
+  // type would resize at every step; steps stay available (step=, arrow keys)
+  const animate = !view.animated && ctx.options.autoplay === '1' && !ctx.reducedMotion && !fitted();
   view.animated = true;
   if (animate) play(1); else reveal(SECTIONS.length);
 }
