@@ -20,16 +20,20 @@ from inside_llm import modelfile
 from inside_llm.sim import real_quality
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "inside_llm" / "demo" / "smollm2_quality.json"
+DRAFTS = OUT.with_name("smollm2_drafts.json")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--windows", type=int, default=real_quality.NUM_WINDOWS)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--drafts-only", action="store_true", help="only chapter 9's draft comparison")
     args = ap.parse_args()
     model = modelfile.served_smollm()
     if model is None:
         sys.exit(f"SmolLM2 is not installed: {modelfile.HOW_TO_FETCH}")
+    if args.drafts_only:
+        return drafts(model)
     t0 = time.perf_counter()
     data = real_quality.build(model, {"file": modelfile.FILE_NAME, "file_sha256": modelfile.SHA256,
                                       "package": modelfile.PACKAGE,
@@ -39,6 +43,21 @@ def main() -> None:
     data["measured_s"] = round(time.perf_counter() - t0, 1)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {args.out} in {data['measured_s']} s")
+    drafts(model)
+
+
+def drafts(model) -> None:
+    """Chapter 9: prompt lookup against early exit as SmolLM2's draft, on its two example prompts."""
+    from inside_llm.sim import speculative_demo as demo
+
+    rows = demo.compare_drafts(demo.real_setup(model))
+    for r in rows:
+        print(f"{r['draft']:>28}  c = {r['cost_ratio']:.2f}  " + "  ".join(
+            f"kept {x['acceptance_rate']:.0%} GPU time {x['gpu_time_speedup']:.2f}x" for x in r["runs"]))
+    DRAFTS.write_text(json.dumps({"model": model.name, "file_sha256": modelfile.SHA256, "gamma": 4, "max_tokens": 24,
+                                  "command": "python scripts/measure_real_model.py --drafts-only", "drafts": rows},
+                                 indent=1) + "\n")
+    print(f"wrote {DRAFTS}")
 
 
 if __name__ == "__main__":

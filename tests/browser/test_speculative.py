@@ -101,6 +101,11 @@ def test_measured_panel_sits_beside_the_prediction(page, base_url):
     assert all(re.fullmatch(r"[\d.]+×", v) for v in values)
     assert page.locator(".sp-bar.measured").count() == 1 and page.locator(".sp-bar.predicted").count() == 1
     assert "Identical" in page.locator(".sp-check").inner_text()
+    dc = api(page, base_url)["demo"]["draft_choice"]
+    if dc:                          # the real model: why prompt lookup, one line per candidate draft
+        items = page.locator(".sp-why-list li").all_inner_texts()
+        assert len(items) == len(dc["drafts"]) and items[0].startswith("prompt lookup (c = 0.00)")
+        assert f"{dc['drafts'][0]['runs'][0]['gpu_time_speedup']:.1f}×" in items[0]
     assert page.console_errors == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from inside_llm.sim import speculative as sp
 from inside_llm.sim import speculative_demo as demo
@@ -46,3 +47,26 @@ def test_early_exit_draft_is_the_first_layers_with_the_same_head():
     spec = sp.speculative_generate(demo.forward_fn(target), demo.forward_fn(ee), ids, 12, 3,
                                    demo.DemoCache(target), ModelCache(ee))
     assert spec.output_ids == sp.greedy_generate(demo.forward_fn(target), ids, 12, demo.DemoCache(target))["output_ids"]
+
+
+def test_stored_draft_comparison_says_why_prompt_lookup():
+    from inside_llm import modelfile
+
+    dc = demo.stored_drafts()
+    assert dc["file_sha256"] == modelfile.SHA256 and dc["command"].startswith("python scripts/measure_real_model.py")
+    lookup_row, *exits = dc["drafts"]
+    assert lookup_row["draft"] == "prompt lookup" and lookup_row["cost_ratio"] == 0 and len(exits) >= 2
+    for r in dc["drafts"]:
+        assert all(x["matches_greedy"] for x in r["runs"])       # every draft keeps the target's answer
+    for i in range(2):                                          # on both examples lookup beats every early exit
+        assert lookup_row["runs"][i]["gpu_time_speedup"] > max(r["runs"][i]["gpu_time_speedup"] for r in exits)
+    model = modelfile.served_smollm()
+    if model is not None:                                        # c of an early exit is its weight share, recomputed
+        s = demo.early_exit_setup(demo.real_setup(model), 6)
+        assert s.cost_ratio == pytest.approx(next(r for r in exits if r["draft"].startswith("first 6 "))["cost_ratio"])
+
+
+def test_compare_drafts_runs_every_candidate_on_both_examples():
+    rows = demo.compare_drafts(demo.toy_setup(), gamma=2, max_new_tokens=6, layers=(1,))
+    assert [len(r["runs"]) for r in rows] == [2, 2] and rows[1]["draft"].startswith("first 1 of")
+    assert 0 < rows[1]["cost_ratio"] < 1 and all(x["matches_greedy"] for r in rows for x in r["runs"])

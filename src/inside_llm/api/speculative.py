@@ -137,6 +137,8 @@ class DemoOut(BaseModel):
     tokens_per_target_pass: float
     weights_cost_ratio: float = Field(description="draft / target parameters: c on a memory-bound GPU")
     predicted_speedup_memory_bound: float = Field(description="Theorem 3.8 at the measured alpha and weights_cost_ratio")
+    draft_choice: dict | None = Field(None, description="why this draft: prompt lookup against early exits on the "
+                                      "real model's two examples, measured offline (demo/smollm2_drafts.json)")
     gpu_time: dict = Field(description="this run's GPU time in big-model passes (plain vs speculative, per pass), "
                            "a pass costing its weight reads; speedup = plain / speculative")
     frames: list[DemoFrame]

@@ -190,6 +190,7 @@ def run_demo(prompt: str, gamma: int, max_new_tokens: int, setup: Setup | None =
         "tokens_per_target_pass": n_out / spec.num_target_passes,
         "weights_cost_ratio": c, "predicted_speedup_memory_bound": sp.speedup(alpha, gamma, c),
         "gpu_time": gpu_time(frames, n_out, c),
+        "draft_choice": stored_drafts() if setup.cost_ratio == 0 and not setup.same_model else None,
         "frames": frames, "math": _demo_math(spec, gamma, c, target, setup.draft_info),
     }
 
@@ -313,3 +314,40 @@ def _measure_math(alpha, gamma, c, v, e, greedy_s, spec_s) -> dict:
             {**ins, "E": (e, "tokens/target pass"), "v": (v, "decode steps per verification (measured)")},
             ["Theorem 3.8 with the verification's measured cost instead of one decode step"]).to_dict(),
     }
+
+
+# ---- which draft: prompt lookup against early exit, on the real model's examples (offline) ------------
+
+def early_exit_setup(setup: Setup, num_layers: int) -> Setup:
+    """The same target drafted by its own first num_layers layers (and its head); c = their weight share."""
+    from inside_llm.sim.draft_lookup import ModelCache, early_exit
+
+    ee, t = early_exit(setup.target, num_layers), setup.target
+    head = t.tok_emb.size                                   # the tied output head, read by every pass
+    c = (ee.num_params - ee.tok_emb.size + head) / (t.num_params - t.tok_emb.size + head)
+    return Setup(f"{setup.name}-ee{num_layers}", t, forward_fn(ee), lambda: ModelCache(ee),
+                 {**_model_info(ee), "name": f"first {num_layers} of {t.config.n_layers} layers"}, c,
+                 setup.encode, setup.eos_id, setup.examples)
+
+
+def stored_drafts() -> dict[str, Any] | None:
+    """The stored comparison (demo/smollm2_drafts.json, made by scripts/measure_real_model.py), if shipped."""
+    import json
+
+    from inside_llm.sim.transformer import DEMO_DIR
+
+    path = DEMO_DIR / "smollm2_drafts.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def compare_drafts(setup: Setup, gamma: int = 4, max_new_tokens: int = 24,
+                   layers: tuple[int, ...] = (6, 15)) -> list[dict[str, Any]]:
+    """Acceptance, c and GPU-time speed-up of prompt lookup and early exits on both example prompts."""
+    rows = []
+    for s in (setup, *(early_exit_setup(setup, k) for k in layers)):
+        runs = [run_demo(p, gamma, max_new_tokens, s) for p in setup.examples]
+        rows.append({"draft": s.draft_info["name"], "cost_ratio": s.cost_ratio,
+                     "runs": [{"prompt": p, "acceptance_rate": r["acceptance_rate"], "matches_greedy": r["matches_greedy"],
+                               "gpu_time_speedup": r["gpu_time"]["speedup"], "target_passes": r["num_target_passes"]}
+                              for p, r in zip(setup.examples, runs, strict=True)]})
+    return rows

@@ -33,7 +33,8 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
   const t = d.gpu_time, U = 10, gap = 0.12 * U;
   const W = Math.max(t.plain, t.speculative) * U;
   h('p', { class: 'sp-ledger-head', text: 'GPU time, one bar per pass (a pass costs its weight reads; ' +
-    `a draft pass costs c = ${fixed(t.cost_ratio, 2)} of a big-model pass)` }, box);
+    (t.cost_ratio > 0 ? `a draft pass costs c = ${fixed(t.cost_ratio, 2)} of a big-model pass)`
+      : `the draft is a ${d.draft_model.name}: it reads no weights, c = 0)`) }, box);
   const row = (label, count, draw) => {
     const r = h('div', { class: 'sp-ledger-row' }, box);
     h('span', { class: 'sp-ledger-label', text: label }, r);
@@ -49,7 +50,8 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
     svg('line', { x1: t.speculative * U, x2: t.speculative * U, y1: 0, y2: 12, class: 'sp-done' }, s);
   });
   const drafts = d.frames.reduce((a, f) => a + f.proposed.length, 0);
-  row('Speculative', `${num(d.frames.length)} + ${num(drafts)} × ${fixed(t.cost_ratio, 2)} = ${fixed(t.speculative, 1)}`, (s) => {
+  row('Speculative', t.cost_ratio > 0 ? `${num(d.frames.length)} + ${num(drafts)} × ${fixed(t.cost_ratio, 2)} = ${fixed(t.speculative, 1)}`
+    : `${plural(d.frames.length, 'pass', 'passes')}`, (s) => {
     let x = 0;
     d.frames.forEach((f, i) => {
       const done = i < passes, p = t.per_pass[i];
@@ -158,6 +160,7 @@ export async function drawMeasured(panels, d, opts) {
       ? `${mp(dm.target_model)} checks guesses from ${dm.draft_model.name}: ${dm.draft_model.kind}, no draft model at all ` +
         `(no smaller model shares its vocabulary here). γ up to ${gamma}, ${dm.num_tokens} tokens, greedy.`
       : `The demo model ${mp(dm.target_model)} checks guesses from ${mp(dm.draft_model)}: γ = ${gamma}, ${dm.num_tokens} tokens, greedy.` }, box);
+  if (!opts.embed && dm.draft_choice) whyThisDraft(box, dm.draft_choice);
   const bars = h('div', { class: 'sp-bars', 'aria-live': 'polite' }, box);
   const pending = h('p', { class: 'sp-note', text: 'Measuring on this server’s CPU…' }, box);
   let m = null;
@@ -215,4 +218,14 @@ function barRows(parent, rows) {
     h('b', { class: 'sp-bar-one', title: '1×: no gain' }, track).style.left = `${100 / max}%`;
     h('span', { class: 'sp-bar-value', text: `${fixed(v, 2)}×` }, row);
   }
+}
+
+/** Why prompt lookup: each candidate draft on the real model's two examples (kept share, c, GPU-time speed-up). */
+function whyThisDraft(box, dc) {
+  const fmt = (r) => `${r.draft} (c = ${fixed(r.cost_ratio, 2)}): kept ${r.runs.map((x) => `${Math.round(100 * x.acceptance_rate)}%`).join(' / ')}, ` +
+    `GPU time ${r.runs.map((x) => `${fixed(x.gpu_time_speedup, 1)}×`).join(' / ')}`;
+  const p = h('p', { class: 'sp-note sp-why' }, box);
+  p.append('Why prompt lookup, measured on the two example runs (usually right / often wrong): ');
+  const ul = h('ul', { class: 'sp-why-list' }, box);
+  for (const r of dc.drafts) h('li', { text: fmt(r) }, ul);
 }

@@ -281,7 +281,7 @@ function drawReadouts(d, passes, written) {
   r('Big-model passes', num(passes), `for ${plural(written, 'token')}`);
   r('Tokens per pass', passes ? fixed(written / passes, 2) : '–', `plain decoding: 1`);
   r('Draft guesses kept', drafts ? pct(kept / drafts, 0) : '–', `${num(kept)} of ${num(drafts)}`);
-  r('Draft passes', num(drafts), 'small model');
+  r('Draft passes', num(drafts), d.draft_model.num_params === 0 ? `${d.draft_model.name}, no model` : 'small model');
 }
 
 function legend() {
