@@ -129,7 +129,7 @@ def test_the_chapter_stages_do_not_import_each_other():
 BAD_INPUTS = [  # one of each kind of refusal: a bound, a choice, a type, a joined limit, a name, a body
     ("GET", "/api/batching?seats=999", None, "seats", "Seats must be at most 64, not 999."),
     ("GET", "/api/batching?rate=abc", None, "rate", "The arrival rate must be a number, not 'abc'."),
-    ("GET", "/api/speculative?prompt=", None, "prompt", "The prompt must not be empty."),
+    ("GET", "/api/layer?layer=-1", None, "layer", "The layer must be at least 0, not -1."),
     ("GET", "/api/kv-cache?workload=x", None, "workload", "The workload must be one of sharegpt, alpaca or fixed, not 'x'."),
     ("GET", "/api/dials?tp=3&pp=2", None, "tp",
      "Pipeline stages × tensor parallel must divide the GPU count (8); 2 × 3 does not."),
