@@ -156,7 +156,7 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
     return {
         "slug": scene.slug, "number": scene.number, "title": scene.title, "api": f"/api/{scene.slug}",
         "facts": f"/api/facts/{scene.slug}" if params_model(scene.slug) and scene.fact else None,
-        "built": True, "embed": embed, "params": params,
+        "embed": embed, "params": params,
         "defaults": scene.defaults(), "presets": list(scene.presets), "resolve": list(scene.resolve),
         "controls": [c.__dict__ | {"options": list(c.options)} for c in scene.controls],
         "prev": scenes[i - 1].slug if i > 0 else None,

@@ -151,7 +151,7 @@ export function createController(state, els, hooks = {}) {
   const ask = (fetcher, path, p, q) => (q.length > 6000 ? fetcher(path, { body: p }) : fetcher(`${path}?${q}`));
 
   async function load() {
-    if (!state.built || !scene || !alive) return;
+    if (!scene || !alive) return;
     const p = apiParams();
     const q = toQuery(p);
     try {
@@ -211,7 +211,6 @@ export function createController(state, els, hooks = {}) {
   }
 
   async function mount() {
-    if (!state.built) { buildingPanel(stage); rendered(); return; }
     try {
       scene = await import(`../scenes/${state.slug}.js`);
     } catch (err) {
