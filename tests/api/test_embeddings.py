@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from inside_llm.api.demo_model import MAX_PROMPT_TOKENS, served_model
-from inside_llm.api.embeddings import embeddings_json, facts
+from inside_llm.api.embeddings import LENS_TOKENS, embeddings_json, facts
 from inside_llm.sim import catalog
 from inside_llm.sim.lens import drawn_floors
 from inside_llm.sim.transformer_ops import log_softmax
@@ -72,11 +72,19 @@ def test_logit_lens_every_floor_for_the_last_token_and_drawn_floors_for_all(clie
     xs = [fw.embeddings] + [t.resid_out for t in fw.layers]
     for f, x in zip(d["floors"], xs, strict=True):
         assert f["lens"][-1] is not None, "the last token's lens on every floor"
-        assert all((g is not None) == (f["drawn"] or t == T - 1) for t, g in enumerate(f["lens"]))
+        assert all((g is not None) == ((f["drawn"] and t >= T - LENS_TOKENS) or t == T - 1) for t, g in enumerate(f["lens"]))
         logp = log_softmax(m.head(x[-1:]))[0]
         want = np.argsort(-logp)[:3]
         assert [g["id"] for g in f["lens"][-1]] == [int(i) for i in want]
         np.testing.assert_allclose([g["p"] for g in f["lens"][-1]], np.exp(logp[want]), rtol=2e-3, atol=1e-9)
+
+
+def test_a_long_prompt_gets_the_lens_for_the_columns_the_stage_draws(client):
+    prompt = " ".join(["word"] * 40)
+    d = get(client, prompt, "toy")
+    T = d["num_tokens"]
+    assert T > LENS_TOKENS
+    assert [g is not None for g in d["floors"][1]["lens"]] == [t >= T - LENS_TOKENS for t in range(T)]
 
 
 def test_a_piece_that_is_part_of_a_character_is_sent_as_bytes(client):

@@ -5,7 +5,7 @@ server; without it, and for `model=toy`, the toy model trained here serves, and 
 served and why (`model.served`, `model.note`). For each drawn floor (every floor of the toy; a handful of
 SmolLM2's 31, listed in `drawn_floors`): every token's vector. For every floor: each vector's length, how
 much the layer changed it, and the logit lens (final norm + tied head applied there: the top-3 next-token
-guesses) for every token on drawn floors and for the last token on all. Beside it, the real scale from
+guesses) for the last 24 tokens (the most columns the stage draws) on drawn floors and for the last token on all. Beside it, the real scale from
 the catalog (Llama 3.1 70B). A pure function of the URL; the CPU timings live at
 GET /api/embeddings/measured (measured once per process) so this response stays cacheable by ETag.
 """
@@ -41,6 +41,7 @@ from .measured import Measured, cpu_info
 router = APIRouter(tags=["2 · embeddings"])
 
 TOP_K = 3
+LENS_TOKENS = 24  # drawn floors get the lens for the last this-many tokens: the most columns the stage draws
 SCALE_QUANTILE = 0.98  # colour scale: +-this quantile of |value| (a few outliers saturate)
 
 
@@ -63,7 +64,8 @@ class Floor(BaseModel):
                                        "token's vector (null for the embedding floor).")
     lens: list[list[Guess] | None] = Field(description=f"[tokens] each token's top {TOP_K} logit-lens guesses (the "
                                            "likeliest next tokens if the model stopped here: final RMSNorm + tied head); "
-                                           "null where not computed (tokens before the last on floors not drawn).")
+                                           f"computed for the last {LENS_TOKENS} tokens on drawn floors (the most columns "
+                                           "the stage draws) and the last token on the others; null elsewhere.")
 
 
 class EmbeddingsResponse(BaseModel):
@@ -96,10 +98,10 @@ def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, len
 
 
 def _floors(m, xs: list[np.ndarray], changes: list, drawn: list[int]) -> list[dict]:
-    """Every floor; the logit lens for every token on drawn floors and for the last token on the others,
-    in one pass through the output head (it is the largest matrix: reading it once per floor would dominate)."""
+    """Every floor; the logit lens for the last LENS_TOKENS tokens on drawn floors and for the last token on
+    the others, in one pass through the output head (the largest matrix: reading it once per floor would dominate)."""
     T = len(xs[0])
-    rows = [range(T) if f in drawn else range(T - 1, T) for f in range(len(xs))]  # which tokens get a lens
+    rows = [range(max(0, T - LENS_TOKENS), T) if f in drawn else range(T - 1, T) for f in range(len(xs))]
     ids, p = logit_lens(m, np.concatenate([x[list(r)] for x, r in zip(xs, rows, strict=True)]), TOP_K)
     out, n = [], 0
     for f, (x, c, r) in enumerate(zip(xs, changes, rows, strict=True)):
