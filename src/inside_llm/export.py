@@ -79,9 +79,13 @@ def _query_value(v: Any) -> str:
     return ("1" if v else "0") if isinstance(v, bool) else str(v)
 
 
+# Parameters the offline page re-derives from a precomputed answer (closed forms; lib/offline.js DERIVED).
+COMPUTED_OFFLINE = {"speculative": ("alpha", "cost_ratio"), "dials": ("price_per_gpu_hour",)}
+
+
 def live_only(scene: Scene) -> list[str]:
     """What in this scene needs the live server once exported (shown in the index and printed)."""
-    api = [c for c in scene.controls if c.api]
+    api = [c for c in scene.controls if c.api and c.name not in COMPUTED_OFFLINE.get(scene.slug, ())]
     notes = [f"typing your own text in “{c.label}” (the default and the presets work offline)"
              for c in api if c.kind in ("text", "textarea")]
     free = [f"“{c.label}”" for c in api

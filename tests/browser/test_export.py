@@ -8,7 +8,7 @@ import struct
 import xml.etree.ElementTree as ET
 
 import pytest
-from pagekit import unexpected_errors, watch_console
+from pagekit import change, rendered, unexpected_errors, watch_console
 
 from inside_llm.api.registry import CHAPTER_SLUGS
 from inside_llm.export import export_bundle
@@ -230,3 +230,35 @@ def test_bundle_of_every_chapter_draws_from_disk(offline_page, tmp_path):
             assert page.locator("#stage .building").count() == 0, f"{kind}/{slug}: no live stage offline"
             assert page.locator("#stage-status").inner_text() == "", f"{kind}/{slug}"
     assert page.network == [] and page.console_errors == []
+
+
+@pytest.fixture(scope="module")
+def computed_bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("computed")
+    assert export_bundle(out, ["speculative", "dials"]) == 0
+    return out
+
+
+def _slide(page, name: str, value: str) -> None:
+    page.locator(f"#ctl-{name}").evaluate(
+        "(el, v) => { el.value = v; el.dispatchEvent(new Event('input', { bubbles: true })); }", value)
+
+
+def test_offline_the_page_computes_closed_forms_and_says_what_needs_the_server(offline_page, computed_bundle):
+    page = offline_page
+    page.goto((computed_bundle / "tour" / "speculative.html").as_uri())
+    rendered(page)
+    change(page, lambda: _slide(page, "alpha", "0.5"))          # alpha: a closed formula, no server needed
+    assert page.locator("#stage-status").inner_text() == ""
+    assert "alpha=0.5" in page.url
+    change(page, lambda: _slide(page, "cost_ratio", "0.3"))     # and c, on top of it
+    assert "cost_ratio=0.3" in page.url and page.locator("#stage-status").inner_text() == ""
+    page.goto((computed_bundle / "tour" / "dials.html").as_uri())
+    rendered(page)
+    value = "() => document.querySelector('.readout[data-key=\"cost_per_million_tokens_usd\"] .value .n').textContent"
+    cost = float(re.findall(r"[\d.]+", page.evaluate(value))[-1])
+    change(page, lambda: _slide(page, "price_per_gpu_hour", "6"))   # the price multiplies
+    page.wait_for_function(f"() => {{ const t = ({value})().match(/[\\d.]+/g) || []; return t.length === 1 && "
+                           f"Math.abs(Number(t[0]) - {2 * cost}) < {0.02 * cost}; }}")
+    page.locator(".chat-foot").filter(has_text="needs the live server").wait_for()
+    assert page.network == []

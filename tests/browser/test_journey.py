@@ -221,7 +221,7 @@ def test_a_refusal_is_said_beside_its_control_and_never_lands_in_the_url(page, b
         "(el) => { el.value = 13; el.dispatchEvent(new Event('input', { bubbles: true })); }")   # 8,192 tokens
     note = page.locator('.control[data-name="prompt_tokens"] .control-note.problem')
     note.wait_for()
-    assert "context 4096" in note.inner_text() and "Value error" not in page.content()
+    assert "4,096 tokens" in note.inner_text() and "Value error" not in page.content()
     assert page.locator("#ctl-prompt_tokens").get_attribute("aria-invalid") == "true"
     assert page.url == drawn, "the URL keeps the last state that drew"
 

@@ -38,6 +38,7 @@ def test_typed_prompt_renders_chips_and_updates_url(page, base_url):
     chips = page.locator(".chip")
     assert chips.count() >= 4
     assert page.locator(".chip.partial").count() >= 1, "emoji shown as bytes"
+    page.wait_for_function("() => new URLSearchParams(location.search).get('q')?.startsWith('Hello tokens')")
     assert "Hello tokens" in parse_qs(urlparse(page.url).query)["q"][0], "typed text is the question (q)"
     readout = page.locator(".readouts").inner_text()
     assert re.search(r"\d+\s*tokens", readout)
