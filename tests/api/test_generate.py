@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 
 import anyio
@@ -13,6 +14,7 @@ import pytest
 
 from inside_llm.api import generate as gen
 from inside_llm.api.demo_model import demo_model
+from inside_llm.engine import engine_for
 
 PROMPT = "ROMEO:\nBut soft, what light"
 
@@ -138,10 +140,10 @@ def test_pace_and_temperature_refuse_values_that_never_end_or_overflow(client):
         assert err["loc"][-1] == next(iter(q)) and ("0.5" in err["msg"] or "0.05" in err["msg"])
 
 
-def test_one_client_cannot_hold_every_stream_slot(client):
-    gen._per_client["testclient"] = gen.MAX_STREAMS_PER_CLIENT  # TestClient's address already holds its share
-    try:
-        r = client.get("/api/generate", params={"prompt": "ROMEO:", "max_tokens": 1})
-        assert r.status_code == 503 and "per client" in r.json()["detail"]
-    finally:
-        del gen._per_client["testclient"]
+@pytest.mark.parametrize("limit, words", [("per_client", "this client already has"), ("queue", "already waiting")])
+def test_a_busy_engine_answers_429_with_retry_after(client, monkeypatch, limit, words):
+    engine = engine_for(gen.generation_model("toy"))
+    monkeypatch.setattr(engine, "limits", replace(engine.limits, **{limit: 0}))
+    r = client.get("/api/generate", params={"prompt": "ROMEO:", "max_tokens": 1, "model": "toy"})
+    assert r.status_code == 429 and r.headers["retry-after"] == str(gen.RETRY_AFTER_S)
+    assert words in r.json()["detail"] and "busy" in r.json()["detail"]

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import modelfile
+from ..engine import ClientBusy, QueueFull, Stream, engine_for
 from ..sim.errors import SimError
 from ..sim.transformer import DemoModel
 from .demo_model import served_model
@@ -31,10 +32,8 @@ MAX_GENERATE_PROMPT_TOKENS = 256
 MAX_NEW_TOKENS = 512
 MAX_TOKENS_PER_S = 200.0
 MAX_PROMPT_CHARS = 4000
-PREFILL_CHUNK = 32  # prompt tokens per forward pass: a client that leaves stops the prefill within one piece
 _END = object()
-MAX_STREAMS = 8  # concurrent generations per process; more get 503
-MAX_STREAMS_PER_CLIENT = 2  # per client address, so one client cannot hold every slot
+RETRY_AFTER_S = 2  # what a 429 (the engine's queue is full, or this client has its share) asks a client to wait
 MIN_TOKENS_PER_S = 0.5  # a paced stream ends within max_tokens / 0.5 s (1,024 s at most)
 MIN_TEMPERATURE = 0.05  # below this, softmax(logits / T) overflows float32; 0 means greedy
 DEFAULT_PROMPT = "What is the capital of France?"
@@ -93,7 +92,9 @@ Events, in order (each `data:` is one JSON object):
 
 Pacing: token i is sent no earlier than i / tokens_per_s seconds after the first (0 = as fast as the
 CPU allows). Sampling is seeded (temperature 0 = greedy), so the same URL gives the same tokens.
-Bad parameters get a 422 (JSON) before the stream opens; too many concurrent streams get a 503.
+Bad parameters get a 422 (JSON) before the stream opens. Every chat of a model is served by one engine
+that batches them continuously (see `GET /api/engine`); when its queue is full, or this client already has
+its share of chats, the answer is a 429 with Retry-After.
 The stream stops, and the model stops working, when the client disconnects. With an EventSource, call
 `close()` on `done` or `error`: browsers otherwise reconnect when the stream ends and would start over.
 Example: `const es = new EventSource('/api/generate?prompt=...&max_tokens=64&tokens_per_s=20');
@@ -136,7 +137,6 @@ class GenerateParams(BaseModel):
 
 
 _active = {"streams": 0}
-_per_client: dict[str, int] = {}
 
 
 def active_streams() -> int:
@@ -152,24 +152,25 @@ def sse(event: str, data: dict) -> bytes:
                      summary="Stream the demo model's tokens (server-sent events)",
                      responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
                                       "description": "Events start, token…, done (see above)."},
-                                503: {"description": "Too many concurrent streams; retry later."}})
+                                429: {"description": "The engine's queue is full, or this client has its "
+                                                      "share of chats; retry after Retry-After seconds."}})
 async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
     client = request.client.host if request.client else "?"
-    if _active["streams"] >= MAX_STREAMS or _per_client.get(client, 0) >= MAX_STREAMS_PER_CLIENT:
-        return JSONResponse({"detail": f"at most {MAX_STREAMS} concurrent streams, {MAX_STREAMS_PER_CLIENT} per "
-                                       "client; retry shortly"}, status_code=503, headers={"retry-after": "2"})
     m = await anyio.to_thread.run_sync(generation_model, p.model)  # the first call loads it: not on the event loop
     ids = generation_ids(m, p.prompt)
-    return StreamingResponse(_events(request, m, ids, p, client), media_type="text/event-stream",
+    try:  # the engine batches every chat of this model into one forward pass per step (engine.py)
+        steps = engine_for(m).submit(ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k,
+                                     p.seed, client=client)
+    except (QueueFull, ClientBusy) as busy:
+        return JSONResponse({"detail": f"The server is busy: {busy}. Try again in a few seconds."},
+                            status_code=429, headers={"retry-after": str(RETRY_AFTER_S)})
+    return StreamingResponse(_events(request, m, ids, p, steps, client), media_type="text/event-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
 
-async def _events(request: Request, m: DemoModel, ids: list[int], p: GenerateParams,
+async def _events(request: Request, m: DemoModel, ids: list[int], p: GenerateParams, steps: Stream,
                   client: str = "local") -> AsyncIterator[bytes]:
     _active["streams"] += 1
-    _per_client[client] = _per_client.get(client, 0) + 1
-    steps = m.generate(ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k, p.seed,
-                       prefill_chunk=PREFILL_CHUNK)
     try:
         t0 = time.perf_counter()
         ms = lambda t: round(1e3 * (t - t0), 2)  # noqa: E731
@@ -187,9 +188,13 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
             except Exception as e:  # a broken model must end the stream with a reason, not a 500 mid-body
                 yield sse("error", {"detail": f"the model failed ({type(e).__name__})"})
                 return
-            if token is None:  # a piece of the prompt was read; look at the client again
+            if token is None:  # still waiting or reading the prompt; look at the client again
                 continue
             if token is _END:
+                finish = steps.finish_reason or finish
+                if finish == "error":
+                    yield sse("error", {"detail": "the model failed"})
+                    return
                 break
             if token in stops:  # the end of the assistant's turn: not shown
                 finish = "stop"
@@ -211,7 +216,4 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
                            "decode_tokens_per_s": round((n - 1) / (last - first), 2) if n > 1 and last > first else None})
     finally:
         _active["streams"] -= 1
-        _per_client[client] -= 1
-        if not _per_client[client]:
-            del _per_client[client]
         steps.close()

@@ -1,5 +1,5 @@
 """Every API router, registered here and nowhere else: the eleven chapters in tour order, then the two
-endpoints that are not chapters (the catalogs, and the demo model's token stream).
+endpoints that are not chapters (the catalogs, the model's token stream, and the engine that serves it).
 
 A chapter module serves GET /api/<slug> (and, for some, GET /api/<slug>/measured) on its `router`,
 and has `facts(p) -> dict[str, str]`: the figures its scene's fact sentence quotes, for the chapter's
@@ -17,6 +17,7 @@ from . import (
     catalog,
     dials,
     embeddings,
+    engine,
     generate,
     gpu,
     kv_cache,
@@ -34,5 +35,6 @@ CHAPTERS = MappingProxyType({
     "parallelism": parallelism, "dials": dials,
 })
 CHAPTER_SLUGS = tuple(CHAPTERS)
-ROUTERS: tuple[APIRouter, ...] = (*(m.router for m in CHAPTERS.values()), catalog.router, generate.router)
+ROUTERS: tuple[APIRouter, ...] = (*(m.router for m in CHAPTERS.values()), catalog.router, generate.router,
+                                  engine.router)
 

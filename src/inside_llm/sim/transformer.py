@@ -119,6 +119,15 @@ class KVCache:
             raise ValueError(f"cannot truncate {self.num_tokens} cached tokens to {num_tokens}")
         self.num_tokens = num_tokens
 
+    def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
+        """Store keys/values k, v [Hkv, T, hd] of layer `layer` at positions start..start+T-1."""
+        end = start + k.shape[1]
+        self.k[layer][:, start:end], self.v[layer][:, start:end] = k, v
+
+    def read(self, layer: int, lo: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and values [Hkv, end-lo, hd] of layer `layer` at positions lo..end-1."""
+        return self.k[layer][:, lo:end], self.v[layer][:, lo:end]
+
 
 class DemoModel:
     """The shipped demo transformer: float32 weights, its vocabulary, forward/generate with a KV cache."""
@@ -218,24 +227,32 @@ class DemoModel:
         return out
 
     def decode_step_batch(self, ids: Sequence[int], caches: Sequence[KVCache]) -> np.ndarray:
-        """One decode step for B sequences: ids [B] (one new token each), caches [B] -> logits [B, V].
+        """One decode step for B sequences: ids [B] (one new token each), caches [B] -> logits [B, V]."""
+        return self.step([(c, [t]) for c, t in zip(caches, self._check_ids(ids), strict=True)])
 
-        The weight matmuls run once on [B, dim] rows (every weight read serves B tokens); only
-        attention runs per sequence, against that sequence's own cache.
+    def step(self, batch: Sequence[tuple[KVCache, Sequence[int]]]) -> np.ndarray:
+        """One forward pass over several sequences at once -> logits [B, V] of each one's last new token.
+
+        batch: (cache, new ids) per sequence: one id for a sequence that is decoding, a piece of its
+        prompt for one that is being read (prefill), mixed freely. The weight matmuls run once on all
+        N = sum of new ids rows (every weight read serves N tokens); only attention runs per sequence,
+        against that sequence's own cache. This is the step a continuously batching engine takes.
         """
-        ids = self._check_ids(ids)
-        if len(caches) != len(ids) or len({id(c) for c in caches}) != len(caches):
+        if len({id(c) for c, _ in batch}) != len(batch):
             raise ValueError("need one distinct cache per sequence")
-        pos = np.array([c.num_tokens for c in caches])  # [B] each sequence's next position
-        for c in caches:
-            c.reserve(c.num_tokens + 1)
-        x = self.tok_emb[ids]  # [B, dim]
-        spans = [(c, slice(b, b + 1)) for b, c in enumerate(caches)]
+        pieces = [self._check_ids(ids) for _, ids in batch]
+        sizes = [len(p) for p in pieces]
+        pos = np.concatenate([np.arange(c.num_tokens, c.num_tokens + n) for (c, _), n in zip(batch, sizes)])  # [N]
+        for (c, _), n in zip(batch, sizes):
+            c.reserve(c.num_tokens + n)
+        ends = np.cumsum(sizes)                                        # [B] row after each sequence's rows
+        spans = [(c, slice(e - n, e)) for (c, _), n, e in zip(batch, sizes, ends)]
+        x = self.tok_emb[np.concatenate(pieces)]                       # [N, dim]
         for i in range(self.config.n_layers):
             x, _ = self._block(i, x, pos, spans, False)
-        for c in caches:
-            c.num_tokens += 1
-        return self.head(x)
+        for (c, _), n in zip(batch, sizes):
+            c.num_tokens += n
+        return self.head(x[ends - 1])                                  # [B, V]
 
     def _block(self, i: int, x: np.ndarray, pos: np.ndarray, spans: list[tuple[KVCache, slice]],
                keep: bool) -> tuple[np.ndarray, LayerTrace | None]:
@@ -263,9 +280,10 @@ class DemoModel:
     def _attend_cached(self, i: int, cache: KVCache, q, k, v, pos) -> tuple[np.ndarray, np.ndarray]:
         """Write k/v [Hkv, T, hd] at pos [T] into layer i of cache; attend q [H, T, hd] over the window."""
         p0, end, window = int(pos[0]), int(pos[-1]) + 1, self.config.max_seq_len
-        cache.k[i][:, p0:end], cache.v[i][:, p0:end] = k, v
+        cache.write(i, p0, k, v)
         lo = max(0, p0 + 1 - window)  # older keys are outside every new query's window
-        return attend(q, cache.k[i][:, lo:end], cache.v[i][:, lo:end], pos, np.arange(lo, end), window)
+        keys, values = cache.read(i, lo, end)
+        return attend(q, keys, values, pos, np.arange(lo, end), window)
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
                  top_k: int | None = None, seed: int = 0, prefill_chunk: int | None = None

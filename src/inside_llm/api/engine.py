@@ -1,0 +1,115 @@
+"""GET /api/engine: the tour's own serving engine, live (chapters 6 and 7 draw it beside their simulations).
+
+What it reports is the engine that serves /api/generate for the served chat model (engine.py): seats in
+use, the queue, pages of the key/value pool in use, tokens/s over the last seconds, and each chat's
+progress. Never a chat's text: other visitors' questions must not leak. GET /api/engine/feed streams the
+same snapshot as server-sent events; POST /api/engine/demo starts a few demo chats so that a lone visitor
+can watch batching happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from ..engine import ClientBusy, QueueFull, engine_for
+from .demo_model import served_model
+
+router = APIRouter(tags=["the server's engine"])
+
+FEED_INTERVAL_S = 0.5
+FEED_MAX_S = 120.0  # a feed ends after this; the page reopens it while it is shown
+DEMO_CLIENT = "demo"
+DEMO_CHATS = 6
+DEMO_MAX_TOKENS = 48
+DEMO_QUESTIONS = ("What is the capital of France?", "Name three primary colours.", "What is 12 times 12?",
+                  "Who wrote Romeo and Juliet?", "Say good morning in Spanish.", "What is the largest planet?",
+                  "Why is the sky blue?", "What does a GPU do?")
+
+
+class ChatProgress(BaseModel):
+    id: int = Field(description="the chat's number in this engine (no unit)")
+    state: Literal["waiting", "prefill", "decode", "done"] = Field(
+        description="waiting in the queue, reading its prompt (prefill), writing (decode)")
+    prompt_tokens: int = Field(description="tokens of its prompt, the chat template included (tokens)")
+    written_tokens: int = Field(description="tokens written so far (tokens)")
+    max_tokens: int = Field(description="most tokens it may write (tokens)")
+    cached_tokens: int = Field(description="tokens whose keys and values are in its pages now (tokens)")
+    pages: int = Field(description="pages of the pool it holds (pages)")
+    preemptions: int = Field(description="times it gave its pages back and was recomputed (no unit)")
+
+
+class EngineOut(BaseModel):
+    model: str = Field(description="the model this engine serves")
+    seats: int = Field(description="chats one step can serve (sequences)")
+    seats_in_use: int = Field(description="chats running now (sequences)")
+    queue_limit: int = Field(description="chats that may wait; more get a 429 (requests)")
+    queued: int = Field(description="chats waiting now (requests)")
+    pages: int = Field(description="pages in the key/value pool (pages)")
+    pages_in_use: int = Field(description="pages held by running chats (pages)")
+    page_tokens: int = Field(description="token slots per page (tokens)")
+    bytes_per_token: int = Field(description="keys and values of one token, every layer, float32 (bytes)")
+    tokens_per_s: float = Field(description="tokens written per second over the last rate_window_s (tokens/s)")
+    rate_window_s: float = Field(description="window of tokens_per_s (s)")
+    steps: int = Field(description="forward passes since the engine started (no unit)")
+    tokens_written: int = Field(description="tokens written since the engine started (tokens)")
+    finished: int = Field(description="chats ended since the engine started (requests)")
+    preempted: int = Field(description="preemptions since the engine started (no unit)")
+    sequences: list[ChatProgress] = Field(description="running chats, then waiting ones; never their text")
+
+
+class DemoOut(BaseModel):
+    started: int = Field(description="demo chats started by this call (requests)")
+    running: int = Field(description="demo chats running or waiting now (requests)")
+    engine: EngineOut
+
+
+def _engine():
+    return engine_for(served_model("smollm2").model)
+
+
+@router.get("/api/engine", response_model=EngineOut, summary="The server's engine now: seats, queue, pages")
+def get_engine() -> dict:
+    return _engine().snapshot()
+
+
+@router.get("/api/engine/feed", summary="The engine's snapshot as server-sent events, twice a second",
+            response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                             "description": f"An `engine` event every {FEED_INTERVAL_S:g} s with GET /api/engine's "
+                                            f"body, for at most {FEED_MAX_S:g} s."}})
+async def get_engine_feed(request: Request) -> StreamingResponse:
+    engine = _engine()
+
+    async def events():
+        end = time.monotonic() + FEED_MAX_S
+        while time.monotonic() < end and not await request.is_disconnected():
+            yield f"event: engine\ndata: {json.dumps(engine.snapshot(), separators=(',', ':'))}\n\n".encode()
+            await asyncio.sleep(FEED_INTERVAL_S)
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+
+@router.post("/api/engine/demo", response_model=DemoOut, summary="Start a few demo chats to watch batching")
+def post_engine_demo() -> dict:
+    """Starts demo chats (fixed questions, greedy, at most DEMO_MAX_TOKENS tokens) until DEMO_CHATS of them run
+    or wait; the queue's limit still holds. Nobody reads their answers: they exist to be watched."""
+    engine = _engine()
+    m = engine.model
+    running = engine.client_chats(DEMO_CLIENT)
+    started = 0
+    for k in range(DEMO_CHATS - running):
+        question = DEMO_QUESTIONS[(engine.finished + running + k) % len(DEMO_QUESTIONS)]
+        ids = m.chat_ids(question) if hasattr(m, "chat_ids") else m.encode(question)
+        try:
+            engine.submit(ids, DEMO_MAX_TOKENS, client=DEMO_CLIENT, share=DEMO_CHATS)
+        except (QueueFull, ClientBusy):
+            break
+        started += 1
+    return {"started": started, "running": running + started, "engine": engine.snapshot()}

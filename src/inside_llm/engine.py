@@ -1,0 +1,429 @@
+"""The tour's own serving engine: one loop owns a model and serves every visitor's chat by continuous batching.
+
+Chapter 7 teaches continuous batching and chapter 6 PagedAttention; this is both, running on this server:
+- Requests wait in a bounded queue. A full queue refuses at once (`QueueFull`: the API answers 429 with
+  Retry-After); so does a client that already has its share of chats (`ClientBusy`).
+- Each step of the loop is ONE forward pass (`DemoModel.step`) over every running sequence: one new token
+  for a sequence that is decoding, a piece of the prompt (up to `prefill_chunk` tokens) for one that is
+  still being read. Every weight read serves all of them, which is why decode batches well: a step that
+  serves eight chats costs little more than one that serves a single chat.
+- A sequence that finishes (its stop token or its token limit) or whose client left frees its seat and its
+  pages at once, and a waiting request takes them at the next step: continuous batching.
+- Keys and values live in fixed-size pages of one pool (`PagedKV`): the block pool and the per-sequence block
+  tables are `sim/kvcache.py`'s `BlockPool` and `KVCacheManager`, the very classes chapter 6 simulates with.
+  A request is admitted only when the pool has pages for its first prompt piece; when a running sequence
+  needs a page and none is free, the most recently admitted other sequence is preempted: its pages are
+  freed and it goes back to the head of the queue, to be recomputed from its prompt and the tokens it has
+  already written (vLLM's recompute preemption). Its stream just pauses.
+- `snapshot()` is what /api/engine shows: seats, queue, pages, tokens/s over the last seconds, and each
+  sequence's progress, never its text (other visitors' questions must not leak).
+
+Batching never changes an answer: each sequence's tokens depend only on its own prompt (a test checks every
+sequence of a batch against the same prompt run alone, token for token).
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .sim.kvcache import BlockPool, KVCacheManager, num_blocks_for
+from .sim.transformer import DemoModel, sample
+
+
+class QueueFull(Exception):
+    """The waiting queue holds its limit of requests: come back later."""
+
+
+class ClientBusy(Exception):
+    """This client already has its share of chats running or waiting."""
+
+
+class OutOfPages(Exception):
+    """The pool has no free page for a sequence's next tokens."""
+
+
+# ---- keys and values in pages --------------------------------------------------------------------
+
+class PagedKVStore:
+    """The physical pages of every sequence's keys and values, and the bookkeeping of who holds which.
+
+    k[layer], v[layer]: [num_blocks, Hkv, block_size, hd] float32; page b holds block_size consecutive
+    positions of one sequence. np.zeros maps memory lazily, so untouched pages cost no RAM.
+    """
+
+    def __init__(self, model: DemoModel, num_blocks: int, block_size: int):
+        c = model.config
+        shape = (num_blocks, c.n_kv_heads, block_size, c.head_dim)
+        self.k = [np.zeros(shape, np.float32) for _ in range(c.n_layers)]
+        self.v = [np.zeros(shape, np.float32) for _ in range(c.n_layers)]
+        self.block_size = block_size
+        self.pool = BlockPool(num_blocks)
+        self.manager = KVCacheManager(self.pool, block_size)
+        self.bytes_per_token = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4  # K and V, every layer, float32
+
+
+class PagedKV:
+    """One sequence's keys and values: its block table in a PagedKVStore. Same interface as KVCache."""
+
+    def __init__(self, store: PagedKVStore, seq_id: int):
+        self.store, self.seq_id, self.num_tokens = store, seq_id, 0
+
+    def reserve(self, num_tokens: int) -> None:
+        """Pages for num_tokens positions; OutOfPages (allocating nothing) if the pool has too few."""
+        if self.store.manager.allocate(self.seq_id, num_tokens) is None:
+            raise OutOfPages(f"sequence {self.seq_id} needs pages for {num_tokens} tokens")
+
+    def release(self) -> int:
+        """Give every page back to the pool; returns how many."""
+        self.num_tokens = 0
+        return self.store.manager.free(self.seq_id)
+
+    def _slots(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(page id, slot in page) of positions start..end-1."""
+        table = np.asarray(self.store.manager.block_table(self.seq_id))
+        pos = np.arange(start, end)
+        return table[pos // self.store.block_size], pos % self.store.block_size
+
+    def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
+        """Scatter k, v [Hkv, T, hd] into the pages that hold positions start..start+T-1."""
+        pages, slots = self._slots(start, start + k.shape[1])
+        self.store.k[layer][pages, :, slots] = k.transpose(1, 0, 2)  # [T, Hkv, hd] at (page, slot)
+        self.store.v[layer][pages, :, slots] = v.transpose(1, 0, 2)
+
+    def read(self, layer: int, lo: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """Gather keys and values [Hkv, end-lo, hd] of positions lo..end-1 from this sequence's pages."""
+        bs = self.store.block_size
+        table = self.store.manager.block_table(self.seq_id)[lo // bs:num_blocks_for(end, bs)]
+        first = (lo // bs) * bs
+
+        def gather(pages: np.ndarray) -> np.ndarray:
+            g = pages[table]                                         # [n, Hkv, bs, hd]
+            g = g.transpose(1, 0, 2, 3).reshape(g.shape[1], -1, g.shape[3])  # [Hkv, n*bs, hd]
+            return g[:, lo - first:end - first]
+        return gather(self.store.k[layer]), gather(self.store.v[layer])
+
+
+# ---- requests ------------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Chat:
+    """One chat in the engine. prompt: the ids it reads; out: the ids it has written so far."""
+
+    seq_id: int
+    client: str
+    prompt: list[int]
+    max_new_tokens: int
+    temperature: float
+    top_k: int | None
+    rng: np.random.Generator
+    tokens: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)  # ids for the reader; None = ended
+    out: list[int] = field(default_factory=list)
+    kv: PagedKV | None = None
+    fed: int = 0                 # ids of context already in the cache (the next one to feed is context[fed])
+    state: str = "waiting"       # waiting, prefill, decode, done
+    finish_reason: str = ""      # once done: stop (its stop token), length, cancelled or error
+    cancelled: bool = False
+    preemptions: int = 0
+    admitted_at: float = 0.0
+
+    @property
+    def context(self) -> list[int]:
+        """What the model reads: the prompt, then every id it wrote (the newest is fed at the next step)."""
+        return self.prompt + self.out
+
+
+class Stream:
+    """What a caller iterates: the sequence's new ids as they come, None while it waits (a point where the
+    caller may look at its client and stop), then StopIteration. close() cancels the sequence."""
+
+    def __init__(self, engine: Engine, seq: Chat, poll_s: float):
+        self.engine, self.seq, self.poll_s = engine, seq, poll_s
+
+    def __iter__(self) -> Iterator[int | None]:
+        return self
+
+    def __next__(self) -> int | None:
+        try:
+            token = self.seq.tokens.get(timeout=self.poll_s)
+        except queue.Empty:
+            return None
+        if token is None:
+            raise StopIteration
+        return token
+
+    @property
+    def finish_reason(self) -> str:
+        return self.seq.finish_reason
+
+    def close(self) -> None:
+        self.engine.cancel(self.seq)
+
+
+# ---- the loop ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """How much one engine takes on. seats: sequences per step; queue: requests waiting at most;
+    per_client: a client's chats, running or waiting; prefill_chunk: prompt ids one sequence feeds per step;
+    step_tokens: ids one step feeds in all (a new prompt cannot stall the chats that are decoding)."""
+
+    seats: int = 8
+    queue: int = 16
+    per_client: int = 2
+    num_blocks: int = 256
+    block_size: int = 16
+    prefill_chunk: int = 32
+    step_tokens: int = 96
+    rate_window_s: float = 5.0
+
+
+class Engine:
+    """One model, one loop thread, many chats. submit() hands back a Stream; the loop does the rest."""
+
+    def __init__(self, model: DemoModel, limits: EngineLimits = EngineLimits(), stop_ids: Sequence[int] = ()):
+        self.model, self.limits = model, limits
+        self.stop_ids = frozenset(stop_ids) | getattr(model, "stop_ids", frozenset())
+        self.store = PagedKVStore(model, limits.num_blocks, limits.block_size)
+        self.waiting: deque[Chat] = deque()
+        self.running: list[Chat] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Condition()
+        self._recent: deque[tuple[float, int]] = deque()  # (time, tokens written) per step, for tokens/s
+        self.steps = 0
+        self.tokens_written = 0
+        self.finished = 0
+        self.preempted = 0
+        self.last_error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = False
+
+    # -- the caller's side --
+    def submit(self, prompt: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
+               top_k: int | None = None, seed: int = 0, client: str = "local", poll_s: float = 0.5,
+               share: int | None = None) -> Stream:
+        """Queue a chat; QueueFull or ClientBusy at once if it cannot wait here. share: this client's cap on
+        chats running or waiting (default limits.per_client)."""
+        max_len = self.limits.num_blocks * self.limits.block_size
+        if not prompt or len(prompt) + max_new_tokens > max_len:
+            raise ValueError(f"a chat must hold 1 to {max_len} tokens, prompt and answer together")
+        with self._lock:
+            if len(self.waiting) >= self.limits.queue:
+                raise QueueFull(f"{len(self.waiting)} chats are already waiting (at most {self.limits.queue})")
+            mine, cap = self._client_chats(client), share or self.limits.per_client
+            if mine >= cap:
+                raise ClientBusy(f"this client already has {mine} chats here (at most {cap})")
+            seq = Chat(next(self._ids), client, list(prompt), max_new_tokens, temperature, top_k,
+                            np.random.default_rng(seed))
+            self.waiting.append(seq)
+            self._ensure_thread()
+            self._lock.notify()
+        return Stream(self, seq, poll_s)
+
+    def _client_chats(self, client: str) -> int:
+        return sum(s.client == client for s in itertools.chain(self.waiting, self.running))
+
+    def client_chats(self, client: str) -> int:
+        """Chats of `client` running or waiting now."""
+        with self._lock:
+            return self._client_chats(client)
+
+    def cancel(self, seq: Chat) -> None:
+        """The caller left: the loop drops the sequence (and frees its pages) before its next step."""
+        with self._lock:
+            seq.cancelled = True
+            self._lock.notify()
+
+    def generate(self, prompt: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
+                 top_k: int | None = None, seed: int = 0) -> list[int]:
+        """Blocking convenience: the ids the engine writes for one prompt (stop token excluded)."""
+        stream = self.submit(prompt, max_new_tokens, temperature, top_k, seed, client=f"generate-{id(prompt)}")
+        return [t for t in stream if t is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._lock.notify()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    # -- the loop's side --
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="inside-llm-engine", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._stop and not self.waiting and not self.running:
+                    self._lock.wait()
+                if self._stop:
+                    return
+            try:
+                self.step()
+            except Exception as exc:  # a broken model ends every chat with nothing more, never hangs them
+                with self._lock:
+                    for seq in list(self.running) + list(self.waiting):
+                        self._finish(seq, "error")
+                    self.waiting.clear()
+                self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _finish(self, seq: Chat, reason: str) -> None:
+        """Free the sequence's seat and pages and end its stream (lock held)."""
+        if seq.kv is not None:
+            seq.kv.release()
+            seq.kv = None
+        if seq in self.running:
+            self.running.remove(seq)
+        seq.state, seq.finish_reason = "done", reason
+        seq.tokens.put(None)
+        self.finished += 1
+
+    def _preempt(self, seq: Chat) -> None:
+        """Free a running sequence's pages and put it back at the head of the queue (lock held)."""
+        seq.kv.release()
+        seq.kv, seq.fed, seq.state = None, 0, "waiting"
+        seq.preemptions += 1
+        self.preempted += 1
+        self.running.remove(seq)
+        self.waiting.appendleft(seq)
+
+    def _admit(self) -> None:
+        """Waiting sequences take free seats while the pool has pages for their first piece (lock held)."""
+        lim = self.limits
+        while self.waiting and len(self.running) < lim.seats:
+            seq = self.waiting[0]
+            if seq.cancelled:
+                self.waiting.popleft()
+                self._finish(seq, "cancelled")
+                continue
+            first = min(len(seq.context), lim.prefill_chunk) + 1
+            if num_blocks_for(first, lim.block_size) > self.store.pool.num_free_blocks:
+                return
+            self.waiting.popleft()
+            seq.kv, seq.fed, seq.state = PagedKV(self.store, seq.seq_id), 0, "prefill"
+            seq.admitted_at = time.perf_counter()
+            self.running.append(seq)
+
+    def _plan(self) -> list[tuple[Chat, list[int]]]:
+        """Each running sequence's ids for this step, with pages reserved for them (lock held).
+
+        Decoding sequences first (one id each), then prompt pieces within the step's budget. A sequence that
+        cannot get a page preempts the most recently admitted other one; alone, it is ended.
+        """
+        lim, plan = self.limits, []
+        budget = lim.step_tokens
+        for seq in sorted(self.running, key=lambda s: (s.state != "decode", s.admitted_at)):
+            if seq.kv is None:
+                continue  # preempted (or ended) earlier in this plan
+            ctx = seq.context
+            if seq.state == "prefill" and budget <= 0:
+                continue  # this step is full; its prompt goes on at the next one
+            todo = ctx[seq.fed:seq.fed + min(lim.prefill_chunk, budget)] if seq.state == "prefill" else ctx[seq.fed:]
+            while True:
+                try:
+                    seq.kv.reserve(seq.fed + len(todo))
+                    break
+                except OutOfPages:
+                    victims = [s for s in self.running if s is not seq and s.kv is not None]
+                    if not victims:
+                        self._finish(seq, "length")
+                        todo = []
+                        break
+                    victim = max(victims, key=lambda s: s.admitted_at)
+                    self._preempt(victim)
+                    plan = [(s, ids) for s, ids in plan if s is not victim]
+            if todo:
+                plan.append((seq, todo))
+                budget -= len(todo)
+        return plan
+
+    def step(self) -> int:
+        """One pass of the loop: drop the cancelled, admit, plan, one forward pass, hand out tokens.
+        Returns how many tokens this step wrote."""
+        with self._lock:
+            for seq in [s for s in self.running if s.cancelled]:
+                self._finish(seq, "cancelled")
+            self._admit()
+            plan = self._plan()
+        if not plan:
+            return 0
+        logits = self.model.step([(seq.kv, ids) for seq, ids in plan])  # [B, V]: the one forward pass
+        written = 0
+        with self._lock:
+            for (seq, ids), row in zip(plan, logits, strict=True):
+                seq.fed += len(ids)
+                if seq.fed < len(seq.context):
+                    continue  # more of the prompt to read
+                seq.state = "decode"
+                token = int(sample(row, seq.temperature, seq.top_k, seq.rng))
+                written += 1
+                if token in self.stop_ids:
+                    self._finish(seq, "stop")
+                    continue
+                seq.out.append(token)
+                seq.tokens.put(token)
+                if len(seq.out) >= seq.max_new_tokens or seq.cancelled:
+                    self._finish(seq, "cancelled" if seq.cancelled else "length")
+            self.steps += 1
+            self.tokens_written += written
+            now = time.perf_counter()
+            self._recent.append((now, written))
+            while self._recent and now - self._recent[0][0] > self.limits.rate_window_s:
+                self._recent.popleft()
+        return written
+
+    # -- what /api/engine shows --
+    def snapshot(self) -> dict:
+        """Seats, queue, pages and throughput now, and each chat's progress (never its text)."""
+        with self._lock:
+            now = time.perf_counter()
+            recent = [n for t, n in self._recent if now - t <= self.limits.rate_window_s]
+            pool = self.store.pool
+
+            def row(seq: Chat) -> dict:
+                return {"id": seq.seq_id, "state": seq.state, "prompt_tokens": len(seq.prompt),
+                        "written_tokens": len(seq.out), "max_tokens": seq.max_new_tokens,
+                        "cached_tokens": seq.kv.num_tokens if seq.kv else 0,
+                        "pages": len(self.store.manager.block_table(seq.seq_id)) if seq.kv else 0,
+                        "preemptions": seq.preemptions}
+            return {
+                "model": self.model.name,
+                "seats": self.limits.seats, "seats_in_use": len(self.running),
+                "queue_limit": self.limits.queue, "queued": len(self.waiting),
+                "pages": pool.num_blocks, "pages_in_use": pool.num_used_blocks,
+                "page_tokens": self.limits.block_size, "bytes_per_token": self.store.bytes_per_token,
+                "tokens_per_s": round(sum(recent) / self.limits.rate_window_s, 2),
+                "rate_window_s": self.limits.rate_window_s,
+                "steps": self.steps, "tokens_written": self.tokens_written, "finished": self.finished,
+                "preempted": self.preempted,
+                "sequences": [row(s) for s in self.running] + [row(s) for s in self.waiting],
+            }
+
+
+# ---- one engine per served model, per process -------------------------------------------------------
+
+_engines: dict[int, Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def engine_for(model: DemoModel, limits: EngineLimits = EngineLimits()) -> Engine:
+    """The process's engine for `model` (made on first use; its loop thread starts with the first chat)."""
+    with _engines_lock:
+        eng = _engines.get(id(model))
+        if eng is None or eng.model is not model:
+            eng = _engines[id(model)] = Engine(model, limits)
+        return eng
+
+
+def engines() -> list[Engine]:
+    with _engines_lock:
+        return list(_engines.values())
