@@ -107,17 +107,18 @@ def test_a_chat_that_leaves_frees_its_pages_at_the_next_step():
 
 def test_full_queue_and_busy_client_are_refused_at_once():
     model = load_model("main")
-    engine = Engine(model, EngineLimits(seats=1, queue=2, per_client=2))
-    engine._ensure_thread = lambda: None  # nothing runs: requests stay queued
+    engine = Engine(model, EngineLimits(seats=1, queue=2, per_client=1))
+    engine._ensure_thread = lambda: None  # no loop thread: only engine.step() below moves anything
     ids = model.encode("ROMEO:")
     engine.submit(ids, 4, client="a")
     engine.submit(ids, 4, client="b")
     with pytest.raises(QueueFull):
         engine.submit(ids, 4, client="c")
-    engine.step()  # one is admitted, one waits
-    engine.submit(ids, 4, client="a")
+    engine.step()  # a takes the one seat, b waits: the queue has room for one more, but not a's
+    assert engine.snapshot()["queued"] == 1
     with pytest.raises(ClientBusy):
         engine.submit(ids, 4, client="a")
+    engine.submit(ids, 4, client="d")
 
 
 def test_snapshot_carries_progress_but_never_text():

@@ -12,9 +12,9 @@ Chapter 7 teaches continuous batching and chapter 6 PagedAttention; this is both
 - Keys and values live in fixed-size pages of one pool (`PagedKV`): the block pool and the per-sequence block
   tables are `sim/kvcache.py`'s `BlockPool` and `KVCacheManager`, the very classes chapter 6 simulates with.
   A request is admitted only when the pool has pages for its first prompt piece; when a running sequence
-  needs a page and none is free, the most recently admitted other sequence is preempted: its pages are
+  needs a page and none is free, the most recently arrived sequence after it is preempted: its pages are
   freed and it goes back to the head of the queue, to be recomputed from its prompt and the tokens it has
-  already written (vLLM's recompute preemption). Its stream just pauses.
+  already written (vLLM's recompute preemption, first come first served). Its stream just pauses.
 - `snapshot()` is what /api/engine shows: seats, queue, pages, tokens/s over the last seconds, and each
   sequence's progress, never its text (other visitors' questions must not leak).
 
@@ -235,6 +235,14 @@ class Engine:
         with self._lock:
             return self._client_chats(client)
 
+    def cancel_client(self, client: str) -> None:
+        """Cancel every chat of `client` (running or waiting)."""
+        with self._lock:
+            for seq in itertools.chain(self.waiting, self.running):
+                if seq.client == client:
+                    seq.cancelled = True
+            self._lock.notify()
+
     def cancel(self, seq: Chat) -> None:
         """The caller left: the loop drops the sequence (and frees its pages) before its next step."""
         with self._lock:
@@ -316,29 +324,30 @@ class Engine:
     def _plan(self) -> list[tuple[Chat, list[int]]]:
         """Each running sequence's ids for this step, with pages reserved for them (lock held).
 
-        Decoding sequences first (one id each), then prompt pieces within the step's budget. A sequence that
-        cannot get a page preempts the most recently admitted other one; alone, it is ended.
+        Decoding sequences first (one id each), then prompt pieces within the step's budget. Priority is
+        arrival: a sequence that cannot get a page preempts the most recently arrived of the running ones
+        that came after it; if none did, it waits for this step. So the oldest chat always moves on (the pool
+        holds any one chat whole: submit() checks), every chat ends, and none thrash.
         """
         lim, plan = self.limits, []
         budget = lim.step_tokens
-        for seq in sorted(self.running, key=lambda s: (s.state != "decode", s.admitted_at)):
+        for seq in sorted(self.running, key=lambda s: (s.state != "decode", s.seq_id)):
             if seq.kv is None:
-                continue  # preempted (or ended) earlier in this plan
-            ctx = seq.context
+                continue  # preempted earlier in this plan
             if seq.state == "prefill" and budget <= 0:
                 continue  # this step is full; its prompt goes on at the next one
+            ctx = seq.context
             todo = ctx[seq.fed:seq.fed + min(lim.prefill_chunk, budget)] if seq.state == "prefill" else ctx[seq.fed:]
-            while True:
+            while todo:
                 try:
                     seq.kv.reserve(seq.fed + len(todo))
                     break
                 except OutOfPages:
-                    victims = [s for s in self.running if s is not seq and s.kv is not None]
-                    if not victims:
-                        self._finish(seq, "length")
-                        todo = []
+                    younger = [s for s in self.running if s.seq_id > seq.seq_id and s.kv is not None]
+                    if not younger:
+                        todo = []  # an older chat holds the pages: wait for it
                         break
-                    victim = max(victims, key=lambda s: s.admitted_at)
+                    victim = max(younger, key=lambda s: s.seq_id)
                     self._preempt(victim)
                     plan = [(s, ids) for s, ids in plan if s is not victim]
             if todo:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import anyio
 import httpx
@@ -64,8 +64,17 @@ def test_partial_utf8_is_held_until_the_character_completes():
     class Fake:
         name, piece, cl100k_ids = "fake", m.piece, m.cl100k_ids
 
-        def generate(self, ids, n, *args, **kwargs):
-            yield from (byte_ids * 2)[:n]
+    class Steps:  # what the engine hands back: an iterator of ids with a finish reason and close()
+        finish_reason = "length"
+
+        def __init__(self, n):
+            self.ids = iter((byte_ids * 2)[:n])
+
+        def __next__(self):
+            return next(self.ids)
+
+        def close(self):
+            pass
 
     class Req:
         async def is_disconnected(self):
@@ -73,7 +82,7 @@ def test_partial_utf8_is_held_until_the_character_completes():
 
     async def collect(n):
         p = gen.GenerateParams(prompt="x", max_tokens=n, temperature=0)
-        return [e async for e in gen._events(Req(), Fake(), [1], p)]
+        return [e async for e in gen._events(Req(), Fake(), [1], p, Steps(n))]
 
     with ThreadPoolExecutor(1) as ex:  # its own thread: a browser test's event loop may own this one
         chunks = ex.submit(anyio.run, collect, len(byte_ids) + 1).result()

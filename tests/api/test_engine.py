@@ -1,0 +1,47 @@
+"""GET /api/engine, its feed and POST /api/engine/demo: the live engine, as a visitor's page sees it."""
+
+from __future__ import annotations
+
+import json
+
+from inside_llm.api import engine as api
+from inside_llm.api.demo_model import served_model
+from inside_llm.engine import engine_for
+
+
+def test_engine_reports_seats_queue_and_pages(client):
+    body = client.get("/api/engine").json()
+    assert body["seats"] == 8 and body["pages"] == 256 and body["page_tokens"] == 16
+    m = served_model("smollm2").model
+    c = m.config
+    assert body["bytes_per_token"] == 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4
+    assert 0 <= body["pages_in_use"] <= body["pages"] and body["model"] == m.name
+
+
+def test_demo_chats_show_up_without_their_text(client):
+    engine = engine_for(served_model("smollm2").model)
+    try:
+        r = client.post("/api/engine/demo")
+        assert r.status_code == 200
+        body = r.json()
+        assert body["started"] + (body["running"] - body["started"]) == api.DEMO_CHATS
+        snap = client.get("/api/engine").json()
+        assert snap["seats_in_use"] + snap["queued"] >= api.DEMO_CHATS - snap["finished"]
+        text = json.dumps(snap)
+        assert not any(q in text for q in api.DEMO_QUESTIONS) and "capital" not in text
+        again = client.post("/api/engine/demo").json()
+        assert again["running"] <= api.DEMO_CHATS, "a second press never runs more than the demo's share"
+    finally:
+        engine.cancel_client(api.DEMO_CLIENT)
+
+
+def test_feed_streams_snapshots(client):
+    with client.stream("GET", "/api/engine/feed") as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        lines = []
+        for line in r.iter_lines():
+            lines.append(line)
+            if line.startswith("data:"):
+                break
+    assert lines[0] == "event: engine"
+    assert set(json.loads(lines[-1][5:])) >= {"seats", "seats_in_use", "queued", "pages_in_use", "tokens_per_s"}
