@@ -18,8 +18,10 @@ export function liftFromServer(stage) {
   return new Promise((done) => {
     requestAnimationFrame(() => {
       const o = overlay.getBoundingClientRect(), g = gpus[0].getBoundingClientRect();
-      const s = Math.min(o.width / g.width, o.height / g.height) * 0.9; // GPU 0 grows to fill the stage, centred
-      const x = o.left + (o.width - g.width * s) / 2 - g.left, y = o.top + (o.height - g.height * s) / 2 - g.top;
+      // GPU 0 grows to fill the part of the stage in view (a tall stage on a phone runs past the screen)
+      const seen = Math.max(g.height * 2, Math.min(o.height, innerHeight - Math.max(o.top, 0) - 140));
+      const s = Math.min(o.width / g.width, seen / g.height) * 0.9;
+      const x = o.left + (o.width - g.width * s) / 2 - g.left, y = o.top + (seen - g.height * s) / 2 - g.top;
       gpus[0].style.transform = `translate(${x}px, ${y}px) scale(${s})`;
       overlay.classList.add('go');
       setTimeout(() => { overlay.remove(); done(); }, DURATION_MS);
