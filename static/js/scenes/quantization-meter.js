@@ -126,7 +126,7 @@ const big = (x) => (x >= 1e4 ? x.toExponential(1).replace('e+', '×10^') : x >= 
 /** The real model on this server, measured offline: its file's 4-bit weights are the baseline (there is no FP16). */
 function realCard(host, d) {
   const r = d.real, base = r.rows[0];
-  const c = h('div', { class: 'q-card real' }, host);
+  const c = h('div', { class: 'q-card real', 'data-secondary': '' }, host);
   const head = h('p', { class: 'q-card-head' }, c);
   h('i', { class: 'swatch real' }, head);
   head.append('SmolLM2, the model on this server (measured offline)');

@@ -244,7 +244,7 @@ function drawSizes(d) {
 /** Tokens/s per chat of every format on one GPU count (the count the largest format needs): fewer bytes read per step. */
 function drawSameGpus(host, d) {
   if (!d.same_gpus) return;
-  const box = h('div', { class: 'q-same', 'aria-label': `Speed on the same ${d.same_gpus} GPUs` }, host);
+  const box = h('div', { class: 'q-same', 'data-secondary': '', 'aria-label': `Speed on the same ${d.same_gpus} GPUs` }, host);
   const bf = d.rows[0];
   h('h4', { text: `Reads faster: every format on the same ${plural(d.same_gpus, 'GPU')}` }, box);
   h('p', { class: 'q-sub', text: `The count ${LABEL[bf.precision]} needs, so the GPUs are equal and only the bytes read per step differ.` }, box);

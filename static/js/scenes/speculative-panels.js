@@ -32,7 +32,7 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
   clear(box);
   const t = d.gpu_time, U = 10, gap = 0.12 * U;
   const W = Math.max(t.plain, t.speculative) * U;
-  h('p', { class: 'sp-ledger-head', text: 'GPU time, one bar per pass (a pass costs its weight reads; ' +
+  h('p', { class: 'sp-ledger-head', 'data-secondary': '', text: 'GPU time, one bar per pass (a pass costs its weight reads; ' +
     (t.cost_ratio > 0 ? `a draft pass costs c = ${fixed(t.cost_ratio, 2)} of a big-model pass)`
       : `the draft is a ${d.draft_model.name}: it reads no weights, c = 0)`) }, box);
   const row = (label, count, draw) => {
@@ -68,7 +68,7 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
       x += U;
     });
   });
-  h('p', { class: 'sp-ledger-sum', text: `Same ${plural(d.num_tokens, 'token')}: ${fixed(t.plain, 0)} pass-times plain, ` +
+  h('p', { class: 'sp-ledger-sum', 'data-secondary': '', text: `Same ${plural(d.num_tokens, 'token')}: ${fixed(t.plain, 0)} pass-times plain, ` +
     `${fixed(t.speculative, 1)} speculative, ${fixed(t.speedup, 1)}× sooner on a GPU (the dashed line: where speculative ends).` }, box);
 }
 

@@ -32,7 +32,7 @@ export function mount(stage, context) {
     check: h('p', { class: 'sp-check' }, wrap),
     other: h('p', { class: 'sp-other' }, wrap),
     ledger: h('div', { class: 'sp-ledger' }, wrap),
-    legend: h('div', { class: 'legend sp-legend' }, wrap),
+    legend: h('div', { class: 'legend sp-legend', 'data-secondary': '' }, wrap),
     panels: h('div', { class: 'sp-panels' }, wrap),
   };
   view.play.setAttribute('aria-pressed', 'false');
@@ -242,7 +242,11 @@ function chip(parent, tok, state) {
 // ---- the running text: prompt, then the answer coloured by who wrote each token -----------------
 function drawText(d) {
   clear(view.text);
-  for (const t of d.prompt_tokens) token(view.text, t, 'prompt');
+  // a chat template's system turn is context, not the question: secondary (hidden in embeds and presenter mode)
+  const pt = d.prompt_tokens;
+  let user = 0;
+  pt.forEach((t, i) => { if (t.text === '<|im_start|>' && pt[i + 1] && pt[i + 1].text === 'user') user = i; });
+  pt.forEach((t, i) => { const s = token(view.text, t, 'prompt'); if (i < user) s.setAttribute('data-secondary', ''); });
   view.out = [];
   for (const f of d.frames) {
     f.emitted.forEach((t, j) => view.out.push(token(view.text, t, j < f.num_accepted ? 'kept' : 'own')));
