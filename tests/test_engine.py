@@ -136,4 +136,7 @@ def test_snapshot_carries_progress_but_never_text():
     flat = repr(snap)
     assert "secret" not in flat and "Verona" not in flat
     assert set(snap["sequences"][0]) == {"id", "state", "prompt_tokens", "written_tokens", "max_tokens",
-                                          "cached_tokens", "pages", "preemptions"}
+                                          "cached_tokens", "pages", "page_ids", "preemptions"}
+    running = [s for s in snap["sequences"] if s["state"] != "waiting"]
+    held = [p for s in running for p in s["page_ids"]]
+    assert len(held) == len(set(held)) == snap["pages_in_use"] and all(len(s["page_ids"]) == s["pages"] for s in running)

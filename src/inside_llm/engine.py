@@ -399,10 +399,11 @@ class Engine:
             pool = self.store.pool
 
             def row(seq: Chat) -> dict:
+                table = list(self.store.manager.block_table(seq.seq_id)) if seq.kv else []
                 return {"id": seq.seq_id, "state": seq.state, "prompt_tokens": len(seq.prompt),
                         "written_tokens": len(seq.out), "max_tokens": seq.max_new_tokens,
                         "cached_tokens": seq.kv.num_tokens if seq.kv else 0,
-                        "pages": len(self.store.manager.block_table(seq.seq_id)) if seq.kv else 0,
+                        "pages": len(table), "page_ids": table,
                         "preemptions": seq.preemptions}
             return {
                 "model": self.model.name,

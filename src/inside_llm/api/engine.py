@@ -26,7 +26,7 @@ router = APIRouter(tags=["the server's engine"])
 FEED_INTERVAL_S = 0.5
 FEED_MAX_S = 120.0  # a feed ends after this; the page reopens it while it is shown
 DEMO_CLIENT = "demo"
-DEMO_CHATS = 6
+DEMO_CHATS = 12  # more than the engine's 8 seats: a lone visitor sees the seats fill, a queue form, seats refill
 DEMO_MAX_TOKENS = 48
 DEMO_QUESTIONS = ("What is the capital of France?", "Name three primary colours.", "What is 12 times 12?",
                   "Who wrote Romeo and Juliet?", "Say good morning in Spanish.", "What is the largest planet?",
@@ -42,6 +42,8 @@ class ChatProgress(BaseModel):
     max_tokens: int = Field(description="most tokens it may write (tokens)")
     cached_tokens: int = Field(description="tokens whose keys and values are in its pages now (tokens)")
     pages: int = Field(description="pages of the pool it holds (pages)")
+    page_ids: list[int] = Field(description="which pages of the pool it holds, in the order of its tokens "
+                                            "(its block table: physical page numbers, 0 to pages - 1)")
     preemptions: int = Field(description="times it gave its pages back and was recomputed (no unit)")
 
 

@@ -8,6 +8,7 @@ import { sceneStyles } from '../lib/style.js';
 import { fitted } from '../lib/fit.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
 import { TITLES, drawPanels, loadMeasured } from './batching-panels.js';
+import { livePanel } from './engine-live.js';
 
 const PLAY_MS = 16000; // one pass of the clock from 0 to the last finish
 const HOLD_MS = 2000; // rest on the finished picture before looping
@@ -39,6 +40,7 @@ export function mount(stage, context) {
     follow: h('p', { class: 'bt-follow', 'aria-live': 'polite' }, wrap),
     readouts: h('div', { class: 'bt-readouts', 'aria-live': 'polite' }, wrap),
     // a slide keeps the lanes and the table; the page adds the engine, the math and the CPU measurement
+    live: null, // "This server, now": the real engine's seats and queue (engine-live.js), below
     engine: h('p', { class: 'bt-engine', 'data-secondary': '' }, wrap),
     math: h('div', { class: 'bt-math', 'data-secondary': '' }, wrap),
     measured: h('section', { class: 'bt-measured', 'aria-label': 'Measured on this server', 'data-secondary': '' }, wrap),
@@ -52,12 +54,18 @@ export function mount(stage, context) {
   });
   view.ro.observe(view.chart);
   if (!ctx.embed) loadMeasured(view.measured, ctx.fetchJSON, () => view);
+  // a slide keeps the simulation: the live engine is for the page (and opens no feed in an embed)
+  if (!ctx.embed) {
+    view.live = livePanel(wrap, { kind: 'lanes', palette: '--bqr-', colours: NUM_COLOURS, fetchJSON: ctx.fetchJSON });
+    wrap.insertBefore(view.live.el, view.engine);
+  }
 }
 
 export function unmount() {
   if (!view) return;
   pause();
   view.ro.disconnect();
+  if (view.live) view.live.stop();
   view = null;
 }
 

@@ -9,6 +9,7 @@ import { loop } from '../lib/tween.js';
 import { sceneStyles } from '../lib/style.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
 import { paintGrid, paintChat, cellAt, colourOf } from './kv-cache-grid.js';
+import { livePanel } from './engine-live.js';
 
 // The clock: the first INTRO_STEPS steps go token by token (the chat above grows one token at a time), then the
 // picture zooms out to the pool and runs FAST_STEPS_PER_S; it rests HOLD_MS on the end before it loops.
@@ -47,6 +48,8 @@ export function mount(stage, context) {
   buildChat();
   for (const side of ['left', 'right']) view.panels.push(makePanel(side));
   buildLegend();
+  // the real engine's pool beside the simulated one (engine-live.js); a slide keeps the simulation only
+  if (!ctx.embed) view.live = livePanel(wrap, { kind: 'pages', palette: '--kvr-', colours: NUM_COLOURS, fetchJSON: ctx.fetchJSON });
   buildBlockTable();
   const ro = new ResizeObserver(() => { if (view && view.data) drawStep(view.step); });
   ro.observe(view.grids);
@@ -60,6 +63,7 @@ export function unmount() {
   pause();
   view.ro.disconnect();
   view.themeWatch.disconnect();
+  if (view.live) view.live.stop();
   view = null;
 }
 
