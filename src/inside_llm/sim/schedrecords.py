@@ -162,33 +162,37 @@ def frames(engine: Engine, indices: np.ndarray, starts: np.ndarray) -> BatchingF
 
 
 def seat_spans(engine: Engine, starts: np.ndarray) -> SeatSpans:
-    """Every stay in a seat, sorted by start then seat; exact, from every step, not from the frames."""
-    ends = starts + np.frombuffer(engine.durations, dtype=np.float64)
-    open_: list = [None] * engine.seats  # per seat: [request_id, start_s, end_s] of the stay in progress
-    stays = []
+    """Every stay in a seat, sorted by start then seat; exact, from every step, not from the frames.
+    Records share one seat list until a seat changes, so only a record with other seats is compared seat by seat."""
+    ends = (starts + np.frombuffer(engine.durations, dtype=np.float64)).tolist()
+    open_: list = [None] * engine.seats  # per seat: (request_id, start_s) of the stay in progress
+    stays, seated, last_end = [], None, 0.0  # last_end: end of the last record read
     for rec in engine.log:
-        last_end = float(ends[rec.first_step + rec.num_steps - 1])
-        for seat, rid in enumerate(rec.seat_request_ids):
-            cur = open_[seat]
-            if cur is not None and cur[0] == rid:
-                cur[2] = last_end
-                continue
-            if cur is not None:
-                stays.append((cur[1], seat, cur[0], cur[2]))
-            open_[seat] = None if rid is None else [rid, float(starts[rec.first_step]), last_end]
-    stays += [(c[1], s, c[0], c[2]) for s, c in enumerate(open_) if c]
+        ids = rec.seat_request_ids
+        if ids is not seated and ids != seated:
+            start = float(starts[rec.first_step])
+            for seat, rid in enumerate(ids):
+                cur = open_[seat]
+                if cur is not None and cur[0] == rid:
+                    continue
+                if cur is not None:  # its last record was the one before this
+                    stays.append((cur[1], seat, cur[0], last_end))
+                open_[seat] = None if rid is None else (rid, start)
+            seated = ids
+        last_end = ends[rec.first_step + rec.num_steps - 1]
+    stays += [(c[1], s, c[0], last_end) for s, c in enumerate(open_) if c]
     stays.sort(key=lambda s: (s[0], s[1]))
-    reqs = engine.reqs
+    first_token_s = engine.first_token_s.tolist()
     return SeatSpans(seat=[s[1] for s in stays], request_id=[s[2] for s in stays],
                      start_s=[round(s[0], 6) for s in stays],
-                     first_token_s=[round(reqs[s[2]].first_token_s, 6) for s in stays],
+                     first_token_s=[round(first_token_s[s[2]], 6) for s in stays],
                      end_s=[round(s[3], 6) for s in stays])
 
 
 def request_times(engine: Engine) -> RequestTimes:
-    return RequestTimes(first_token_s=[round(r.first_token_s, 6) for r in engine.reqs],
-                        finish_s=[round(r.finish_s, 6) for r in engine.reqs],
-                        num_preemptions=[r.num_preemptions for r in engine.reqs])
+    return RequestTimes(first_token_s=[round(t, 6) for t in engine.first_token_s.tolist()],
+                        finish_s=[round(t, 6) for t in engine.finish_s.tolist()],
+                        num_preemptions=engine.preemptions.tolist())
 
 
 def trace_requests(trace: Trace) -> TraceRequests:
@@ -205,9 +209,7 @@ def run_metrics(engine: Engine) -> RunMetrics:
     """TTFT = first token - arrival; TPOT = (finish - first token) / (output tokens - 1), over answers
     longer than one token; latency = finish - arrival."""
     arr = engine.arrival_s
-    first = np.array([r.first_token_s for r in engine.reqs])
-    fin = np.array([r.finish_s for r in engine.reqs])
-    out_tokens = np.array([r.max_tokens for r in engine.reqs])
+    first, fin, out_tokens = engine.first_token_s, engine.finish_s, engine.max_tokens
     multi = out_tokens > 1
     tpot = (fin - first)[multi] / (out_tokens[multi] - 1) * 1e3
     makespan = float(fin.max() - arr.min())
@@ -237,11 +239,11 @@ def metrics_math(m: RunMetrics, engine: Engine) -> dict[str, dict]:
             ["a seat is occupied from admission until the step that produces the request's last token"]).to_dict(),
         "ttft_ms_p50": derive(
             m.ttft_ms_p50, "ms", "median over requests of (end of the step that samples its first token - arrival)",
-            {"num_requests": (len(engine.reqs), "requests")},
+            {"num_requests": (engine.num_requests, "requests")},
             ["includes queueing; a prompt may be prefilled over several steps (chunked)"]).to_dict(),
         "latency_ms_p50": derive(
             m.latency_ms_p50, "ms", "median over requests of (finish - arrival)",
-            {"num_requests": (len(engine.reqs), "requests")}).to_dict(),
+            {"num_requests": (engine.num_requests, "requests")}).to_dict(),
     }
 
 
