@@ -120,7 +120,9 @@ async function demo(p) {
     if (p.stopped) return;
     p.note.textContent = r.started
       ? `Started ${plural(r.started, 'demo chat')} (fixed questions, answered greedily; nobody reads them): ` +
-        `${num(r.running)} running or waiting now. Watch the seats fill, the queue form and the seats refill.`
+        `${num(r.running)} running or waiting now. ` + (p.opts.kind === 'lanes'
+          ? 'Watch the seats fill, a queue form, and each freed seat taken at the next step.'
+          : `Watch each chat take a page per ${num(r.engine.page_tokens)} tokens, and its pages go back to the pool when it ends.`)
       : `The demo’s ${num(r.running)} chats are still running or waiting; press again once some have finished.`;
     show(p, r.engine);
     open(p);

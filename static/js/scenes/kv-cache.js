@@ -49,7 +49,10 @@ export function mount(stage, context) {
   for (const side of ['left', 'right']) view.panels.push(makePanel(side));
   buildLegend();
   // the real engine's pool beside the simulated one (engine-live.js); a slide keeps the simulation only
-  if (!ctx.embed) view.live = livePanel(wrap, { kind: 'pages', palette: '--kvr-', colours: NUM_COLOURS, fetchJSON: ctx.fetchJSON });
+  if (!ctx.embed) {
+    view.live = livePanel(wrap, { kind: 'pages', palette: '--kvr-', colours: NUM_COLOURS, fetchJSON: ctx.fetchJSON });
+    wrap.insertBefore(view.live.el, view.bt); // under the simulated grids and their legend
+  }
   buildBlockTable();
   const ro = new ResizeObserver(() => { if (view && view.data) drawStep(view.step); });
   ro.observe(view.grids);
