@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from inside_llm.sim.derivation import derive
 from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, num_blocks_for
@@ -105,8 +105,8 @@ class KVPolicyRun:
     num_preemptions: int
     num_finished_requests: int
     breakdown: dict[str, float]  # time-averaged shares of capacity
-    block_size: int | None
-    num_blocks: int | None
+    block_size: int | None = field(default=None, kw_only=True)  # paged only: tokens per page
+    num_blocks: int | None = field(default=None, kw_only=True)  # paged only: pages in the pool
     math: dict[str, dict]
     frames: KVFrames
     residencies: Residencies
