@@ -42,10 +42,10 @@ def _toy_setup() -> demo.Setup:
     return demo.toy_setup()
 
 
-def setup_for(model: str | None) -> demo.Setup:
-    """smollm2 (the real chat model, drafted by prompt lookup; the default once its file is fetched) or toy
-    (the demo transformers). ValueError (a 422 on `model`) if smollm2 is asked for and not installed."""
-    if model in (None, "smollm2"):
+def setup_for(model: str) -> demo.Setup:
+    """smollm2 (the real chat model, drafted by prompt lookup), toy (the demo transformers), or auto (smollm2
+    once its file is fetched, else toy). ValueError (a 422 on `model`) if smollm2 is asked for and not installed."""
+    if model in ("auto", "smollm2"):
         real = modelfile.served_smollm()
         if real is not None:
             return _real_setup(real)
@@ -57,9 +57,9 @@ def setup_for(model: str | None) -> demo.Setup:
 
 class DemoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
-    model: Literal["smollm2", "toy"] | None = Field(None, description="Target: smollm2 (the real chat model, "
-                                                    "drafted by prompt lookup) or toy (the demo transformers, "
-                                                    "the small one drafting). Default: smollm2 when installed.")
+    model: Literal["auto", "smollm2", "toy"] = Field("auto", description="Target: smollm2 (the real chat model, "
+                                                     "drafted by prompt lookup), toy (the demo transformers, the "
+                                                     "small one drafting), or auto: smollm2 when installed, else toy.")
     gamma: int = Field(4, ge=1, le=MAX_GAMMA, description=f"Draft tokens proposed per check (tokens; 1-{MAX_GAMMA}).")
     prompt: str = Field("", max_length=MAX_PROMPT_CHARS,
                         description=f"Text for the target (at most {MAX_PROMPT_CHARS:,} characters and "
@@ -69,7 +69,7 @@ class DemoParams(BaseModel):
 
     @field_validator("model")
     @classmethod
-    def _model(cls, v: str | None) -> str | None:
+    def _model(cls, v: str) -> str:
         setup_for(v)  # ValueError naming `model` when smollm2 is asked for and not installed
         return v
 
@@ -166,7 +166,7 @@ class SpeculativeResponse(BaseModel):
 
 
 def measured_url(p: DemoParams) -> str:
-    q = {"gamma": p.gamma, "prompt": p.prompt, "max_tokens": p.max_tokens} | ({"model": p.model} if p.model else {})
+    q = {"gamma": p.gamma, "prompt": p.prompt, "max_tokens": p.max_tokens} | ({"model": p.model} if p.model != "auto" else {})
     return "/api/speculative/measured?" + urlencode(q)
 
 
