@@ -10,7 +10,8 @@ import typing
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from ..api.registry import CHAPTER_SLUGS, CHAPTERS
 from ..scenes import Scene, scene_by_slug
@@ -43,6 +44,27 @@ def facts_for(slug: str, p: BaseModel | None = None) -> dict[str, str]:
     return dict(fn(p) if p is not None else fn())
 
 
+JSON_TYPES = {int: ("int_type", (int, float)), float: ("float_type", (int, float)), bool: ("bool_type", (bool,))}
+
+
+def json_body(model: type[BaseModel]) -> type[BaseModel]:
+    """The chapter's parameter model for a JSON body: the same fields, bounds and checks, and each number or
+    true/false must arrive as one (the lax model, right for a query where all is text, reads false as 0 and
+    "3" as 3). A whole number may arrive as 3.0, as JSON Schema's integer allows."""
+    typed = {name: JSON_TYPES[f.annotation] for name, f in model.model_fields.items() if f.annotation in JSON_TYPES}
+
+    def _as_json_says(cls: type, v: Any, info: ValidationInfo) -> Any:
+        error, accepted = typed[info.field_name]
+        if not isinstance(v, accepted) or (bool not in accepted and isinstance(v, bool)):
+            raise PydanticCustomError(error, "Input is not of the JSON type the schema says")
+        return v
+
+    if not typed:
+        return model
+    return type(f"{model.__name__}Body", (model,), {
+        "__doc__": model.__doc__, "_as_json_says": field_validator(*typed, mode="before")(_as_json_says)})
+
+
 def fact_text(scene: Scene, values: dict[str, str]) -> str | None:
     try:
         return scene.fact.format_map(values)
@@ -57,7 +79,7 @@ def _route(slug: str, model: type[BaseModel]) -> Any:
         values = facts_for(slug, p)
         return FactsResponse(slug=slug, text=fact_text(scene, values) or "", values=values)
 
-    def post_facts(p: model) -> FactsResponse:  # type: ignore[valid-type]
+    def post_facts(p: json_body(model)) -> FactsResponse:  # type: ignore[valid-type]
         """The same, with the parameters as a JSON body (for long text)."""
         return get_facts(p)
 
