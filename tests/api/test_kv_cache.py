@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inside_llm.api.kv_cache import CAPACITY_TOKENS, MAX_FRAMES, MAX_REQUESTS, MAX_SEQ_LEN
+from inside_llm.api.kv_cache import CAPACITY_TOKENS, MAX_FRAMES, MAX_REQUESTS, MAX_SEQ_LEN, PAGE_DIGITS
 from inside_llm.sim.kvpolicies import simulate_kv
 
 
@@ -16,6 +16,12 @@ def rows(columns):
     return [dict(zip(columns, values)) for values in zip(*columns.values())]
 
 
+def pages_of(text):
+    """A block table from its page string: two base-64 digits per page id, as the scene decodes it."""
+    digit = {c: i for i, c in enumerate(PAGE_DIGITS.decode())}
+    return [digit[text[j]] * 64 + digit[text[j + 1]] for j in range(0, len(text), 2)]
+
+
 def residents(d, policy, step):
     """What the stage computes: who holds memory at `step`, from the policy's residencies."""
     st, out = policy["residencies"], []
@@ -24,7 +30,7 @@ def residents(d, policy, step):
             n = st["first_num_tokens"][k] + step - st["first_step"][k]
             r = {"request_id": rid, "num_tokens": n, "num_final_tokens": d["num_final_tokens"][rid]}
             if policy["layout"] == "paged":
-                r["block_table"] = st["block_table"][k][:-(-n // policy["block_size"])]
+                r["block_table"] = pages_of(st["block_pages"][k])[:-(-n // policy["block_size"])]
             else:
                 r["start_slot"], r["num_slots"] = st["start_slot"][k], st["num_slots"][k]
             out.append(r)
@@ -89,6 +95,9 @@ def test_residencies_rebuild_every_frame(client, params):
         pol = by_name(d)[name]
         want = next(p for p in sim.policies if p.name == name)
         assert pol["frames"]["step"] == want.frames.step[:len(pol["frames"]["step"])]
+        if pol["layout"] == "paged":  # the page strings carry the simulation's block tables exactly
+            assert [pages_of(t) for t in pol["residencies"]["block_pages"]] == want.residencies.block_table
+            assert "block_table" not in pol["residencies"]
         for f in rows(pol["frames"]):
             res = residents(d, pol, f["step"])
             assert sum(r["num_tokens"] for r in res) == f["used_slots"] and len(res) == f["num_resident_requests"]

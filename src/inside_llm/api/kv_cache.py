@@ -2,7 +2,8 @@
 
 Every policy reports run-level metrics over every step; the two drawn ones (paged and the chosen
 reservation policy) also carry their frames (slot counts, in columns) and residencies (who held which
-pages or region from which step to which: the stage derives any step's residents from them). The
+pages or region from which step to which: the stage derives any step's residents from them; block
+tables travel as page strings, two base-64 digits per page). The
 chosen model only sizes a token's keys and values in bytes (`kv_per_token`); the pool is in tokens.
 """
 
@@ -12,13 +13,14 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Annotated, Literal
 
+import numpy as np
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from ..sim import catalog
 from ..sim.derivation import derive
 from ..sim.errors import SimError
-from ..sim.kvpolicies import KVFrames, KVResult, Residencies, simulate_kv
+from ..sim.kvpolicies import KVFrames, KVPolicyRun, KVResult, Residencies, simulate_kv
 from ..sim.models import kv_bytes_per_token
 from .common import MAX_REQUESTS, Workload, seed_field
 
@@ -109,12 +111,36 @@ def simulate(p: KVCacheParams) -> KVResult:
     return result
 
 
+PAGE_DIGITS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"  # static/js/scenes/kv-cache.js
+
+
+def page_strings(tables: list[list[int]]) -> list[str]:
+    """Each block table as two base-64 digits per page id, high digit first (Residencies.block_pages)."""
+    ids = np.fromiter((b for t in tables for b in t), dtype=np.int64)
+    if len(ids) and ids.max() >= 64 * 64:
+        raise ValueError("page ids must be below 4,096 for two base-64 digits")
+    digits = np.frombuffer(PAGE_DIGITS, dtype=np.uint8)
+    chars = np.empty(2 * len(ids), dtype=np.uint8)
+    chars[0::2], chars[1::2] = digits[ids >> 6], digits[ids & 63]
+    text = chars.tobytes().decode("ascii")
+    ends = np.cumsum([2 * len(t) for t in tables]).tolist()
+    return [text[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+
+
+def wire(pol: KVPolicyRun) -> KVPolicyRun:
+    """A drawn policy as sent: paged block tables as page strings."""
+    res = pol.residencies
+    if res.block_table is None:
+        return pol
+    return replace(pol, residencies=replace(res, block_table=None, block_pages=page_strings(res.block_table)))
+
+
 @lru_cache(maxsize=64)
 def kv_cache_json(p: KVCacheParams) -> bytes:
     """The response body for one parameter set (pure: same params, same bytes)."""
     drawn = ["paged", p.compare]
     result = simulate(p)
-    policies = [pol if pol.name in drawn else replace(pol, frames=NO_FRAMES, residencies=NO_RESIDENCIES)
+    policies = [wire(pol) if pol.name in drawn else replace(pol, frames=NO_FRAMES, residencies=NO_RESIDENCIES)
                 for pol in result.policies]
     fields = {**vars(result), "params": p.model_dump(), "policies": policies, "drawn": drawn,
               "kv_per_token": kv_per_token(p.model)}

@@ -81,13 +81,16 @@ class KVFrames:
 class Residencies:
     """Every stay of a request in memory, one entry per stay in every list, in admission order.
     Resident at steps first_step..last_step, holding first_num_tokens + (step - first_step) tokens.
-    Paged: block_table lists its pages in order (all it ever held); contiguous: one region."""
+    Paged: block_table lists its pages in order (all it ever held); contiguous: one region. On the wire
+    (/api/kv-cache) block_pages replaces block_table: each table as a string of two base-64 digits per page
+    id (PAGE_DIGITS, high digit first; ids below 4,096), about half the bytes of decimal JSON."""
 
     request_id: list[int]
     first_step: list[int]
     last_step: list[int]
     first_num_tokens: list[int]
     block_table: list[list[int]] | None = None
+    block_pages: list[str] | None = None
     start_slot: list[int] | None = None
     num_slots: list[int] | None = None
 

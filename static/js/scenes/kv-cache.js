@@ -171,10 +171,22 @@ function drawStep(s) {
 }
 
 // ---- who is in memory at a step: from the policy's residencies -----------------------------------
+// block tables come as strings, two base-64 digits per page id (api/kv_cache.py PAGE_DIGITS)
+const PAGE_DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+const DIGIT = new Int16Array(128).fill(-1);
+for (let i = 0; i < 64; i++) DIGIT[PAGE_DIGITS.charCodeAt(i)] = i;
+
+function pagesOf(text) {
+  const out = new Array(text.length / 2);
+  for (let j = 0; j < out.length; j++) out[j] = DIGIT[text.charCodeAt(2 * j)] * 64 + DIGIT[text.charCodeAt(2 * j + 1)];
+  return out;
+}
+
 /** Residents at step s, in admission order: [{ al, n }] (al: request id, final tokens, pages or region). */
 function residentsAt(policy, s) {
   if (s > policy.num_steps - 1) return null;
   const st = policy.residencies, out = [];
+  if (st.block_pages && !st.block_table) st.block_table = st.block_pages.map(pagesOf); // once per response
   for (let k = 0; k < st.request_id.length; k++) {
     if (st.first_step[k] > s || st.last_step[k] < s) continue;
     const id = st.request_id[k];
