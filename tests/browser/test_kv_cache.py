@@ -180,3 +180,29 @@ def test_requests_get_distinct_colours_and_preemption_is_explained(page, base_ur
     note = page.locator(".kv-right .kv-note").inner_text()
     assert note.startswith("Preempted:") and "evicted" in note and "front of the queue" in note
     assert page.console_errors == []
+
+
+def test_the_visitors_question_is_the_chat_whose_cache_is_weighed(page, base_url):
+    """The tour's thread (q): chapter 6 says what the question's own keys and values weigh in the chosen model,
+    from its token count as the model on this server reads it."""
+    import httpx
+    from urllib.parse import quote
+
+    q = "What is the capital of France?"
+    api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"})
+    tokens = api.json()["chat"]["num_tokens"] if api.status_code == 200 else \
+        httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}).json()["num_tokens"]
+    per_token = httpx.get(base_url + "/api/kv-cache").json()["kv_per_token"]
+    page.goto(base_url + "/tour/kv-cache?step=4&q=" + quote(q))
+    line = page.locator(".kv-chat-question")
+    line.wait_for(state="visible")
+    assert int(line.get_attribute("data-tokens")) == tokens > 7, "the chat template adds its own tokens"
+    text = line.inner_text()
+    assert q in text and f"{tokens} tokens" in text and per_token["model"] in text
+    shown = re.search(r"= ([\d.,]+) (KB|MB)", text)
+    value = float(shown.group(1).replace(",", "")) * {"KB": 1e3, "MB": 1e6}[shown.group(2)]
+    assert abs(value - tokens * per_token["bytes"]) <= 0.005 * tokens * per_token["bytes"], (text, tokens)
+    page.goto(base_url + "/tour/kv-cache?step=4")
+    ready(page)
+    assert page.locator(".kv-chat-question").is_hidden(), "without a question the line stays hidden"
+    assert page.console_errors == []

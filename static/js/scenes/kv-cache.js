@@ -10,6 +10,7 @@ import { sceneStyles } from '../lib/style.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
 import { paintGrid, paintChat, cellAt, colourOf } from './kv-cache-grid.js';
 import { livePanel } from './engine-live.js';
+import { toQuery } from '../lib/api.js';
 
 // The clock: the first INTRO_STEPS steps go token by token (the chat above grows one token at a time), then the
 // picture zooms out to the pool and runs FAST_STEPS_PER_S; it rests HOLD_MS on the end before it loops.
@@ -46,6 +47,7 @@ export function mount(stage, context) {
   view.play.addEventListener('click', () => (view.clock ? pause() : play()));
   view.scrub.addEventListener('input', () => { pause(); drawStep(Number(view.scrub.value)); });
   buildChat();
+  askQuestionSize();
   for (const side of ['left', 'right']) view.panels.push(makePanel(side));
   buildLegend();
   // the real engine's pool beside the simulated one (engine-live.js); a slide keeps the simulation only
@@ -211,8 +213,28 @@ function buildChat() {
   const head = h('header', {}, view.chat);
   view.chatTitle = h('h3', {}, head);
   view.chatText = h('p', { class: 'kv-chat-text', 'aria-live': 'polite', 'data-live': '' }, view.chat);
+  view.chatQuestion = h('p', { class: 'kv-sub kv-chat-question', hidden: '' }, view.chat);
   view.chatCanvas = h('canvas', { class: 'kv-chat-grid', role: 'img', 'data-narrow-secondary': '' }, view.chat);
   view.chatMath = h('p', { class: 'kv-sub kv-chat-math', 'data-secondary': '' }, view.chat);
+}
+
+/**
+ * The visitor's question (ctx.question, the tour's thread) as the model on this server reads it: its token count
+ * in SmolLM2's chat template (or Llama 3's tokens, without the real model), so drawChat can say what its own
+ * keys and values weigh in the chosen model. Offline, or on any error, the line stays hidden.
+ */
+async function askQuestionSize() {
+  const q = (ctx.question || '').trim();
+  if (!q) return;
+  const ask = (encoding) => ctx.fetchJSON(`/api/tokens?${toQuery({ text: q, encoding })}`);
+  try {
+    const r = await ask('smollm2').catch(() => ask('llama3'));
+    if (!view) return;
+    view.question = r.chat && r.encoding === 'smollm2'
+      ? { text: q, tokens: r.chat.num_tokens, reader: "SmolLM2's chat template, as the model on this server reads it" }
+      : { text: q, tokens: r.num_tokens, reader: "Llama 3's tokenizer" };
+    if (view.data) drawChat();
+  } catch { /* no tokens endpoint here: the line stays hidden */ }
 }
 
 /**
@@ -249,6 +271,15 @@ function drawChat() {
     `${num(k.layers)} layers × ${num(k.kv_heads)} KV heads × ${num(k.head_dim)} values × ${k.bytes_per_value} bytes = ` +
     `${num(k.bytes)} bytes. Below, the whole cache: ${num(d.capacity_slots)} token slots, ` +
     `${bytes(d.capacity_slots * k.bytes)} for this model.`;
+  const q = view.question;
+  view.chatQuestion.hidden = !q;
+  if (q) {
+    const shown = q.text.length > 60 ? `${q.text.slice(0, 57)}…` : q.text;
+    view.chatQuestion.dataset.tokens = String(q.tokens);
+    view.chatQuestion.textContent = `Your question, “${shown}”, is ${plural(q.tokens, 'token')} (${q.reader}): ` +
+      `in ${k.model} its keys and values take ${num(q.tokens)} × ${bytes(k.bytes)} = ${bytes(q.tokens * k.bytes)} ` +
+      `before the first word of the answer, and every answer token adds ${bytes(k.bytes)} more.`;
+  }
 }
 
 // ---- one policy's panel: title, waste meter, grid, counts ------------------------------------
