@@ -185,8 +185,9 @@ def test_requests_get_distinct_colours_and_preemption_is_explained(page, base_ur
 def test_the_visitors_question_is_the_chat_whose_cache_is_weighed(page, base_url):
     """The tour's thread (q): chapter 6 says what the question's own keys and values weigh in the chosen model,
     from its token count as the model on this server reads it."""
-    import httpx
     from urllib.parse import quote
+
+    import httpx
 
     q = "What is the capital of France?"
     api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"})
