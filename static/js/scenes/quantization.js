@@ -102,7 +102,7 @@ function buildTile(d, v) {
     'Each weight is a strip of its stored bits (filled = 1); point at one, or use the arrow keys, to read it.' }, host);
   const n = d.tile.shape[0];
   const W = n * (16 * v.cw + v.gapX), H = n * (v.ch + v.gapY) + v.ch + 10;
-  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: `q-tile-svg ${v.name}`, width: '100%', role: 'img',
+  const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: `q-tile-svg ${v.name}`, width: '100%', role: 'group', // holds focusable weights
     'aria-label': 'Bits of an 8 by 8 tile of weights' }, host);
   const ghost = svg('rect', { x: -2, y: -3, width: W - v.gapX + 4, height: n * (v.ch + v.gapY) + 1, rx: 4, class: 'ghost' }, s);
   const cells = [], hits = [];
@@ -110,8 +110,9 @@ function buildTile(d, v) {
     const y = r * (v.ch + v.gapY);
     const row = [];
     for (let b = 0; b < 16; b++) row.push(svg('rect', { y, width: v.cw - 0.6, height: v.ch, class: 'bit' }, s));
-    const hit = svg('rect', { y: y - 1, height: v.ch + 2, class: 'hit', tabindex: -1, 'data-r': r, 'data-c': c,
-      'aria-label': `weight row ${r + 1} column ${c + 1}` }, s);
+    // a named image each; the first is in the tab order, the arrow keys move among them
+    const hit = svg('rect', { y: y - 1, height: v.ch + 2, class: 'hit', tabindex: r + c === 0 ? 0 : -1, role: 'img',
+      'data-r': r, 'data-c': c, 'aria-label': `weight row ${r + 1} column ${c + 1}` }, s);
     cells.push(row); hits.push(hit);
   }
   const scaleY = n * (v.ch + v.gapY) + 8;

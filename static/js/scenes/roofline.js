@@ -168,6 +168,7 @@ function drawChart(d, v) {
     `${num(d.roof.bandwidth_bytes_per_s / 1e12)} TB/s, compute roof ${tflops(d.roof.peak_flops_per_s)} TFLOP/s, ridge ` +
     `${num(d.roof.ridge_flops_per_byte)} FLOP/byte; prefill and decode points for ${d.model.name}.`);
   s.classList.add('roofline-svg', `roofline-${v.name}`);
+  s.setAttribute('role', 'group'); // it holds the two points (sliders): a group, not one image
   const box = { x0: v.m.l, x1: v.W - v.m.r, y0: v.H - v.m.b, y1: v.m.t };
   const x = log(X_DOMAIN, [box.x0, box.x1]), y = log(yDomain(d), [box.y0, box.y1]);
   const c = { v, s, x, y, box };

@@ -101,6 +101,7 @@ function chart(box, d, opts) {
   const s = root(box, W, H, `Speed-up against draft length γ from 1 to 10 for α = ${d.alpha} and c = ${d.cost_ratio}: ` +
     `${fixed(d.speedup, 2)}× at the chosen γ = ${d.gamma}; the best γ is ${d.optimal_gamma}.`);
   s.classList.add('sp-chart');
+  s.setAttribute('role', 'group'); // it holds the γ dots (buttons): a group, not one image
   const top = Math.max(1.5, ...d.curve.map((p) => p.speedup)) * 1.15;
   const tick = top > 6 ? 2 : top > 3 ? 1 : 0.5;
   const yMax = Math.ceil(top / tick) * tick;
