@@ -212,15 +212,20 @@ function hatchTile(colour, background) {
  * blockSize tokens, wrapping over lines. Tokens [0, n) are written; the newest is outlined. Returns the height.
  */
 export function paintChat(canvas, n, finalTokens, blockSize, look, colour) {
+  // laid out on a fixed logical width (phone or desktop, chosen by the window, which a fit does not change) and
+  // scaled to the canvas: the height stays proportional to the width, so a fitted frame settles (fit.js)
+  const L = window.innerWidth < 700 ? 400 : 1000;
   const w = Math.max(200, canvas.clientWidth);
-  const slot = Math.max(3, Math.min(6, Math.floor(w / 250)));
+  const k = w / L;
+  const slot = L < 1000 ? 3 : 4;
   const pageW = blockSize * slot + 4; // pages sit 4 px apart
-  const perLine = Math.max(1, Math.floor((w + 4) / pageW));
+  const perLine = Math.max(1, Math.floor((L + 4) / pageW));
   const lines = Math.max(1, Math.ceil(Math.ceil(finalTokens / blockSize) / perLine));
   const lineH = 2 * slot + 8;
-  const g = { w, h: lines * lineH };
+  const g = { w, h: lines * lineH * k };
   const c = sizeCanvas(canvas, g);
   c.clearRect(0, 0, g.w, g.h);
+  c.scale(k, k);
   for (let t = 0; t < finalTokens; t++) {
     const page = Math.floor(t / blockSize);
     const x = (page % perLine) * pageW + (t % blockSize) * slot;
