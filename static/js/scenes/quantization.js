@@ -36,7 +36,8 @@ export function mount(stage, context) {
   view.tilePanel = h('section', { class: 'q-panel q-tile', 'aria-label': 'Weight tile' }, view.top);
   view.sizePanel = h('section', { class: 'q-panel q-sizes', 'aria-label': 'Model size by format' }, view.top);
   view.meter = createMeter(h('section', { class: 'q-panel q-gauge', 'aria-label': 'Perplexity meter' }, view.meterRow),
-    h('section', { class: 'q-panel q-needles' }, view.meterRow));
+    // a phone-sized slide keeps the gauge; the cards that name its needles go (they are in the full page)
+    h('section', { class: 'q-panel q-needles', 'data-narrow-secondary': '' }, view.meterRow));
   view.ro = new ResizeObserver(() => {
     if (view && view.data && variantFor() !== view.variant) { view.tile = null; drawTile(view.data); }
   });
