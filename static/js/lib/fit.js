@@ -48,6 +48,8 @@ export function autoFit(stage, scale = '1') {
   const root = document.documentElement;
   root.classList.add('fit');
   root.style.setProperty('--scale', scale || '1');
+  // larger type (size=l, xl) has the room of a narrower frame: the blocks a phone frame drops go too (theme.css)
+  root.classList.toggle('fit-large', Number(scale) > 1);
   let raf = 0;
   let fitting = false;
   const refit = () => {
@@ -72,7 +74,7 @@ export function autoFit(stage, scale = '1') {
       ro.disconnect();
       mo.disconnect();
       removeEventListener('resize', refit);
-      root.classList.remove('fit');
+      root.classList.remove('fit', 'fit-large');
       root.style.removeProperty('--fit');
       stage.classList.remove('fit-scroll');
     },

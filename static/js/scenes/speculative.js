@@ -29,9 +29,9 @@ export function mount(stage, context) {
     readouts: h('div', { class: 'readouts sp-readouts', 'aria-live': 'polite' }, wrap),
     bench: h('section', { class: 'sp-bench', 'aria-label': 'This pass' }, wrap),
     text: h('p', { class: 'sp-text', 'aria-label': 'Prompt and answer so far' }, wrap),
-    check: h('p', { class: 'sp-check' }, wrap),
+    check: h('p', { class: 'sp-check', 'data-narrow-secondary': '' }, wrap),
     other: h('p', { class: 'sp-other' }, wrap),
-    ledger: h('div', { class: 'sp-ledger' }, wrap),
+    ledger: h('div', { class: 'sp-ledger', 'data-narrow-secondary': '' }, wrap),
     legend: h('div', { class: 'legend sp-legend', 'data-secondary': '' }, wrap),
     panels: h('div', { class: 'sp-panels' }, wrap),
   };
