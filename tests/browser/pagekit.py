@@ -32,6 +32,15 @@ def change(page, action, timeout: float = 90_000) -> int:
     return rendered(page, n, timeout)
 
 
+def settled(page_or_frame, expr: str) -> float:
+    """The value of expr once it stops moving (five equal readings, a frame apart): a fit search or a tween has
+    ended. For waits on a drawing that eases to its final state, not on the clock."""
+    page_or_frame.wait_for_function(f"""() => new Promise((ok) => {{ const f = {expr};
+      let last = f(), same = 0; const tick = () => {{ const v = f(); same = v === last ? same + 1 : 0; last = v;
+      if (same >= 5) ok(true); else requestAnimationFrame(tick); }}; requestAnimationFrame(tick); }})""")
+    return page_or_frame.evaluate(expr)
+
+
 def watch_console(pg):
     """Collect console errors and uncaught exceptions in pg.console_errors; a test that expects some
     (a deliberate 422, a refused frame) lists patterns in pg.allowed_errors."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from pagekit import change
+from pagekit import change, settled
 
 from inside_llm import modelfile
 
@@ -48,8 +48,8 @@ def test_batch_slider_moves_the_readouts_and_the_url(page, base_url):
     assert after > 3 * float(re.sub(r"[^\d.]", "", before.split()[0])), "256 chats out-produce 16"
     assert said(page, "tokens_per_s_per_user") != per_user
     assert digits.evaluate("el => el.isConnected") and bar.evaluate("el => el.isConnected"), "updated in place"
-    page.wait_for_timeout(450)  # the glide ends on the exact figure
-    shown = page.locator('.readout[data-key="tokens_per_s_total"] .n').inner_text()
+    # the glide ends on the exact figure
+    shown = settled(page, "() => document.querySelector('.readout[data-key=\"tokens_per_s_total\"] .n').textContent")
     assert said(page, "tokens_per_s_total").startswith(shown)
     assert page.console_errors == []
 

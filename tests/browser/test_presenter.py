@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from pagekit import change, rendered
+from pagekit import change, rendered, settled
 from stepping_scene import NUM_STEPS, use_stepping_scene
 
 pytestmark = pytest.mark.browser
@@ -134,11 +134,3 @@ def test_size_xl_is_bigger_type_in_the_same_layout(page, base_url, slug, keeps, 
         widths[size] = page.evaluate("() => document.querySelector('#stage > *').getBoundingClientRect().width")
         assert page.locator(f"#stage {keeps}").first.is_visible(), f"{slug} size={size} keeps {keeps}"
     assert sizes["xl"] >= grows * sizes["m"] - 0.05 and widths["xl"] >= 0.97 * widths["m"]
-
-
-def settled(page, expr: str) -> float:
-    """The value of expr once the fit search has stopped moving it (two equal readings a frame apart)."""
-    page.wait_for_function(f"""() => new Promise((ok) => {{ const f = {expr};
-      let last = f(), same = 0; const tick = () => {{ const v = f(); same = v === last ? same + 1 : 0; last = v;
-      if (same >= 5) ok(true); else requestAnimationFrame(tick); }}; requestAnimationFrame(tick); }})""")
-    return page.evaluate(expr)

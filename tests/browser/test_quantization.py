@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pagekit import settled
 
 pytestmark = pytest.mark.browser
 
@@ -34,13 +35,12 @@ def test_stage_draws_tile_bars_and_two_needles(page, base_url):
 def test_precision_control_changes_bits_size_and_needles(page, base_url):
     page.goto(base_url + "/tour/quantization")
     page.wait_for_selector(".q-tile-svg .bit")
-    page.wait_for_timeout(800)
-    int4_hit = page.evaluate("() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')")
+    hit = "() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')"
+    int4_hit = settled(page, hit)  # the bits have shrunk from 16 to the default format's
     int4_on = _on_bits(page)
     page.select_option("#ctl-precision", "bf16")
     page.wait_for_function("() => document.querySelector('.q-size.on b')?.textContent === 'BF16'")
-    page.wait_for_timeout(900)                                    # the bits grow back
-    bf16_hit = page.evaluate("() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')")
+    bf16_hit = settled(page, hit)                                 # the bits have grown back
     assert bf16_hit == pytest.approx(4 * int4_hit, rel=0.01)     # 16 bits per weight vs 4
     assert _on_bits(page) > int4_on
     assert "precision=bf16" in page.url
