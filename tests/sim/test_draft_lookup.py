@@ -7,7 +7,7 @@ import pytest
 
 from inside_llm.sim import speculative as sp
 from inside_llm.sim import speculative_demo as demo
-from inside_llm.sim.draft_lookup import ModelCache, TokenCache, early_exit, lookup, lookup_forward
+from inside_llm.sim.draft_lookup import TokenCache, early_exit, lookup, lookup_forward
 from inside_llm.sim.transformer import load_model
 
 
@@ -45,7 +45,7 @@ def test_early_exit_draft_is_the_first_layers_with_the_same_head():
     assert ee.config.n_layers == 1 and ee.layers[0] is target.layers[0] and ee.norm is target.norm
     ids = target.encode("KING:\nWhat")
     spec = sp.speculative_generate(demo.forward_fn(target), demo.forward_fn(ee), ids, 12, 3,
-                                   demo.DemoCache(target), ModelCache(ee))
+                                   demo.DemoCache(target), demo.DemoCache(ee))
     assert spec.output_ids == sp.greedy_generate(demo.forward_fn(target), ids, 12, demo.DemoCache(target))["output_ids"]
 
 

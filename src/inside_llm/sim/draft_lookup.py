@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .transformer import DemoModel, KVCache
+from .transformer import DemoModel
 
 
 class TokenCache:
@@ -67,16 +67,3 @@ def early_exit(model: DemoModel, num_layers: int) -> DemoModel:
     config = replace(model.config, n_layers=num_layers)
     return DemoModel(f"{model.name}-first-{num_layers}", config, model.tok_emb, model.layers[:num_layers],
                      model.norm, model.vocab)
-
-
-class ModelCache:
-    """A model draft's cache (speculative.Cache protocol) over its KVCache."""
-
-    def __init__(self, model: DemoModel, capacity: int = 128):
-        self.kv = KVCache(model.config, capacity)
-
-    def __len__(self) -> int:
-        return self.kv.num_tokens
-
-    def truncate(self, n: int) -> None:
-        self.kv.truncate(n)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .demo_quality import heldout_text
+from .demo_quality import paired as demo_paired
 from .quantization import SCALE_BITS, quantize_dequantize
 from .transformer import DEMO_DIR, DemoModel
 
@@ -99,15 +100,10 @@ def measure(model: DemoModel, variant: str, ids: np.ndarray, num_windows: int = 
 
 
 def paired(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each variant's mean NLL change vs the first (the baseline) on the same windows, with its standard error."""
-    base = np.array(variants[0]["window_nll"])
-    out = []
-    for v in variants:
-        d = np.array(v["window_nll"]) - base
-        se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
-        out.append({**v, "delta_nll": float(d.mean()), "delta_nll_se": se,
-                    "relative_change": v["perplexity"] / variants[0]["perplexity"] - 1})
-    return out
+    """demo_quality.paired (mean NLL change vs the first, the baseline, and its standard error), plus each
+    variant's relative perplexity change."""
+    base = variants[0]["perplexity"]
+    return [{**v, "relative_change": v["perplexity"] / base - 1} for v in demo_paired(variants)]
 
 
 def build(model: DemoModel, provenance: dict[str, Any], num_windows: int = NUM_WINDOWS,

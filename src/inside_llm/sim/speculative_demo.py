@@ -30,7 +30,7 @@ import numpy as np
 
 from inside_llm.sim import speculative as sp
 from inside_llm.sim.derivation import derive
-from inside_llm.sim.draft_lookup import TokenCache, lookup_forward
+from inside_llm.sim.draft_lookup import TokenCache, early_exit, lookup_forward
 from inside_llm.sim.transformer import DemoModel, KVCache, load_model
 
 from .errors import SimError
@@ -320,12 +320,11 @@ def _measure_math(alpha, gamma, c, v, e, greedy_s, spec_s) -> dict:
 
 def early_exit_setup(setup: Setup, num_layers: int) -> Setup:
     """The same target drafted by its own first num_layers layers (and its head); c = their weight share."""
-    from inside_llm.sim.draft_lookup import ModelCache, early_exit
 
     ee, t = early_exit(setup.target, num_layers), setup.target
     head = t.tok_emb.size                                   # the tied output head, read by every pass
     c = (ee.num_params - ee.tok_emb.size + head) / (t.num_params - t.tok_emb.size + head)
-    return Setup(f"{setup.name}-ee{num_layers}", t, forward_fn(ee), lambda: ModelCache(ee),
+    return Setup(f"{setup.name}-ee{num_layers}", t, forward_fn(ee), lambda: DemoCache(ee),
                  {**_model_info(ee), "name": f"first {num_layers} of {t.config.n_layers} layers"}, c,
                  setup.encode, setup.eos_id, setup.examples)
 
