@@ -23,6 +23,7 @@ run: setup
 test: setup
 	@test -x /usr/bin/chromium || { echo "Browser tests need Debian's Chromium: sudo apt-get install -y chromium"; exit 1; }
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup

@@ -29,8 +29,20 @@ def free_port() -> int:
 def serve(workers: int = 1, timeout_s: float = 60.0) -> Iterator[tuple[str, subprocess.Popen]]:
     """(base URL, process) of a fresh server; the process group is killed when the block ends."""
     port = free_port()
-    cmd = [sys.executable, "-m", "inside_llm.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--workers", str(workers), "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "inside_llm.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -98,7 +110,7 @@ def cpu_s(pids: list[int]) -> float:
     for pid in pids:
         with contextlib.suppress(OSError, IndexError, ValueError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])       # utime, stime in clock ticks
+            total += int(fields[11]) + int(fields[12])  # utime, stime in clock ticks
     return total / os.sysconf("SC_CLK_TCK")
 
 

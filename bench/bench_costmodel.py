@@ -27,16 +27,24 @@ def _time(fn, calls: int = CALLS) -> list[float]:
 def _rows(name: str, ms: list[float], note: str) -> list[dict]:
     ms = sorted(ms)
     p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
-    return [{"name": f"{name}_median", "value": round(statistics.median(ms), 4), "unit": "ms", "note": note},
-            {"name": f"{name}_p99", "value": round(p99, 4), "unit": "ms", "note": f"{len(ms)} calls"}]
+    return [
+        {"name": f"{name}_median", "value": round(statistics.median(ms), 4), "unit": "ms", "note": note},
+        {"name": f"{name}_p99", "value": round(p99, 4), "unit": "ms", "note": f"{len(ms)} calls"},
+    ]
 
 
 def run() -> list[dict]:
     catalog.gpus(), catalog.models()
-    rows = _rows("dials_estimate", _time(lambda: serving.estimate().to_dict()),
-                 "serving.estimate() at defaults incl. to_dict() with math; target median < 2 ms")
-    rows += _rows("roofline", _time(lambda: roofline.roofline().to_dict()),
-                  "roofline.roofline() at defaults incl. decode curve and to_dict(); target median < 5 ms")
+    rows = _rows(
+        "dials_estimate",
+        _time(lambda: serving.estimate().to_dict()),
+        "serving.estimate() at defaults incl. to_dict() with math; target median < 2 ms",
+    )
+    rows += _rows(
+        "roofline",
+        _time(lambda: roofline.roofline().to_dict()),
+        "roofline.roofline() at defaults incl. decode curve and to_dict(); target median < 5 ms",
+    )
     return rows
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from inside_llm.sim import demo_timing
 from inside_llm.sim.transformer import load_model
 
-PROMPT_TOKENS = 64   # prompt length for every measurement
-NEW_TOKENS = 64      # tokens generated when comparing the KV cache with recomputation
+PROMPT_TOKENS = 64  # prompt length for every measurement
+NEW_TOKENS = 64  # tokens generated when comparing the KV cache with recomputation
 BATCH_SIZES = (1, 8, 32)
 
 
@@ -29,22 +29,44 @@ def run() -> list[dict]:
         ctx = f"{model.num_params / 1e6:.1f}M params, {PROMPT_TOKENS}-token prompt, {NEW_TOKENS} new tokens"
         rows += [
             _row(f"{tag}_decode_kv_cache", kv["cached_tokens_per_s"], "tokens/s", f"single stream; {ctx}"),
-            _row(f"{tag}_decode_recompute", kv["recompute_tokens_per_s"], "tokens/s",
-                 f"no cache: every step reruns the prefix; {ctx}"),
-            _row(f"{tag}_kv_cache_speedup", kv["speedup_x"], "x",
-                 f"recompute time / cached time; same tokens: {kv['same_tokens']}"),
+            _row(
+                f"{tag}_decode_recompute",
+                kv["recompute_tokens_per_s"],
+                "tokens/s",
+                f"no cache: every step reruns the prefix; {ctx}",
+            ),
+            _row(
+                f"{tag}_kv_cache_speedup",
+                kv["speedup_x"],
+                "x",
+                f"recompute time / cached time; same tokens: {kv['same_tokens']}",
+            ),
         ]
         pd = demo_timing.time_prefill_decode(model, prompt, num_decode_tokens=32, repeats=3)
         rows += [
-            _row(f"{tag}_prefill_time_per_token", pd["prefill_ms_per_token"], "ms/token",
-                 f"{PROMPT_TOKENS}-token prompt in one forward pass"),
-            _row(f"{tag}_decode_time_per_token", pd["decode_ms_per_token"], "ms/token",
-                 "one token per forward pass, KV cache on"),
+            _row(
+                f"{tag}_prefill_time_per_token",
+                pd["prefill_ms_per_token"],
+                "ms/token",
+                f"{PROMPT_TOKENS}-token prompt in one forward pass",
+            ),
+            _row(
+                f"{tag}_decode_time_per_token",
+                pd["decode_ms_per_token"],
+                "ms/token",
+                "one token per forward pass, KV cache on",
+            ),
         ]
         for b in BATCH_SIZES:
             r = demo_timing.time_batched_decode(model, b, prompt, steps=8, repeats=3)
-            rows.append(_row(f"{tag}_batched_decode_b{b}", r["tokens_per_s"], "tokens/s",
-                             f"batch {b}: weights read once per step for all {b} sequences"))
+            rows.append(
+                _row(
+                    f"{tag}_batched_decode_b{b}",
+                    r["tokens_per_s"],
+                    "tokens/s",
+                    f"batch {b}: weights read once per step for all {b} sequences",
+                )
+            )
     return rows
 
 

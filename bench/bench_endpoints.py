@@ -15,7 +15,7 @@ import time
 import httpx
 from _server import percentile, serve
 
-REPEATS = 40             # steady-state requests per endpoint (after the cold one)
+REPEATS = 40  # steady-state requests per endpoint (after the cold one)
 HEALTHZ_REPEATS = 400
 STREAM_REPEATS = 3
 
@@ -59,8 +59,14 @@ def _time_stream(client: httpx.Client, path: str, n: int) -> list[float]:
 
 def _row(name: str, ms: list[float], base_ms: float, note: str) -> dict:
     med = statistics.median(ms)
-    return {"name": name, "value": round(med, 3), "p99": round(percentile(ms, 0.99), 3), "unit": "ms",
-            "ratio": round(med / base_ms, 2) if base_ms else None, "note": note}
+    return {
+        "name": name,
+        "value": round(med, 3),
+        "p99": round(percentile(ms, 0.99), 3),
+        "unit": "ms",
+        "ratio": round(med / base_ms, 2) if base_ms else None,
+        "note": note,
+    }
 
 
 def run() -> list[dict]:
@@ -69,7 +75,7 @@ def run() -> list[dict]:
         paths = [p for p in _get_paths(client) if p != "/healthz"]
         streams = {p for p in paths if _is_stream(client, p)}
         cold = {}
-        for path in paths:                                   # cold pass first: nothing memoized yet
+        for path in paths:  # cold pass first: nothing memoized yet
             t0 = time.perf_counter()
             (_time_stream if path in streams else _time)(client, path, 1)
             cold[path] = (time.perf_counter() - t0) * 1e3
@@ -83,8 +89,15 @@ def run() -> list[dict]:
                 continue
             ms = _time(client, path, REPEATS)
             rows.append(_row(f"GET {path}", ms, hz, f"steady, defaults; {REPEATS} requests"))
-            rows.append({"name": f"GET {path} (first)", "value": round(cold[path], 1), "unit": "ms",
-                         "ratio": round(cold[path] / hz, 1), "note": "cold: first request after start-up"})
+            rows.append(
+                {
+                    "name": f"GET {path} (first)",
+                    "value": round(cold[path], 1),
+                    "unit": "ms",
+                    "ratio": round(cold[path] / hz, 1),
+                    "note": "cold: first request after start-up",
+                }
+            )
     return rows
 
 

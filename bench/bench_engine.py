@@ -20,9 +20,16 @@ import time
 from inside_llm import modelfile
 from inside_llm.engine import Engine, EngineLimits
 
-QUESTIONS = ["What is the capital of France?", "Name three primary colours.", "What is 12 times 12?",
-             "Who wrote Romeo and Juliet?", "Say good morning in Spanish.", "What is the largest planet?",
-             "Why is the sky blue?", "What does a GPU do?"]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three primary colours.",
+    "What is 12 times 12?",
+    "Who wrote Romeo and Juliet?",
+    "Say good morning in Spanish.",
+    "What is the largest planet?",
+    "Why is the sky blue?",
+    "What does a GPU do?",
+]
 DECODE_STEPS = 16
 PROMPT_TOKENS = 64
 CHATS = 1000
@@ -96,8 +103,10 @@ def _many(m) -> dict:
     samples, t0 = [], time.perf_counter()
     done = 0
     while done < CHATS:
-        streams = [eng.submit(m.encode(QUESTIONS[(done + k) % len(QUESTIONS)]), SHORT_TOKENS, client=f"c{k}")
-                   for k in range(min(8, CHATS - done))]
+        streams = [
+            eng.submit(m.encode(QUESTIONS[(done + k) % len(QUESTIONS)]), SHORT_TOKENS, client=f"c{k}")
+            for k in range(min(8, CHATS - done))
+        ]
         for s in streams:
             for _ in s:
                 pass
@@ -108,8 +117,15 @@ def _many(m) -> dict:
     snap = eng.snapshot()
     eng.close()
     pool_mb = snap["pages"] * snap["page_tokens"] * snap["bytes_per_token"] / 2**20
-    return {"pool_mb": pool_mb, "rss": samples, "wall": wall, "free": eng.store.pool.num_free_blocks, "pages": snap["pages"],
-            "finished": snap["finished"], "in_use": snap["pages_in_use"]}
+    return {
+        "pool_mb": pool_mb,
+        "rss": samples,
+        "wall": wall,
+        "free": eng.store.pool.num_free_blocks,
+        "pages": snap["pages"],
+        "finished": snap["finished"],
+        "in_use": snap["pages_in_use"],
+    }
 
 
 def run() -> list[dict]:
@@ -121,7 +137,9 @@ def run() -> list[dict]:
     one, one_cpu = _decode_rate(m, 1)
     eight, eight_cpu = _decode_rate(m, 8)
     rows += [
-        _row("engine_decode_1_chat", one, "tokens/s", f"one chat decoding after a {PROMPT_TOKENS}-token prompt; {load}"),
+        _row(
+            "engine_decode_1_chat", one, "tokens/s", f"one chat decoding after a {PROMPT_TOKENS}-token prompt; {load}"
+        ),
         _row("engine_decode_8_chats", eight, "tokens/s", "8 chats decoding, one engine step writes a token for each"),
         _row("engine_decode_8_over_1", eight / one, "x", "target >= 4"),
         _row("engine_decode_per_chat_of_8", eight / 8, "tokens/s", "each of the 8; target >= 8"),
@@ -132,23 +150,43 @@ def run() -> list[dict]:
     ]
     wall, cpu, steps = _ttft(m)
     rows += [
-        _row("engine_ttft_new_chat_with_7_running", wall, "s",
-             f"a {PROMPT_TOKENS}-token chat arrives while 7 decode; its prompt goes in {steps} steps "
-             "beside their tokens; target <= 1 s"),
+        _row(
+            "engine_ttft_new_chat_with_7_running",
+            wall,
+            "s",
+            f"a {PROMPT_TOKENS}-token chat arrives while 7 decode; its prompt goes in {steps} steps "
+            "beside their tokens; target <= 1 s",
+        ),
         _row("engine_ttft_new_chat_with_7_running_cpu", cpu, "CPU-s", "the same, in CPU time"),
     ]
     r = _many(m)
     rows += [
         _row("engine_1000_chats_rss_first", r["rss"][0], "MB", "process RSS after the first 100 short chats"),
-        _row("engine_1000_chats_rss_last", r["rss"][-1], "MB",
-             f"after all {r['finished']}; samples every 100: {', '.join(f'{x:.0f}' for x in r['rss'])}"),
-        _row("engine_1000_chats_rss_growth", r["rss"][-1] - r["rss"][0], "MB",
-             f"first to last sample; the key/value pool ({r['pool_mb']:.0f} MB) is np.zeros, mapped as its pages are "
-             "first written, so RSS climbs until every page has been used once"),
-        _row("engine_1000_chats_rss_growth_last_700", r["rss"][-1] - r["rss"][2], "MB",
-             "after chat 300 (every page used by then); target: flat"),
-        _row("engine_1000_chats_pages_free", r["free"], "pages",
-             f"of {r['pages']} at the end (in use: {r['in_use']}); target: all"),
+        _row(
+            "engine_1000_chats_rss_last",
+            r["rss"][-1],
+            "MB",
+            f"after all {r['finished']}; samples every 100: {', '.join(f'{x:.0f}' for x in r['rss'])}",
+        ),
+        _row(
+            "engine_1000_chats_rss_growth",
+            r["rss"][-1] - r["rss"][0],
+            "MB",
+            f"first to last sample; the key/value pool ({r['pool_mb']:.0f} MB) is np.zeros, mapped as its pages are "
+            "first written, so RSS climbs until every page has been used once",
+        ),
+        _row(
+            "engine_1000_chats_rss_growth_last_700",
+            r["rss"][-1] - r["rss"][2],
+            "MB",
+            "after chat 300 (every page used by then); target: flat",
+        ),
+        _row(
+            "engine_1000_chats_pages_free",
+            r["free"],
+            "pages",
+            f"of {r['pages']} at the end (in use: {r['in_use']}); target: all",
+        ),
         _row("engine_1000_chats_wall", r["wall"], "s", f"{CHATS} chats of {SHORT_TOKENS} tokens, 8 at a time"),
     ]
     return rows

@@ -20,13 +20,19 @@ from _server import serve
 from inside_llm.api.registry import CHAPTER_SLUGS
 
 CHROMIUM = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 LOADS = 3
 ANIMATE_S = 5.0
 LONG_MS = 50
 
-OBSERVE = """
+OBSERVE = (
+    """
 window.__long = [];
 const kind = PerformanceObserver.supportedEntryTypes.includes('long-animation-frame') ? 'long-animation-frame'
                                                                                       : 'longtask';
@@ -34,7 +40,9 @@ window.__longKind = kind;
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) if (e.duration > %d) window.__long.push([e.startTime, e.duration]);
 }).observe({type: kind, buffered: true});
-""" % LONG_MS
+"""
+    % LONG_MS
+)
 
 DRAWN = """() => {
   const s = document.querySelector('#stage');
@@ -68,8 +76,13 @@ def _load(browser, url: str) -> dict:
     page.wait_for_load_state("networkidle")
     ctx.close()
     after = [d for t, d in long_frames if t >= first_ms]
-    return {"first_ms": first_ms, "sizes": sizes, "long_after": after,
-            "long_before": [d for t, d in long_frames if t < first_ms], "kind": kind}
+    return {
+        "first_ms": first_ms,
+        "sizes": sizes,
+        "long_after": after,
+        "long_before": [d for t, d in long_frames if t < first_ms],
+        "kind": kind,
+    }
 
 
 def run() -> list[dict]:
@@ -86,23 +99,47 @@ def run() -> list[dict]:
             by_kind = {k: sum(n for kk, n in last["sizes"].values() if kk == k) for k in ("html", "js", "css", "json")}
             weight = by_kind["html"] + by_kind["js"] + by_kind["css"]
             firsts = [ld["first_ms"] for ld in loads]
-            rows.append({"name": f"first_render_{slug}", "value": round(statistics.median(firsts), 1),
-                         "p99": round(max(firsts), 1), "unit": "ms",
-                         "note": f"median of {LOADS} fresh loads (p99 column: the slowest)"})
-            rows.append({"name": f"page_weight_{slug}", "value": weight, "unit": "B",
-                         "note": f"html {by_kind['html']:,} + js {by_kind['js']:,} + css {by_kind['css']:,}; "
-                                 f"json fetched {by_kind['json']:,}"})
+            rows.append(
+                {
+                    "name": f"first_render_{slug}",
+                    "value": round(statistics.median(firsts), 1),
+                    "p99": round(max(firsts), 1),
+                    "unit": "ms",
+                    "note": f"median of {LOADS} fresh loads (p99 column: the slowest)",
+                }
+            )
+            rows.append(
+                {
+                    "name": f"page_weight_{slug}",
+                    "value": weight,
+                    "unit": "B",
+                    "note": f"html {by_kind['html']:,} + js {by_kind['js']:,} + css {by_kind['css']:,}; "
+                    f"json fetched {by_kind['json']:,}",
+                }
+            )
             longs = [d for ld in loads for d in ld["long_after"]]
             during_load = sum(len(ld["long_before"]) for ld in loads)
-            rows.append({"name": f"long_frames_{slug}", "value": len(longs), "unit": "frames",
-                         "note": f"> {LONG_MS} ms in {LOADS} x {ANIMATE_S:g} s of animation after first render "
-                                 f"({last['kind']}); longest {max(longs, default=0):.0f} ms; {during_load} more "
-                                 "while loading"})
+            rows.append(
+                {
+                    "name": f"long_frames_{slug}",
+                    "value": len(longs),
+                    "unit": "frames",
+                    "note": f"> {LONG_MS} ms in {LOADS} x {ANIMATE_S:g} s of animation after first render "
+                    f"({last['kind']}); longest {max(longs, default=0):.0f} ms; {during_load} more "
+                    "while loading",
+                }
+            )
         browser.close()
     total = {k: sum(n for kk, n in tour_files.values() if kk == k) for k in ("html", "js", "css")}
-    rows.append({"name": "page_weight_whole_tour", "value": sum(total.values()), "unit": "B",
-                 "note": f"every distinct file of the {len(pages)} pages once: html {total['html']:,} + "
-                         f"js {total['js']:,} + css {total['css']:,}"})
+    rows.append(
+        {
+            "name": "page_weight_whole_tour",
+            "value": sum(total.values()),
+            "unit": "B",
+            "note": f"every distinct file of the {len(pages)} pages once: html {total['html']:,} + "
+            f"js {total['js']:,} + css {total['css']:,}",
+        }
+    )
     return rows
 
 

@@ -39,10 +39,20 @@ def _in_process_sim_ms(path: str, query: str, seeds: list[int]) -> tuple[list[fl
             eng = batching.engine(p.seats)
             t0, c0 = time.perf_counter(), time.process_time()
             from inside_llm.sim.scheduler import simulate_batching
-            simulate_batching(rate=p.rate, num_requests=p.requests, seats=p.seats, workload=p.workload, seed=p.seed,
-                              step_time=batching.clock(), kv_capacity_tokens=eng["kv_capacity_tokens"],
-                              block_size=batching.BLOCK_SIZE, max_frames=batching.MAX_FRAMES,
-                              max_num_batched_tokens=batching.MAX_NUM_BATCHED_TOKENS, max_seq_len=batching.MAX_SEQ_LEN)
+
+            simulate_batching(
+                rate=p.rate,
+                num_requests=p.requests,
+                seats=p.seats,
+                workload=p.workload,
+                seed=p.seed,
+                step_time=batching.clock(),
+                kv_capacity_tokens=eng["kv_capacity_tokens"],
+                block_size=batching.BLOCK_SIZE,
+                max_frames=batching.MAX_FRAMES,
+                max_num_batched_tokens=batching.MAX_NUM_BATCHED_TOKENS,
+                max_seq_len=batching.MAX_SEQ_LEN,
+            )
         else:
             p = kv_cache.KVCacheParams(**params, seed=seed)
             t0, c0 = time.perf_counter(), time.process_time()
@@ -91,21 +101,46 @@ def run() -> list[dict]:
                 ms.append((time.perf_counter() - t0) * 1e3)
             med = statistics.median(ms)
             target = 40 if "defaults" in name else 250
-            rows.append(_row(f"GET {name}, never-seen seed", med, "ms",
-                             f"{n} requests, each a new seed; target median <= {target} ms", percentile(ms, 0.99)))
+            rows.append(
+                _row(
+                    f"GET {name}, never-seen seed",
+                    med,
+                    "ms",
+                    f"{n} requests, each a new seed; target median <= {target} ms",
+                    percentile(ms, 0.99),
+                )
+            )
             sim_wall, sim_cpu = (statistics.median(x) for x in _in_process_sim_ms(path, query, seeds))
-            rows.append(_row(f"GET {name}: outside the simulation", (med - sim_wall) / med, "fraction",
-                             f"(HTTP median - in-process simulation median {sim_wall:.1f} ms) / HTTP median, wall "
-                             "clock; target <= 0.2"))
+            rows.append(
+                _row(
+                    f"GET {name}: outside the simulation",
+                    (med - sim_wall) / med,
+                    "fraction",
+                    f"(HTTP median - in-process simulation median {sim_wall:.1f} ms) / HTTP median, wall "
+                    "clock; target <= 0.2",
+                )
+            )
             cpu = statistics.median(_body_cpu_ms(path, query, seeds))
-            rows.append(_row(f"{name}: CPU time to build the body", cpu, "ms",
-                             f"in-process, simulation + serialisation, process CPU time (other load does not inflate "
-                             f"it); the simulation alone {sim_cpu:.1f} ms, so {(cpu - sim_cpu) / cpu:.0%} outside it"))
+            rows.append(
+                _row(
+                    f"{name}: CPU time to build the body",
+                    cpu,
+                    "ms",
+                    f"in-process, simulation + serialisation, process CPU time (other load does not inflate "
+                    f"it); the simulation alone {sim_cpu:.1f} ms, so {(cpu - sim_cpu) / cpu:.0%} outside it",
+                )
+            )
         for path in ("/api/batching", "/api/kv-cache"):
             gz = client.get(path, headers={"accept-encoding": "gzip"})
             plain = client.get(path, headers={"accept-encoding": "identity"})
-            rows.append(_row(f"{path} defaults on the wire, gzip", int(gz.headers["content-length"]) / 1e3, "KB",
-                             f"uncompressed {int(plain.headers['content-length']) / 1e3:.1f} KB; target <= 40 KB"))
+            rows.append(
+                _row(
+                    f"{path} defaults on the wire, gzip",
+                    int(gz.headers["content-length"]) / 1e3,
+                    "KB",
+                    f"uncompressed {int(plain.headers['content-length']) / 1e3:.1f} KB; target <= 40 KB",
+                )
+            )
     rows.append(_ten_thousand())
     return rows
 
@@ -116,13 +151,23 @@ def _ten_thousand() -> dict:
 
     eng = batching.engine(64)
     t0, c0 = time.perf_counter(), time.process_time()
-    r = simulate_batching(rate=32.0, num_requests=10_000, seats=64, step_time=batching.clock(),
-                          kv_capacity_tokens=eng["kv_capacity_tokens"], max_frames=150)
+    r = simulate_batching(
+        rate=32.0,
+        num_requests=10_000,
+        seats=64,
+        step_time=batching.clock(),
+        kv_capacity_tokens=eng["kv_capacity_tokens"],
+        max_frames=150,
+    )
     s, cpu = time.perf_counter() - t0, time.process_time() - c0
     steps = sum(p.num_steps for p in r.policies)
-    return _row("batching_sim_10000_requests_32_per_s_64_seats", s, "s",
-                f"in-process wall time (CPU time {cpu:.2f} s), both policies, the API's cost-model clock and KV "
-                f"pool; {steps:,} engine steps; target <= 2 s")
+    return _row(
+        "batching_sim_10000_requests_32_per_s_64_seats",
+        s,
+        "s",
+        f"in-process wall time (CPU time {cpu:.2f} s), both policies, the API's cost-model clock and KV "
+        f"pool; {steps:,} engine steps; target <= 2 s",
+    )
 
 
 if __name__ == "__main__":

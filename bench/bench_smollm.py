@@ -70,8 +70,9 @@ def _workers(n: int) -> list[dict]:
     procs, out = [], []
     try:
         for _ in range(n):
-            p = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True, env=env)
+            p = subprocess.Popen(
+                [sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            )
             procs.append(p)
             out.append(json.loads(p.stdout.readline()))
     finally:
@@ -86,30 +87,50 @@ def _batch_rate(m, ids: list[int], batch: int, clock, steps: int = 8) -> float:
     m.forward(ids, base, last_only=True)
     caches = [copy.deepcopy(base) for _ in range(batch)]
     m.decode_step_batch([ids[-1]] * batch, caches)  # warm
-    return batch * steps / _median(lambda: [m.decode_step_batch([ids[-1]] * batch, caches) for _ in range(steps)],
-                                   clock=clock)
+    return (
+        batch
+        * steps
+        / _median(lambda: [m.decode_step_batch([ids[-1]] * batch, caches) for _ in range(steps)], clock=clock)
+    )
 
 
 def run() -> list[dict]:
     m = modelfile.served_smollm()
     if m is None:
-        return [{"name": "smollm2 (absent)", "value": None, "unit": "",
-                 "note": modelfile.check_file().message()}]
+        return [{"name": "smollm2 (absent)", "value": None, "unit": "", "note": modelfile.check_file().message()}]
     rows = []
     with tempfile.TemporaryDirectory(prefix="inside-llm-bench-") as tmp:
         t0 = time.perf_counter()
         smollm.build_f32_cache(modelfile.gguf_path(), Path(tmp) / "f32")
-        rows.append(_row("smollm2_first_dequantization", time.perf_counter() - t0, "s",
-                         "GGUF (Q4_1/Q8_0) -> float32 .npy panels + tokenizer.json, once per machine; target <= 30 s"))
+        rows.append(
+            _row(
+                "smollm2_first_dequantization",
+                time.perf_counter() - t0,
+                "s",
+                "GGUF (Q4_1/Q8_0) -> float32 .npy panels + tokenizer.json, once per machine; target <= 30 s",
+            )
+        )
     w = _workers(2)
     rows += [
-        _row("smollm2_load_from_f32_cache", w[0]["load_s"], "s",
-             "a fresh process: check the file, memory-map the float32 cache, read the tokenizer; target <= 2 s"),
-        _row("smollm2_rss_first_worker", w[0]["Rss"] / 1024, "MB",
-             f"after one short answer (PSS {w[0]['Pss'] / 1024:.0f} MB); target <= 800 MB"),
-        _row("smollm2_rss_further_worker_private", (w[1]["Private_Clean"] + w[1]["Private_Dirty"]) / 1024, "MB",
-             f"what a second worker adds: its private pages (its RSS {w[1]['Rss'] / 1024:.0f} MB is mostly "
-             "the first worker's shared weight pages); target <= 200 MB"),
+        _row(
+            "smollm2_load_from_f32_cache",
+            w[0]["load_s"],
+            "s",
+            "a fresh process: check the file, memory-map the float32 cache, read the tokenizer; target <= 2 s",
+        ),
+        _row(
+            "smollm2_rss_first_worker",
+            w[0]["Rss"] / 1024,
+            "MB",
+            f"after one short answer (PSS {w[0]['Pss'] / 1024:.0f} MB); target <= 800 MB",
+        ),
+        _row(
+            "smollm2_rss_further_worker_private",
+            (w[1]["Private_Clean"] + w[1]["Private_Dirty"]) / 1024,
+            "MB",
+            f"what a second worker adds: its private pages (its RSS {w[1]['Rss'] / 1024:.0f} MB is mostly "
+            "the first worker's shared weight pages); target <= 200 MB",
+        ),
     ]
 
     ids = m.chat_ids(QUESTION)
@@ -125,16 +146,28 @@ def run() -> list[dict]:
     decode()  # touch every weight page once
     wall, cpu = _both(decode)
     rows += [
-        _row("smollm2_decode_single_stream", DECODE_TOKENS / wall, "tokens/s",
-             f"one token per forward pass after the {len(ids)}-token chat prompt, KV cache on; target >= 15 on one core"),
-        _row("smollm2_decode_single_stream_cpu", DECODE_TOKENS / cpu, "tokens/CPU-s",
-             "the same, per second of this process's CPU time (one BLAS thread: one core's work)"),
+        _row(
+            "smollm2_decode_single_stream",
+            DECODE_TOKENS / wall,
+            "tokens/s",
+            f"one token per forward pass after the {len(ids)}-token chat prompt, KV cache on; target >= 15 on one core",
+        ),
+        _row(
+            "smollm2_decode_single_stream_cpu",
+            DECODE_TOKENS / cpu,
+            "tokens/CPU-s",
+            "the same, per second of this process's CPU time (one BLAS thread: one core's work)",
+        ),
     ]
     prompt = (ids * (PREFILL_TOKENS // len(ids) + 1))[:PREFILL_TOKENS]
     wall, cpu = _both(lambda: m.forward(prompt, last_only=True))
     rows += [
-        _row("smollm2_prefill_64_tokens", 1e3 * wall, "ms",
-             f"{PREFILL_TOKENS}-token prompt in one forward pass (logits of the last); target <= 400 ms"),
+        _row(
+            "smollm2_prefill_64_tokens",
+            1e3 * wall,
+            "ms",
+            f"{PREFILL_TOKENS}-token prompt in one forward pass (logits of the last); target <= 400 ms",
+        ),
         _row("smollm2_prefill_64_tokens_cpu", 1e3 * cpu, "CPU-ms", "the same, in CPU time"),
     ]
     for clock, unit, tag in ((time.perf_counter, "tokens/s", ""), (time.process_time, "tokens/CPU-s", "_cpu")):

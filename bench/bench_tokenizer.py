@@ -39,10 +39,21 @@ def _times(fn, n: int = REPEATS) -> list[float]:
 
 def _rows(name: str, secs: list[float], chars: int, tokens: int, note: str) -> list[dict]:
     med = statistics.median(secs)
-    return [{"name": f"{name}_chars_per_s", "value": round(chars / med), "unit": "chars/s",
-             "p99": round(chars / percentile(secs, 0.99)), "note": note},
-            {"name": f"{name}_tokens_per_s", "value": round(tokens / med), "unit": "tokens/s",
-             "note": f"{tokens:,} tokens in {med * 1e3:.1f} ms (median of {len(secs)})"}]
+    return [
+        {
+            "name": f"{name}_chars_per_s",
+            "value": round(chars / med),
+            "unit": "chars/s",
+            "p99": round(chars / percentile(secs, 0.99)),
+            "note": note,
+        },
+        {
+            "name": f"{name}_tokens_per_s",
+            "value": round(tokens / med),
+            "unit": "tokens/s",
+            "note": f"{tokens:,} tokens in {med * 1e3:.1f} ms (median of {len(secs)})",
+        },
+    ]
 
 
 def run() -> list[dict]:
@@ -54,10 +65,20 @@ def run() -> list[dict]:
     rows = []
     for enc in ("cl100k_base", "llama3"):
         n = len(tk.encode(text, enc))
-        rows += _rows(f"encode_{enc}", _times(lambda enc=enc: tk.encode(text, enc)), len(text), n,
-                      f"ids only; {len(text):,} chars of {source}")
-        rows += _rows(f"tokenize_{enc}", _times(lambda enc=enc: tk.tokenize(text, enc)), len(text), n,
-                      "ids + byte/char spans per token")
+        rows += _rows(
+            f"encode_{enc}",
+            _times(lambda enc=enc: tk.encode(text, enc)),
+            len(text),
+            n,
+            f"ids only; {len(text):,} chars of {source}",
+        )
+        rows += _rows(
+            f"tokenize_{enc}",
+            _times(lambda enc=enc: tk.tokenize(text, enc)),
+            len(text),
+            n,
+            "ids + byte/char spans per token",
+        )
     client = TestClient(create_app())
     n = client.post("/api/tokens", json={"text": text}).json()["num_tokens"]
     secs = _times(lambda: client.post("/api/tokens", json={"text": text}).raise_for_status(), 3)

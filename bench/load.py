@@ -27,14 +27,29 @@ from _server import cpu_s, percentile, rss_mb, serve, server_pids  # noqa: E402
 
 # (path, extra headers): chapter endpoints at defaults and presets, pages, static files, a revalidation.
 MIX = [
-    ("/api/tokens", ""), ("/api/tokens?text=Hello%20world&encoding=llama3", ""),
-    ("/api/embeddings", ""), ("/api/layer", ""), ("/api/gpu", ""), ("/api/gpu?batch=64", ""),
-    ("/api/roofline", ""), ("/api/roofline?batch=256", ""), ("/api/kv-cache", ""), ("/api/batching", ""),
-    ("/api/quantization", ""), ("/api/speculative", ""), ("/api/parallelism", ""), ("/api/dials", ""),
-    ("/api/dials?batch=64&prompt_tokens=4096", ""), ("/api/catalog", ""), ("/healthz", ""),
-    ("/tour/roofline", ""), ("/embed/kv-cache", ""), ("/static/js/tour.js", ""), ("/api/gpu", "etag"),
+    ("/api/tokens", ""),
+    ("/api/tokens?text=Hello%20world&encoding=llama3", ""),
+    ("/api/embeddings", ""),
+    ("/api/layer", ""),
+    ("/api/gpu", ""),
+    ("/api/gpu?batch=64", ""),
+    ("/api/roofline", ""),
+    ("/api/roofline?batch=256", ""),
+    ("/api/kv-cache", ""),
+    ("/api/batching", ""),
+    ("/api/quantization", ""),
+    ("/api/speculative", ""),
+    ("/api/parallelism", ""),
+    ("/api/dials", ""),
+    ("/api/dials?batch=64&prompt_tokens=4096", ""),
+    ("/api/catalog", ""),
+    ("/healthz", ""),
+    ("/tour/roofline", ""),
+    ("/embed/kv-cache", ""),
+    ("/static/js/tour.js", ""),
+    ("/api/gpu", "etag"),
 ]
-DEADLINE_S = 60.0   # a single request slower than this counts as an error
+DEADLINE_S = 60.0  # a single request slower than this counts as an error
 
 
 class Stats:
@@ -42,7 +57,7 @@ class Stats:
         self.latencies: list[float] = []
         self.errors: dict[str, int] = {}
         self.count = 0
-        self.client_cpu_s = 0.0   # this process's CPU time during the phase (the client shares the cores)
+        self.client_cpu_s = 0.0  # this process's CPU time during the phase (the client shares the cores)
 
     def error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -80,8 +95,9 @@ async def _etags(host: str, port: int) -> dict[str, str]:
     return out
 
 
-async def _worker(i: int, host: str, port: int, stop_at: float, budget: list[int], stats: Stats,
-                  etags: dict[str, str]) -> None:
+async def _worker(
+    i: int, host: str, port: int, stop_at: float, budget: list[int], stats: Stats, etags: dict[str, str]
+) -> None:
     reader = writer = None
     k = i
     while time.monotonic() < stop_at and budget[0] > 0:
@@ -141,18 +157,37 @@ def _summary(name: str, stats: Stats, secs: float, workers: int, connections: in
     errors = sum(stats.errors.values())
     tag = f"{workers} worker(s), {connections} connections"
     return [
-        {"name": f"{name}_requests_per_s", "value": round(stats.count / secs, 1), "unit": "req/s",
-         "note": f"{stats.count:,} requests in {secs:.1f} s; {tag}; server used {server_cpu / secs:.2f} cores, "
-                 f"client {stats.client_cpu_s / secs:.2f}"},
-        {"name": f"{name}_latency", "value": round(statistics.median(lat), 2) if lat else None,
-         "p99": round(percentile(lat, 0.99), 2), "unit": "ms", "note": f"p50 / p99 over the mix; {tag}"},
-        {"name": f"{name}_errors", "value": errors, "unit": "requests",
-         "note": ", ".join(f"{k}: {v}" for k, v in sorted(stats.errors.items())[:5]) or "none"},
+        {
+            "name": f"{name}_requests_per_s",
+            "value": round(stats.count / secs, 1),
+            "unit": "req/s",
+            "note": f"{stats.count:,} requests in {secs:.1f} s; {tag}; server used {server_cpu / secs:.2f} cores, "
+            f"client {stats.client_cpu_s / secs:.2f}",
+        },
+        {
+            "name": f"{name}_latency",
+            "value": round(statistics.median(lat), 2) if lat else None,
+            "p99": round(percentile(lat, 0.99), 2),
+            "unit": "ms",
+            "note": f"p50 / p99 over the mix; {tag}",
+        },
+        {
+            "name": f"{name}_errors",
+            "value": errors,
+            "unit": "requests",
+            "note": ", ".join(f"{k}: {v}" for k, v in sorted(stats.errors.items())[:5]) or "none",
+        },
     ]
 
 
-def run(workers: int = 1, connections: int = 64, seconds: float = 30.0, memory_requests: int = 100_000,
-        compare: tuple[int, ...] = (1, 2), compare_seconds: float = 10.0) -> list[dict]:
+def run(
+    workers: int = 1,
+    connections: int = 64,
+    seconds: float = 30.0,
+    memory_requests: int = 100_000,
+    compare: tuple[int, ...] = (1, 2),
+    compare_seconds: float = 10.0,
+) -> list[dict]:
     rows = []
     with serve(workers=workers) as (base, proc):
         _warm(base)
@@ -162,17 +197,35 @@ def run(workers: int = 1, connections: int = 64, seconds: float = 30.0, memory_r
         rows += _summary("load", stats, secs, workers, connections, cpu_s(pids) - cpu0)
         samples = [rss_mb(pids)]
         left = max(0, memory_requests - stats.count)
-        more, secs2 = asyncio.run(_load(base, connections, 3600.0, left,
-                                        on_tick=lambda s: samples.append(rss_mb(pids))))
+        more, secs2 = asyncio.run(
+            _load(base, connections, 3600.0, left, on_tick=lambda s: samples.append(rss_mb(pids)))
+        )
         samples.append(rss_mb(pids))
         total = stats.count + more.count
-        rows.append({"name": "memory_rss_start", "value": round(samples[0], 1), "unit": "MB",
-                     "note": f"server RSS ({len(pids)} process(es)) after the 30 s phase"})
-        rows.append({"name": "memory_rss_end", "value": round(samples[-1], 1), "unit": "MB",
-                     "note": f"after {total:,} requests in all; peak {max(samples):.1f} MB; "
-                             f"{len(samples)} samples"})
-        rows.append({"name": "memory_phase_errors", "value": sum(more.errors.values()), "unit": "requests",
-                     "note": f"{more.count:,} requests at {more.count / secs2:.0f} req/s"})
+        rows.append(
+            {
+                "name": "memory_rss_start",
+                "value": round(samples[0], 1),
+                "unit": "MB",
+                "note": f"server RSS ({len(pids)} process(es)) after the 30 s phase",
+            }
+        )
+        rows.append(
+            {
+                "name": "memory_rss_end",
+                "value": round(samples[-1], 1),
+                "unit": "MB",
+                "note": f"after {total:,} requests in all; peak {max(samples):.1f} MB; {len(samples)} samples",
+            }
+        )
+        rows.append(
+            {
+                "name": "memory_phase_errors",
+                "value": sum(more.errors.values()),
+                "unit": "requests",
+                "note": f"{more.count:,} requests at {more.count / secs2:.0f} req/s",
+            }
+        )
     for n in compare:
         with serve(workers=n) as (base, proc):
             _warm(base)

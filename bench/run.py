@@ -48,10 +48,23 @@ def machine() -> str:
 
 def table(rows: list[tuple[str, dict]], markdown: bool) -> str:
     head = ("suite", "benchmark", "median", "p99", "unit", "x healthz", "note")
-    cells = [(s, r["name"], fmt(r["value"]), fmt(r.get("p99")), r.get("unit", ""),
-              fmt(r.get("ratio")) if r.get("ratio") is not None else "", r.get("note", "")) for s, r in rows]
+    cells = [
+        (
+            s,
+            r["name"],
+            fmt(r["value"]),
+            fmt(r.get("p99")),
+            r.get("unit", ""),
+            fmt(r.get("ratio")) if r.get("ratio") is not None else "",
+            r.get("note", ""),
+        )
+        for s, r in rows
+    ]
     if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * 2 + ["---", "---:", "---"]) + "|"]
+        lines = [
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(["---"] * 2 + ["---:"] * 2 + ["---", "---:", "---"]) + "|",
+        ]
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
     w = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(head[:-1])]
     out = ["  ".join(h.ljust(w[i]) if i < 2 or i == 4 else h.rjust(w[i]) for i, h in enumerate(head[:-1])) + "  note"]
@@ -71,8 +84,12 @@ def main(argv: list[str]) -> int:
             for row in load(path).run():
                 rows.append((path.stem.removeprefix("bench_"), row))
         except Exception as e:  # one broken suite should not hide the others' figures
-            rows.append((path.stem.removeprefix("bench_"), {"name": "(failed)", "value": None, "unit": "",
-                                                             "note": f"{type(e).__name__}: {e}"[:200]}))
+            rows.append(
+                (
+                    path.stem.removeprefix("bench_"),
+                    {"name": "(failed)", "value": None, "unit": "", "note": f"{type(e).__name__}: {e}"[:200]},
+                )
+            )
         print(f"  done in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     print(f"machine: {machine()}")
     print(table(rows, "--markdown" in flags))

@@ -20,86 +20,167 @@ from inside_llm.sim.costmodel import DEFAULT_EFFICIENCY, EngineConfig, memory_pe
 OUT = Path(__file__).resolve().parents[1] / "docs" / "calibration.md"
 
 SOURCE_KEYS = [
-    ("TRTLLM-0.6.1", "NVIDIA TensorRT-LLM `docs/source/performance.md` at v0.6.1: 'Peak Throughput' (H100 FP8 in "
-     "output tokens/s per GPU; A100 FP16; L40S FP8 data from v0.5) and 'Low Latency' (batch 1, data from v0.5). "
-     "Static batching (gptSessionBenchmark), FP8 engines built with --enable_fp8 --fp8_kv_cache; 'LLaMA 7B/70B' "
-     "are Llama 2. https://github.com/NVIDIA/TensorRT-LLM/blob/v0.6.1/docs/source/performance.md"),
-    ("TRTLLM-H200", "TensorRT-LLM release/0.5.0 `docs/source/blogs/H200launch.md`, 'H200 FP8 Max throughput' "
-     "(TensorRT-LLM v0.5.0, TensorRT 9.1.0.4). "
-     "https://github.com/NVIDIA/TensorRT-LLM/blob/release/0.5.0/docs/source/blogs/H200launch.md"),
-    ("TRTLLM-1.0", "TensorRT-LLM performance overview (v1.0): trtllm-bench throughput, PyTorch backend, "
-     "ModelOpt FP8 checkpoints, uniform ISL/OSL at an infinite request rate. "
-     "https://nvidia.github.io/TensorRT-LLM/performance/perf-overview.html"),
-    ("TRTLLM-0.9", "NVIDIA TensorRT-LLM `docs/source/performance.md` at v0.9.0: 'Peak Throughput' (static batches, "
-     "out tok/s per GPU, FP8 engines with FP8 KV cache) and 'Low Latency' (batch 1 first-token latency). "
-     "https://github.com/NVIDIA/TensorRT-LLM/blob/v0.9.0/docs/source/performance.md"),
-    ("TRTLLM-2025", "TensorRT-LLM `docs/source/developer-guide/perf-overview.md` (2025): trtllm-bench under maximum "
-     "load with in-flight batching, PyTorch backend, ModelOpt NVFP4/FP8 checkpoints, output tokens/s per GPU. "
-     "https://nvidia.github.io/TensorRT-LLM/developer-guide/perf-overview.html"),
-    ("TORCHAO", "PyTorch torchao `torchao/quantization/README.md`, Benchmarks: one A100, batch 1, gpt-fast "
-     "generate.py with torch.compile, BF16 vs INT4 weight-only (group 64). "
-     "https://github.com/pytorch/ao/blob/main/torchao/quantization/README.md"),
-    ("VLLM-BK", "vLLM performance-benchmark CI, Buildkite build 9515, latency tests on H200 (input 32, output 128, "
-     "batch 8, BF16). https://buildkite.com/vllm/performance-benchmark/builds/9515"),
-    ("NIM", "NVIDIA NIM LLM benchmarking guide 1.0.0, Performance, Llama-3.3-70b-instruct, NIM 1.8.0, 2x H100 "
-     "fp8 TP2, AIPerf. https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance"),
-    ("MLPERF-4.0", "MLCommons inference_results_v4.0, closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/"
-     "llama2-70b-99.9/Offline/performance/run_1/mlperf_log_summary.txt and closed/NVIDIA/configs/llama2-70b/"
-     "Offline/__init__.py. https://github.com/mlcommons/inference_results_v4.0"),
+    (
+        "TRTLLM-0.6.1",
+        "NVIDIA TensorRT-LLM `docs/source/performance.md` at v0.6.1: 'Peak Throughput' (H100 FP8 in "
+        "output tokens/s per GPU; A100 FP16; L40S FP8 data from v0.5) and 'Low Latency' (batch 1, data from v0.5). "
+        "Static batching (gptSessionBenchmark), FP8 engines built with --enable_fp8 --fp8_kv_cache; 'LLaMA 7B/70B' "
+        "are Llama 2. https://github.com/NVIDIA/TensorRT-LLM/blob/v0.6.1/docs/source/performance.md",
+    ),
+    (
+        "TRTLLM-H200",
+        "TensorRT-LLM release/0.5.0 `docs/source/blogs/H200launch.md`, 'H200 FP8 Max throughput' "
+        "(TensorRT-LLM v0.5.0, TensorRT 9.1.0.4). "
+        "https://github.com/NVIDIA/TensorRT-LLM/blob/release/0.5.0/docs/source/blogs/H200launch.md",
+    ),
+    (
+        "TRTLLM-1.0",
+        "TensorRT-LLM performance overview (v1.0): trtllm-bench throughput, PyTorch backend, "
+        "ModelOpt FP8 checkpoints, uniform ISL/OSL at an infinite request rate. "
+        "https://nvidia.github.io/TensorRT-LLM/performance/perf-overview.html",
+    ),
+    (
+        "TRTLLM-0.9",
+        "NVIDIA TensorRT-LLM `docs/source/performance.md` at v0.9.0: 'Peak Throughput' (static batches, "
+        "out tok/s per GPU, FP8 engines with FP8 KV cache) and 'Low Latency' (batch 1 first-token latency). "
+        "https://github.com/NVIDIA/TensorRT-LLM/blob/v0.9.0/docs/source/performance.md",
+    ),
+    (
+        "TRTLLM-2025",
+        "TensorRT-LLM `docs/source/developer-guide/perf-overview.md` (2025): trtllm-bench under maximum "
+        "load with in-flight batching, PyTorch backend, ModelOpt NVFP4/FP8 checkpoints, output tokens/s per GPU. "
+        "https://nvidia.github.io/TensorRT-LLM/developer-guide/perf-overview.html",
+    ),
+    (
+        "TORCHAO",
+        "PyTorch torchao `torchao/quantization/README.md`, Benchmarks: one A100, batch 1, gpt-fast "
+        "generate.py with torch.compile, BF16 vs INT4 weight-only (group 64). "
+        "https://github.com/pytorch/ao/blob/main/torchao/quantization/README.md",
+    ),
+    (
+        "VLLM-BK",
+        "vLLM performance-benchmark CI, Buildkite build 9515, latency tests on H200 (input 32, output 128, "
+        "batch 8, BF16). https://buildkite.com/vllm/performance-benchmark/builds/9515",
+    ),
+    (
+        "NIM",
+        "NVIDIA NIM LLM benchmarking guide 1.0.0, Performance, Llama-3.3-70b-instruct, NIM 1.8.0, 2x H100 "
+        "fp8 TP2, AIPerf. https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance",
+    ),
+    (
+        "MLPERF-4.0",
+        "MLCommons inference_results_v4.0, closed/NVIDIA/results/DGX-H100_H100-SXM-80GBx8_TRT/"
+        "llama2-70b-99.9/Offline/performance/run_1/mlperf_log_summary.txt and closed/NVIDIA/configs/llama2-70b/"
+        "Offline/__init__.py. https://github.com/mlcommons/inference_results_v4.0",
+    ),
 ]
 
 FACTORS = [
-    ("gemm_compute_bf16", lambda e: f"{e.gemm('bf16'):.2f}",
-     "fraction of dense BF16/FP16 tensor peak reached by the model's GEMMs",
-     "A100 FP16 time-to-first-token at 2,048 tokens (Llama 2 7B, 70B TP4); vLLM BF16 rows"),
-    ("gemm_compute_fp8", lambda e: f"{e.gemm('fp8'):.2f}",
-     "fraction of dense FP8 peak reached by FP8 GEMMs (FP8 kernels reach a smaller share of their doubled peak)",
-     "H100 FP8 time-to-first-token at 2,048 tokens; large-batch throughput (TensorRT-LLM 0.6.1 and 1.0)"),
-    ("gemm_compute_int8", lambda e: f"{e.gemm('int8'):.2f}",
-     "same for INT8 W8A8", "no reference: assumed 0.45"),
-    ("gemm_compute_fp4", lambda e: f"{e.gemm('fp4'):.2f}",
-     "fraction of dense FP4 peak reached by NVFP4/MXFP4 GEMMs on Blackwell",
-     "Llama 3.3 70B NVFP4 max-load rows on B200 and GB200 (TensorRT-LLM 2025)"),
-    ("moe_expert_compute", lambda e: f"{e.moe_expert_compute:.2f}",
-     "share of the GEMM efficiency that routed-expert GEMMs reach in FP8/FP4 (ragged per-expert slices, routing)",
-     "Mixtral 8x7B FP8 first-token latency and max-throughput rows on H100/H200 (TensorRT-LLM 0.9); FP16 on A100 "
-     "needs no discount"),
-    ("roofline_blend", lambda e: f"{e.roofline_blend:g}",
-     "a kernel near the ridge takes (compute^p + memory^p)^(1/p) instead of max(): loads and math overlap imperfectly",
-     "batch-1 128-token prefills (70B TP4 on A100 and H100), which sit at the ridge"),
-    ("prefill_pass_overhead_s", lambda e: f"{e.prefill_pass_overhead_s * 1e3:.1f} ms",
-     "fixed cost of a pure prefill pass (context-phase setup, input preparation, first sampling)",
-     "batch-1 TTFT of 128-token prompts (TensorRT-LLM 0.5 and 0.9, Llama 2 7B/70B, A100/H100/L40S)"),
-    ("scaleout_busbw_fraction", lambda e: f"{e.scaleout_busbw_fraction:.2f}",
-     "achievable all-reduce bandwidth / NIC line rate across nodes",
-     "assumed: NCCL over 400 Gb/s InfiniBand reaches ~90% of line rate at large messages; no cross-node reference yet"),
-    ("scaleout_latency_s", lambda e: f"{e.scaleout_latency_s * 1e6:.0f} us",
-     "extra latency of an all-reduce or pipeline hand-off that crosses the network", "assumed; no cross-node reference yet"),
-    ("attention_compute", lambda e: f"{e.attention_compute:.2f}",
-     "fraction of BF16 peak reached by attention math",
-     "FlashAttention-2 reaches ~35% and FlashAttention-3 up to ~75% of H100 BF16 peak "
-     "(Shah et al. 2024, arXiv:2407.08608); matters only for long prompts"),
-    ("hbm", lambda e: f"{e.hbm:.2f}",
-     "fraction of peak HBM bandwidth reached when streaming weights and KV cache",
-     "one-user inter-token latency (NIM 1.8, Llama 3.3 70B FP8 TP2) and batch-8 vLLM latency on H200"),
-    ("weight_only_4bit_stream", lambda e: f"{e.weight_only_4bit_stream:.2f}",
-     "share of the HBM efficiency that weight-only 4-bit GEMMs (INT4 W4A16; FP4 without FP4 tensor cores) stream at",
-     "batch-1 decode, INT4 weight-only vs BF16, Llama 2 7B and Llama 3 8B on one A100 (torchao)"),
-    ("per_layer_overhead_s", lambda e: f"{e.per_layer_overhead_s * 1e6:.0f} us",
-     "kernel launches, norms, rotary, activation kernels: per layer per step", "same low-batch latency rows"),
-    ("step_overhead_s", lambda e: f"{e.step_overhead_s * 1e3:.1f} ms",
-     "scheduler, sampling, host round trip: once per step", "same low-batch latency rows"),
-    ("allreduce_latency_s", lambda e: f"{e.allreduce_latency_s * 1e6:.0f} us",
-     "fixed cost of one tensor-parallel all-reduce (two per layer)", "TP2/TP4 latency rows"),
-    ("allreduce_busbw_fraction", lambda e: f"{e.allreduce_busbw_fraction:.3f}",
-     "achievable all-reduce bus bandwidth / one-direction link rate",
-     "NCCL maintainer: 370 GB/s effective of 450 GB/s NVLink line rate on H100 (NVIDIA/nccl-tests#212)"),
-    ("runtime_reserve_fraction", lambda e: f"{e.runtime_reserve_fraction:.2f}",
-     "memory held back for CUDA context, NCCL/cuBLAS workspaces, CUDA graphs, fragmentation",
-     "vLLM's default gpu_memory_utilization = 0.9"),
-    ("prefill_chunk_tokens", lambda e: f"{e.prefill_chunk_tokens}",
-     "largest prefill chunk per step (sizes activation buffers, not time)",
-     "vLLM / TensorRT-LLM default max_num_batched_tokens / max_num_tokens = 8192"),
+    (
+        "gemm_compute_bf16",
+        lambda e: f"{e.gemm('bf16'):.2f}",
+        "fraction of dense BF16/FP16 tensor peak reached by the model's GEMMs",
+        "A100 FP16 time-to-first-token at 2,048 tokens (Llama 2 7B, 70B TP4); vLLM BF16 rows",
+    ),
+    (
+        "gemm_compute_fp8",
+        lambda e: f"{e.gemm('fp8'):.2f}",
+        "fraction of dense FP8 peak reached by FP8 GEMMs (FP8 kernels reach a smaller share of their doubled peak)",
+        "H100 FP8 time-to-first-token at 2,048 tokens; large-batch throughput (TensorRT-LLM 0.6.1 and 1.0)",
+    ),
+    ("gemm_compute_int8", lambda e: f"{e.gemm('int8'):.2f}", "same for INT8 W8A8", "no reference: assumed 0.45"),
+    (
+        "gemm_compute_fp4",
+        lambda e: f"{e.gemm('fp4'):.2f}",
+        "fraction of dense FP4 peak reached by NVFP4/MXFP4 GEMMs on Blackwell",
+        "Llama 3.3 70B NVFP4 max-load rows on B200 and GB200 (TensorRT-LLM 2025)",
+    ),
+    (
+        "moe_expert_compute",
+        lambda e: f"{e.moe_expert_compute:.2f}",
+        "share of the GEMM efficiency that routed-expert GEMMs reach in FP8/FP4 (ragged per-expert slices, routing)",
+        "Mixtral 8x7B FP8 first-token latency and max-throughput rows on H100/H200 (TensorRT-LLM 0.9); FP16 on A100 "
+        "needs no discount",
+    ),
+    (
+        "roofline_blend",
+        lambda e: f"{e.roofline_blend:g}",
+        "a kernel near the ridge takes (compute^p + memory^p)^(1/p) instead of max(): loads and math overlap imperfectly",
+        "batch-1 128-token prefills (70B TP4 on A100 and H100), which sit at the ridge",
+    ),
+    (
+        "prefill_pass_overhead_s",
+        lambda e: f"{e.prefill_pass_overhead_s * 1e3:.1f} ms",
+        "fixed cost of a pure prefill pass (context-phase setup, input preparation, first sampling)",
+        "batch-1 TTFT of 128-token prompts (TensorRT-LLM 0.5 and 0.9, Llama 2 7B/70B, A100/H100/L40S)",
+    ),
+    (
+        "scaleout_busbw_fraction",
+        lambda e: f"{e.scaleout_busbw_fraction:.2f}",
+        "achievable all-reduce bandwidth / NIC line rate across nodes",
+        "assumed: NCCL over 400 Gb/s InfiniBand reaches ~90% of line rate at large messages; no cross-node reference yet",
+    ),
+    (
+        "scaleout_latency_s",
+        lambda e: f"{e.scaleout_latency_s * 1e6:.0f} us",
+        "extra latency of an all-reduce or pipeline hand-off that crosses the network",
+        "assumed; no cross-node reference yet",
+    ),
+    (
+        "attention_compute",
+        lambda e: f"{e.attention_compute:.2f}",
+        "fraction of BF16 peak reached by attention math",
+        "FlashAttention-2 reaches ~35% and FlashAttention-3 up to ~75% of H100 BF16 peak "
+        "(Shah et al. 2024, arXiv:2407.08608); matters only for long prompts",
+    ),
+    (
+        "hbm",
+        lambda e: f"{e.hbm:.2f}",
+        "fraction of peak HBM bandwidth reached when streaming weights and KV cache",
+        "one-user inter-token latency (NIM 1.8, Llama 3.3 70B FP8 TP2) and batch-8 vLLM latency on H200",
+    ),
+    (
+        "weight_only_4bit_stream",
+        lambda e: f"{e.weight_only_4bit_stream:.2f}",
+        "share of the HBM efficiency that weight-only 4-bit GEMMs (INT4 W4A16; FP4 without FP4 tensor cores) stream at",
+        "batch-1 decode, INT4 weight-only vs BF16, Llama 2 7B and Llama 3 8B on one A100 (torchao)",
+    ),
+    (
+        "per_layer_overhead_s",
+        lambda e: f"{e.per_layer_overhead_s * 1e6:.0f} us",
+        "kernel launches, norms, rotary, activation kernels: per layer per step",
+        "same low-batch latency rows",
+    ),
+    (
+        "step_overhead_s",
+        lambda e: f"{e.step_overhead_s * 1e3:.1f} ms",
+        "scheduler, sampling, host round trip: once per step",
+        "same low-batch latency rows",
+    ),
+    (
+        "allreduce_latency_s",
+        lambda e: f"{e.allreduce_latency_s * 1e6:.0f} us",
+        "fixed cost of one tensor-parallel all-reduce (two per layer)",
+        "TP2/TP4 latency rows",
+    ),
+    (
+        "allreduce_busbw_fraction",
+        lambda e: f"{e.allreduce_busbw_fraction:.3f}",
+        "achievable all-reduce bus bandwidth / one-direction link rate",
+        "NCCL maintainer: 370 GB/s effective of 450 GB/s NVLink line rate on H100 (NVIDIA/nccl-tests#212)",
+    ),
+    (
+        "runtime_reserve_fraction",
+        lambda e: f"{e.runtime_reserve_fraction:.2f}",
+        "memory held back for CUDA context, NCCL/cuBLAS workspaces, CUDA graphs, fragmentation",
+        "vLLM's default gpu_memory_utilization = 0.9",
+    ),
+    (
+        "prefill_chunk_tokens",
+        lambda e: f"{e.prefill_chunk_tokens}",
+        "largest prefill chunk per step (sizes activation buffers, not time)",
+        "vLLM / TensorRT-LLM default max_num_batched_tokens / max_num_tokens = 8192",
+    ),
 ]
 
 
@@ -121,11 +202,15 @@ def _reference_rows() -> tuple[list[str], list[float]]:
             errors.append(abs(err))
         used = serving.reference_params(ref).batch
         batch = used if ref.batch is not None else f"{used} (largest that fits, cap {ref.max_batch})"
-        setup = (f"{ref.model}, {ref.gpus}x {ref.gpu}, TP{ref.tp}, {ref.precision}/{ref.kv_precision} KV, "
-                 f"{ref.batching} batch {batch}, {ref.prompt_tokens} in / {ref.output_tokens} out")
+        setup = (
+            f"{ref.model}, {ref.gpus}x {ref.gpu}, TP{ref.tp}, {ref.precision}/{ref.kv_precision} KV, "
+            f"{ref.batching} batch {batch}, {ref.prompt_tokens} in / {ref.output_tokens} out"
+        )
         flag = "" if ref.in_scope else " (not bounded)"
-        lines.append(f"| {i} | {ref.engine} | {setup} | {ref.metric} | {_fmt(ref.measured)} | {_fmt(pred)} | "
-                     f"{err:+.1%}{flag} | {_cell(ref.source)} |")
+        lines.append(
+            f"| {i} | {ref.engine} | {setup} | {ref.metric} | {_fmt(ref.measured)} | {_fmt(pred)} | "
+            f"{err:+.1%}{flag} | {_cell(ref.source)} |"
+        )
     return lines, errors
 
 

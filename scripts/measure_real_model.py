@@ -35,11 +35,17 @@ def main() -> None:
     if args.drafts_only:
         return drafts(model)
     t0 = time.perf_counter()
-    data = real_quality.build(model, {"file": modelfile.FILE_NAME, "file_sha256": modelfile.SHA256,
-                                      "package": modelfile.PACKAGE,
-                                      "command": "python scripts/measure_real_model.py"
-                                                 + (f" --windows {args.windows}" if args.windows != real_quality.NUM_WINDOWS else "")},
-                              num_windows=args.windows)
+    data = real_quality.build(
+        model,
+        {
+            "file": modelfile.FILE_NAME,
+            "file_sha256": modelfile.SHA256,
+            "package": modelfile.PACKAGE,
+            "command": "python scripts/measure_real_model.py"
+            + (f" --windows {args.windows}" if args.windows != real_quality.NUM_WINDOWS else ""),
+        },
+        num_windows=args.windows,
+    )
     data["measured_s"] = round(time.perf_counter() - t0, 1)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {args.out} in {data['measured_s']} s")
@@ -52,11 +58,24 @@ def drafts(model) -> None:
 
     rows = demo.compare_drafts(demo.real_setup(model))
     for r in rows:
-        print(f"{r['draft']:>28}  c = {r['cost_ratio']:.2f}  " + "  ".join(
-            f"kept {x['acceptance_rate']:.0%} GPU time {x['gpu_time_speedup']:.2f}x" for x in r["runs"]))
-    DRAFTS.write_text(json.dumps({"model": model.name, "file_sha256": modelfile.SHA256, "gamma": 4, "max_tokens": 24,
-                                  "command": "python scripts/measure_real_model.py --drafts-only", "drafts": rows},
-                                 indent=1) + "\n")
+        print(
+            f"{r['draft']:>28}  c = {r['cost_ratio']:.2f}  "
+            + "  ".join(f"kept {x['acceptance_rate']:.0%} GPU time {x['gpu_time_speedup']:.2f}x" for x in r["runs"])
+        )
+    DRAFTS.write_text(
+        json.dumps(
+            {
+                "model": model.name,
+                "file_sha256": modelfile.SHA256,
+                "gamma": 4,
+                "max_tokens": 24,
+                "command": "python scripts/measure_real_model.py --drafts-only",
+                "drafts": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {DRAFTS}")
 
 

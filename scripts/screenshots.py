@@ -17,8 +17,13 @@ import urllib.request
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 
 
@@ -29,8 +34,9 @@ def free_port() -> int:
 
 
 def start_server(port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "inside_llm", "serve", "--port", str(port),
-                             "--log-level", "warning"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "inside_llm", "serve", "--port", str(port), "--log-level", "warning"]
+    )
     for _ in range(100):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
@@ -60,11 +66,13 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             for slug in args.slugs:
-                for theme in (["light", "dark"] if args.dark else ["light"]):
+                for theme in ["light", "dark"] if args.dark else ["light"]:
                     for name, (w, hgt) in SIZES.items():
                         page = browser.new_page(viewport={"width": w, "height": hgt}, color_scheme=theme)
                         errors: list[str] = []
-                        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+                        page.on(
+                            "console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None
+                        )
                         kind = "embed" if args.embed else "tour"
                         page.goto(f"http://127.0.0.1:{port}/{kind}/{slug}?{args.query}")
                         page.wait_for_timeout(args.wait_ms)

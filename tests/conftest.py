@@ -46,8 +46,15 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def base_url():
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning",
-                                           h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     for _ in range(200):
@@ -60,6 +67,7 @@ def base_url():
 
 
 # ---- the real model (SmolLM2-135M-Instruct): present (fetched by `make setup`) and absent ----
+
 
 @pytest.fixture(scope="session")
 def smollm():

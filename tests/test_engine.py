@@ -14,8 +14,14 @@ import pytest
 from inside_llm.engine import ClientBusy, Engine, EngineLimits, QueueFull
 from inside_llm.sim.transformer import KVCache, load_model
 
-QUESTIONS = ["What is the capital of France?", "Name three colours.", "What is 2+2?", "Who wrote Hamlet?",
-             "Say hello in Spanish.", "What is the largest planet?"]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three colours.",
+    "What is 2+2?",
+    "Who wrote Hamlet?",
+    "Say hello in Spanish.",
+    "What is the largest planet?",
+]
 
 
 def alone(model, ids, n):
@@ -34,6 +40,7 @@ def together(engine, prompts, n):
 
     def run(k):
         got[k] = engine.generate(prompts[k], n)
+
     threads = [threading.Thread(target=run, args=(k,)) for k in range(len(prompts))]
     for t in threads:
         t.start()
@@ -46,6 +53,7 @@ def test_paged_kv_reads_back_what_a_contiguous_cache_holds():
     model = load_model("main")
     engine = Engine(model, EngineLimits(num_blocks=16, block_size=4))
     from inside_llm.engine import PagedKV
+
     paged, plain = PagedKV(engine.store, 1), KVCache(model.config)
     ids = model.encode("ROMEO: But soft, what light")
     a = model.step([(paged, ids)])
@@ -60,8 +68,16 @@ def test_paged_kv_reads_back_what_a_contiguous_cache_holds():
 
 def test_toy_batch_equals_each_alone_and_returns_every_page():
     model = load_model("main")
-    prompts = [model.encode(t) for t in ("ROMEO:", "JULIET:\nO Romeo", "First Citizen:\nBefore we proceed",
-                                         "KING RICHARD III:", "To be, or not to be")]
+    prompts = [
+        model.encode(t)
+        for t in (
+            "ROMEO:",
+            "JULIET:\nO Romeo",
+            "First Citizen:\nBefore we proceed",
+            "KING RICHARD III:",
+            "To be, or not to be",
+        )
+    ]
     engine = Engine(model)
     got = together(engine, prompts, 20)
     assert got == [alone(model, p, 20) for p in prompts]
@@ -131,12 +147,24 @@ def test_snapshot_carries_progress_but_never_text():
     engine.step()
     snap = engine.snapshot()
     assert snap["seats_in_use"] == 2 and snap["queued"] == 1 and len(snap["sequences"]) == 3
-    assert {s["state"] for s in snap["sequences"]} == {"decode", "waiting"} or \
-        {s["state"] for s in snap["sequences"]} == {"prefill", "waiting"}
+    assert {s["state"] for s in snap["sequences"]} == {"decode", "waiting"} or {
+        s["state"] for s in snap["sequences"]
+    } == {"prefill", "waiting"}
     flat = repr(snap)
     assert "secret" not in flat and "Verona" not in flat
-    assert set(snap["sequences"][0]) == {"id", "state", "prompt_tokens", "written_tokens", "max_tokens",
-                                          "cached_tokens", "pages", "page_ids", "preemptions"}
+    assert set(snap["sequences"][0]) == {
+        "id",
+        "state",
+        "prompt_tokens",
+        "written_tokens",
+        "max_tokens",
+        "cached_tokens",
+        "pages",
+        "page_ids",
+        "preemptions",
+    }
     running = [s for s in snap["sequences"] if s["state"] != "waiting"]
     held = [p for s in running for p in s["page_ids"]]
-    assert len(held) == len(set(held)) == snap["pages_in_use"] and all(len(s["page_ids"]) == s["pages"] for s in running)
+    assert len(held) == len(set(held)) == snap["pages_in_use"] and all(
+        len(s["page_ids"]) == s["pages"] for s in running
+    )

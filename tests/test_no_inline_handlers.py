@@ -20,7 +20,7 @@ INLINE = re.compile(r"""(?:\s|["'])on[a-z]+\s*=\s*["'{]|javascript:""", re.IGNOR
 
 
 def offenders(text: str) -> list[str]:
-    return [text[max(0, m.start() - 40):m.end() + 20] for m in INLINE.finditer(text)]
+    return [text[max(0, m.start() - 40) : m.end() + 20] for m in INLINE.finditer(text)]
 
 
 def test_the_pattern_catches_what_it_must():

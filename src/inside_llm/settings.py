@@ -16,9 +16,9 @@ class Settings:
     """Server-wide knobs. `frame_ancestors` applies to non-embed pages; /embed may be framed anywhere."""
 
     frame_ancestors: str = "'self'"
-    max_body_bytes: int = 1_000_000        # request bodies above this get 413
-    max_url_bytes: int = 32_768            # a URL (path + query, as sent) above this gets 414; POST for long text
-    cache_max_age_s: int = 3600            # responses are pure functions of the URL
+    max_body_bytes: int = 1_000_000  # request bodies above this get 413
+    max_url_bytes: int = 32_768  # a URL (path + query, as sent) above this gets 414; POST for long text
+    cache_max_age_s: int = 3600  # responses are pure functions of the URL
 
     @classmethod
     def from_env(cls) -> Settings:

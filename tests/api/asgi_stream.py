@@ -13,9 +13,20 @@ import anyio
 
 def get_scope(path: str, query: dict | None) -> dict:
     """The ASGI scope of GET path?query from a loopback client (no client-side limit on the query's length)."""
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "path": path,
-            "raw_path": path.encode(), "query_string": urlencode(query or {}, doseq=True).encode(), "headers": [],
-            "client": ("127.0.0.1", 1), "server": ("testserver", 80), "scheme": "http", "root_path": ""}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": urlencode(query or {}, doseq=True).encode(),
+        "headers": [],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+        "scheme": "http",
+        "root_path": "",
+    }
 
 
 def receive_then_leave(gone: anyio.Event):
@@ -32,8 +43,9 @@ def receive_then_leave(gone: anyio.Event):
     return receive
 
 
-def read_then_leave(app, path: str, query: dict | None, events: int = 1,
-                    stop_within_s: float = 5.0) -> tuple[int, bytes, float]:
+def read_then_leave(
+    app, path: str, query: dict | None, events: int = 1, stop_within_s: float = 5.0
+) -> tuple[int, bytes, float]:
     """GET path?query, read `events` server-sent events (a whole non-stream body ends the call), then disconnect.
 
     Returns (status, body, seconds the app ran after the client left; 0 if it never left). Fails when the app runs

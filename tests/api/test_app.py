@@ -88,8 +88,12 @@ def test_request_body_over_cap_is_413(client):
 
 
 def test_static_files_refuse_traversal(client):
-    for path in ("/static/..%2f..%2fpyproject.toml", "/static/../pyproject.toml", "/static/%2e%2e/README.md",
-                 "/static//etc/passwd"):
+    for path in (
+        "/static/..%2f..%2fpyproject.toml",
+        "/static/../pyproject.toml",
+        "/static/%2e%2e/README.md",
+        "/static//etc/passwd",
+    ):
         r = client.get(path)
         assert r.status_code in (400, 404), path
         assert "[project]" not in r.text
@@ -109,8 +113,11 @@ def test_every_router_is_registered_in_the_registry():
     import inside_llm.api as api
     from inside_llm.api.registry import ROUTERS
 
-    routers = [m.router for info in pkgutil.iter_modules(api.__path__)
-               if hasattr(m := importlib.import_module(f"inside_llm.api.{info.name}"), "router")]
+    routers = [
+        m.router
+        for info in pkgutil.iter_modules(api.__path__)
+        if hasattr(m := importlib.import_module(f"inside_llm.api.{info.name}"), "router")
+    ]
     assert len(routers) == len(ROUTERS) == 14 and all(any(r is s for s in ROUTERS) for r in routers)
 
 
@@ -130,13 +137,29 @@ BAD_INPUTS = [  # one of each kind of refusal: a bound, a choice, a type, a join
     ("GET", "/api/batching?seats=999", None, "seats", "Seats must be at most 64, not 999."),
     ("GET", "/api/batching?rate=abc", None, "rate", "The arrival rate must be a number, not 'abc'."),
     ("GET", "/api/layer?layer=-1", None, "layer", "The layer must be at least 0, not -1."),
-    ("GET", "/api/kv-cache?workload=x", None, "workload", "The workload must be one of sharegpt, alpaca or fixed, not 'x'."),
-    ("GET", "/api/dials?tp=3&pp=2", None, "tp",
-     "Pipeline stages × tensor parallel must divide the GPU count (8); 2 × 3 does not."),
+    (
+        "GET",
+        "/api/kv-cache?workload=x",
+        None,
+        "workload",
+        "The workload must be one of sharegpt, alpaca or fixed, not 'x'.",
+    ),
+    (
+        "GET",
+        "/api/dials?tp=3&pp=2",
+        None,
+        "tp",
+        "Pipeline stages × tensor parallel must divide the GPU count (8); 2 × 3 does not.",
+    ),
     ("GET", "/api/gpu?tp=3", None, "tp", "Tensor parallel (tp) must be 1, 2, 4 or 8 GPUs, not 3."),
     ("GET", "/api/tokens?bogus=1", None, "bogus", "'bogus' is not a setting of this endpoint."),
-    ("POST", "/api/catalog/models", {"hidden_size": 8}, "num_hidden_layers",
-     "config.json is missing the field 'num_hidden_layers'."),
+    (
+        "POST",
+        "/api/catalog/models",
+        {"hidden_size": 8},
+        "num_hidden_layers",
+        "config.json is missing the field 'num_hidden_layers'.",
+    ),
     ("POST", "/api/tokens", [1], None, "The request body must be a JSON object."),
 ]
 RAW = ("Value error", "Input should", "String should", "Extra inputs", "Field required", " * ", "got ")

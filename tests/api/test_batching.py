@@ -6,8 +6,14 @@ import pytest
 
 from inside_llm.api.batching import MAX_RATE, MAX_REQUESTS, MAX_SEATS
 
-METRICS = ("throughput_tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "latency_ms_p50", "latency_ms_p99",
-           "seat_utilization")
+METRICS = (
+    "throughput_tokens_per_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "latency_ms_p50",
+    "latency_ms_p99",
+    "seat_utilization",
+)
 
 
 def by_name(d):
@@ -46,13 +52,18 @@ def test_default_load_queues_under_both_policies_and_continuous_seats_from_the_q
     c = pols["continuous"]
     assert sum(w > 0 for w in c["frames"]["num_waiting"]) > len(c["frames"]["num_waiting"]) / 4
     spans = rows(c["seat_spans"])
-    slipped = [s for s in spans if s["start_s"] - d["requests"]["arrival_s"][s["request_id"]] > 0.5
-               and any(o["start_s"] < s["start_s"] < o["end_s"] for o in spans if o["seat"] != s["seat"])]
+    slipped = [
+        s
+        for s in spans
+        if s["start_s"] - d["requests"]["arrival_s"][s["request_id"]] > 0.5
+        and any(o["start_s"] < s["start_s"] < o["end_s"] for o in spans if o["seat"] != s["seat"])
+    ]
     assert len(slipped) >= 10
 
 
-@pytest.mark.parametrize("params", [{}, {"seed": 1}, {"seed": 2}, {"rate": 8, "seats": 32},
-                                    {"workload": "alpaca", "rate": 16, "seats": 32}])
+@pytest.mark.parametrize(
+    "params", [{}, {"seed": 1}, {"seed": 2}, {"rate": 8, "seats": 32}, {"workload": "alpaca", "rate": 16, "seats": 32}]
+)
 def test_continuous_beats_static(client, params):
     pols = by_name(client.get("/api/batching", params=params).json())
     s, c = pols["static"], pols["continuous"]
@@ -101,9 +112,16 @@ def test_same_url_same_bytes_and_etag(client):
     assert client.get("/api/batching", headers={"if-none-match": a.headers["etag"]}).status_code == 304
 
 
-@pytest.mark.parametrize("name,value,bound", [("requests", MAX_REQUESTS + 1, f"{MAX_REQUESTS:,}"),
-                                              ("seats", MAX_SEATS + 1, f"{MAX_SEATS}"), ("seats", 0, "1"),
-                                              ("rate", MAX_RATE + 1, f"{MAX_RATE:g}"), ("rate", 0, "0")])
+@pytest.mark.parametrize(
+    "name,value,bound",
+    [
+        ("requests", MAX_REQUESTS + 1, f"{MAX_REQUESTS:,}"),
+        ("seats", MAX_SEATS + 1, f"{MAX_SEATS}"),
+        ("seats", 0, "1"),
+        ("rate", MAX_RATE + 1, f"{MAX_RATE:g}"),
+        ("rate", 0, "0"),
+    ],
+)
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
     r = client.get("/api/batching", params={name: value})
     assert r.status_code == 422

@@ -22,8 +22,8 @@ from inside_llm.settings import Settings
 APP = create_app()
 CLIENT = TestClient(APP, raise_server_exceptions=False)
 SPEC = CLIENT.get("/openapi.json").json()
-MAX_SECONDS_PER_REQUEST = 60.0   # "work per request is bounded": generous for a shared 2-core CI machine
-MAX_SECONDS_PER_STREAM = 40.0    # a stream at a bound must have ended by then: 64 sampled tokens of the
+MAX_SECONDS_PER_REQUEST = 60.0  # "work per request is bounded": generous for a shared 2-core CI machine
+MAX_SECONDS_PER_STREAM = 40.0  # a stream at a bound must have ended by then: 64 sampled tokens of the
 #   real model (SmolLM2, the default) take ~4 s on a free core and ~15 s on this shared 2-core machine under load
 
 # Findings reported to the endpoint's owner and not fixed yet: (test, parameter id) -> what is wrong.
@@ -31,9 +31,12 @@ MAX_SECONDS_PER_STREAM = 40.0    # a stream at a bound must have ended by then: 
 OPEN: dict[tuple[str, str], str] = {}
 
 # A unit is a word saying what the number counts or measures. "no unit" is allowed for seeds and ids.
-UNITS = re.compile(r"\b(tokens?|sequences?|requests?(/s)?|chats?|GPUs?|seats?|characters?|chars?|bytes?|[KMGT]B"
-                   r"|[GT]B/s|TFLOP/s|TOP/s|USD|ms|s|x|layers?|heads?|experts?|stages?|pieces|slots?|words?"
-                   r"|numbers?|fraction|percent|%|steps?|dimensions?|no unit)(?![\w-])", re.IGNORECASE)
+UNITS = re.compile(
+    r"\b(tokens?|sequences?|requests?(/s)?|chats?|GPUs?|seats?|characters?|chars?|bytes?|[KMGT]B"
+    r"|[GT]B/s|TFLOP/s|TOP/s|USD|ms|s|x|layers?|heads?|experts?|stages?|pieces|slots?|words?"
+    r"|numbers?|fraction|percent|%|steps?|dimensions?|no unit)(?![\w-])",
+    re.IGNORECASE,
+)
 
 
 def _resolve(schema: dict) -> dict:
@@ -51,7 +54,9 @@ def _params() -> list[tuple[str, str, str, dict, str]]:
     out = []
     for method, path, op in _operations():
         for p in op.get("parameters", []):
-            out.append((method, path, p["name"], p["schema"], p.get("description") or p["schema"].get("description", "")))
+            out.append(
+                (method, path, p["name"], p["schema"], p.get("description") or p["schema"].get("description", ""))
+            )
         body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
         if body is not None:
             body = _resolve(body)
@@ -125,13 +130,14 @@ def asgi_get(path: str, params: dict, seconds: float = MAX_SECONDS_PER_REQUEST) 
                 out["ended"] = not message.get("more_body", False)
 
         async with anyio.create_task_group() as tg:
+
             async def run():
                 await APP(scope, receive, send)
                 tg.cancel_scope.cancel()
 
             tg.start_soon(run)
             await anyio.sleep(seconds)
-            gone.set()                                         # the client gives up: the app must stop soon
+            gone.set()  # the client gives up: the app must stop soon
             await anyio.sleep(5)
             raise AssertionError(f"{path} still running 5 s after the client disconnected")
 
@@ -218,7 +224,7 @@ def test_numbers_past_their_bounds_get_422_naming_field_and_limit(param):
 @pytest.mark.parametrize("param", NUMERIC, ids=_id)
 def test_non_numbers_get_422_naming_the_field(param):
     method, path, name, schema, _ = param
-    for bad in (["abc", "1e999", "nan", "-inf"] if schema["type"] == "number" else ["abc", "1.5", "9" * 30]):
+    for bad in ["abc", "1e999", "nan", "-inf"] if schema["type"] == "number" else ["abc", "1.5", "9" * 30]:
         r = _call(method, path, name, bad)
         assert r.status_code == 422 and _names_field_and_limit(r, name, None), (bad, r.text[:300])
 
@@ -285,10 +291,13 @@ def _non_finite(obj) -> bool:
     return False
 
 
-@pytest.mark.parametrize("url,fields", [
-    ("/api/parallelism?batch=2&micro_batches=8&pp=2&tp=4", {"micro_batches", "batch"}),
-    ("/api/quantization?model=demo-draft", {"model"}),
-])
+@pytest.mark.parametrize(
+    "url,fields",
+    [
+        ("/api/parallelism?batch=2&micro_batches=8&pp=2&tp=4", {"micro_batches", "batch"}),
+        ("/api/quantization?model=demo-draft", {"model"}),
+    ],
+)
 def test_limits_joining_fields_get_422_naming_them(url, fields):
     """A ValueError from a simulation is located at the declared parameter its message names first."""
     err = CLIENT.get(url).json()["detail"][0]

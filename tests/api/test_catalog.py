@@ -9,16 +9,42 @@ from inside_llm.sim.models import param_counts
 
 # meta-llama/Llama-3.1-70B config.json, verbatim apart from rope_scaling (irrelevant here)
 LLAMA_31_70B = {
-    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 8192,
-    "initializer_range": 0.02, "intermediate_size": 28672, "max_position_embeddings": 131072,
-    "mlp_bias": False, "model_type": "llama", "num_attention_heads": 64, "num_hidden_layers": 80,
-    "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0",
-    "use_cache": True, "vocab_size": 128256}
-MIXTRAL = {"architectures": ["MixtralForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
-           "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32,
-           "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 32000}
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 8192,
+    "initializer_range": 0.02,
+    "intermediate_size": 28672,
+    "max_position_embeddings": 131072,
+    "mlp_bias": False,
+    "model_type": "llama",
+    "num_attention_heads": 64,
+    "num_hidden_layers": 80,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.0.dev0",
+    "use_cache": True,
+    "vocab_size": 128256,
+}
+MIXTRAL = {
+    "architectures": ["MixtralForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 32000,
+}
 
 
 def test_catalog_lists_gpus_models_nodes_references_with_sources(client):
@@ -70,8 +96,9 @@ def test_multimodal_text_config_is_read(client):
     assert d["params_b"] == pytest.approx(70.6, abs=0.1)
 
 
-@pytest.mark.parametrize("missing", ["hidden_size", "num_hidden_layers", "num_attention_heads",
-                                     "intermediate_size", "vocab_size"])
+@pytest.mark.parametrize(
+    "missing", ["hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size"]
+)
 def test_missing_field_gets_422_naming_it(client, missing):
     cfg = {k: v for k, v in LLAMA_31_70B.items() if k != missing}
     r = client.post("/api/catalog/models", json=cfg)
@@ -89,8 +116,12 @@ def test_bad_field_gets_422_naming_it(client, field, value):
 
 def test_body_must_be_a_json_object(client):
     assert client.post("/api/catalog/models", json=[1, 2]).status_code == 422
-    assert client.post("/api/catalog/models", content=b"not json",
-                       headers={"content-type": "application/json"}).status_code == 422
+    assert (
+        client.post(
+            "/api/catalog/models", content=b"not json", headers={"content-type": "application/json"}
+        ).status_code
+        == 422
+    )
 
 
 def test_body_over_the_cap_is_413(client):

@@ -9,9 +9,22 @@ from inside_llm.sim.costmodel import memory_per_gpu
 from inside_llm.sim.hardware import gpu_from_fields
 from inside_llm.sim.models import ModelSpec
 
-HEADLINES = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "tokens_per_s_per_user", "tokens_per_s_total",
-             "cost_per_million_tokens_usd", "max_batch", "bound", "prefill_bound", "mfu",
-             "bandwidth_utilization", "replicas", "memory", "math")
+HEADLINES = (
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_latency_ms",
+    "tokens_per_s_per_user",
+    "tokens_per_s_total",
+    "cost_per_million_tokens_usd",
+    "max_batch",
+    "bound",
+    "prefill_bound",
+    "mfu",
+    "bandwidth_utilization",
+    "replicas",
+    "memory",
+    "math",
+)
 
 
 def _get(client, **q):
@@ -22,21 +35,44 @@ def _get(client, **q):
 
 def test_defaults_are_the_guides_server(client):
     d = _get(client)
-    assert d["params"] == {"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 8, "tp": 8, "pp": 1,
-                           "precision": "bf16", "kv_precision": "bf16", "batch": 16, "prompt_tokens": 1024,
-                           "output_tokens": 256, "price_per_gpu_hour": 3.0,
-                           "throughput_mode": "static"}
+    assert d["params"] == {
+        "model": "llama-3.1-70b",
+        "gpu": "h100-sxm",
+        "gpus": 8,
+        "tp": 8,
+        "pp": 1,
+        "precision": "bf16",
+        "kv_precision": "bf16",
+        "batch": 16,
+        "prompt_tokens": 1024,
+        "output_tokens": 256,
+        "price_per_gpu_hour": 3.0,
+        "throughput_mode": "static",
+    }
     assert d["model"]["name"] == "Llama 3.1 70B" and d["gpu"]["name"].startswith("NVIDIA H100 SXM")
     assert d["memory"]["fits"] and d["bound"] == "memory"
 
 
-@pytest.mark.parametrize("q", [
-    {},
-    {"model": "mixtral-8x7b", "gpu": "h200", "gpus": 4, "tp": 2, "precision": "fp8", "kv_precision": "fp8",
-     "batch": 64, "prompt_tokens": 2048, "output_tokens": 512, "price_per_gpu_hour": 4.5},
-    {"model": "llama-3.1-405b", "gpu": "b200", "gpus": 16, "tp": 8, "pp": 2, "precision": "int4", "batch": 3},
-    {"model": "llama-3.1-8b", "gpu": "a100-80gb", "gpus": 8, "tp": 1, "precision": "fp8", "batch": 1},
-])
+@pytest.mark.parametrize(
+    "q",
+    [
+        {},
+        {
+            "model": "mixtral-8x7b",
+            "gpu": "h200",
+            "gpus": 4,
+            "tp": 2,
+            "precision": "fp8",
+            "kv_precision": "fp8",
+            "batch": 64,
+            "prompt_tokens": 2048,
+            "output_tokens": 512,
+            "price_per_gpu_hour": 4.5,
+        },
+        {"model": "llama-3.1-405b", "gpu": "b200", "gpus": 16, "tp": 8, "pp": 2, "precision": "int4", "batch": 3},
+        {"model": "llama-3.1-8b", "gpu": "a100-80gb", "gpus": 8, "tp": 1, "precision": "fp8", "batch": 1},
+    ],
+)
 def test_response_equals_the_simulation(client, q):
     d = _get(client, **q)
     est = serving.estimate(serving.ServingParams(**q)).to_dict()
@@ -47,15 +83,28 @@ def test_response_equals_the_simulation(client, q):
 
 def test_every_headline_carries_its_math(client):
     d = _get(client)
-    for k in ("ttft_ms", "tpot_ms", "tokens_per_s_per_user", "tokens_per_s_total", "cost_per_million_tokens_usd",
-              "weights_gb", "kv_cache_gb", "spare_gb", "max_batch", "mfu", "bandwidth_utilization"):
+    for k in (
+        "ttft_ms",
+        "tpot_ms",
+        "tokens_per_s_per_user",
+        "tokens_per_s_total",
+        "cost_per_million_tokens_usd",
+        "weights_gb",
+        "kv_cache_gb",
+        "spare_gb",
+        "max_batch",
+        "mfu",
+        "bandwidth_utilization",
+    ):
         m = d["math"][k]
         assert m["formula"] and m["inputs"], k
     sources = [i.get("source") for i in d["math"]["ttft_ms"]["inputs"]]
     assert any(s and "whitepaper" in s for s in sources), "GPU figures cite their datasheet"
 
 
-@pytest.mark.parametrize("q", [{}, {"batch": 512, "prompt_tokens": 8192}, {"model": "llama-3.1-405b", "gpus": 1, "tp": 1}])
+@pytest.mark.parametrize(
+    "q", [{}, {"batch": 512, "prompt_tokens": 8192}, {"model": "llama-3.1-405b", "gpus": 1, "tp": 1}]
+)
 def test_memory_fields_add_up_to_capacity(client, q):
     mem = _get(client, **q)["memory"]
     parts = mem["weights_gb"] + mem["kv_cache_gb"] + mem["activations_gb"] + mem["reserve_gb"] + mem["spare_gb"]
@@ -104,7 +153,10 @@ def test_throughput_mode_says_which_batching_is_shown(client):
     assert co["tokens_per_s_total"] == pytest.approx(co["tokens_per_s_continuous"])
     assert co["tokens_per_s_continuous"] == pytest.approx(st["tokens_per_s_continuous"])
     # with long prompts static batches idle every seat during each prefill; continuous does not
-    lp, lc = (_get(client, batch=64, prompt_tokens=8192, output_tokens=128, throughput_mode=m) for m in ("static", "continuous"))
+    lp, lc = (
+        _get(client, batch=64, prompt_tokens=8192, output_tokens=128, throughput_mode=m)
+        for m in ("static", "continuous")
+    )
     assert lc["tokens_per_s_total"] > lp["tokens_per_s_total"]
     assert "continuous" in co["math"]["tokens_per_s_total"]["assumptions"][0]
 
@@ -132,8 +184,16 @@ def test_tpot_curve_passes_through_the_estimate(client):
 
 
 def test_custom_model_via_query_equals_the_same_spec(client):
-    shape = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-                 head_dim=128, intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072)
+    shape = dict(
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=14336,
+        vocab_size=128256,
+        max_position_embeddings=131072,
+    )
     d = _get(client, model="custom", tp=1, gpus=1, **shape)
     spec = ModelSpec(id="custom", name="Custom model", **shape)
     est = serving.estimate(serving.ServingParams(model=spec, tp=1, gpus=1)).to_dict()
@@ -145,8 +205,9 @@ def test_custom_model_via_query_equals_the_same_spec(client):
 
 def test_catalog_entries_give_their_fields_to_start_a_custom_one(client):
     d = _get(client, model="mixtral-8x7b", gpu="a100-80gb", prompt_tokens=512, output_tokens=128)
-    custom = _get(client, **{**d["model"]["dials_params"], **d["gpu"]["dials_params"], "prompt_tokens": 512,
-                             "output_tokens": 128})
+    custom = _get(
+        client, **{**d["model"]["dials_params"], **d["gpu"]["dials_params"], "prompt_tokens": 512, "output_tokens": 128}
+    )
     assert custom["tpot_ms"] == pytest.approx(d["tpot_ms"]) and custom["memory"] == d["memory"]
     assert d["gpu"]["dials_params"]["fp8_dense_tflops"] == 0, "A100: no FP8 tensor cores"
 
@@ -157,8 +218,14 @@ def test_custom_fields_default_to_the_70b_and_are_ignored_for_catalog_models(cli
 
 
 def test_custom_gpu_via_query(client):
-    fields = dict(bf16_dense_tflops=165.2, fp8_dense_tflops=330.3, int8_dense_tops=660.6, hbm_capacity_gb=24,
-                  hbm_bandwidth_tb_s=1.008, interconnect_bandwidth_gb_s=64)
+    fields = dict(
+        bf16_dense_tflops=165.2,
+        fp8_dense_tflops=330.3,
+        int8_dense_tops=660.6,
+        hbm_capacity_gb=24,
+        hbm_bandwidth_tb_s=1.008,
+        interconnect_bandwidth_gb_s=64,
+    )
     d = _get(client, gpu="custom", model="llama-3.1-8b", gpus=2, tp=2, **fields)
     g = gpu_from_fields({**fields, "name": "Custom GPU"}, gpu_id="custom")
     est = serving.estimate(serving.ServingParams(model="llama-3.1-8b", gpu=g, gpus=2, tp=2)).to_dict()
@@ -197,21 +264,24 @@ def test_tp_must_split_the_heads(client):
     assert err["loc"] == ["query", "tp"] and "num_attention_heads" in err["msg"]
 
 
-@pytest.mark.parametrize("q, field", [
-    ({"model": "custom", "num_key_value_heads": 3}, "num_key_value_heads"),
-    ({"model": "custom", "num_experts_per_tok": 4}, "num_experts_per_tok"),
-    ({"model": "custom", "hidden_size": 0}, "hidden_size"),
-    ({"gpu": "custom", "hbm_capacity_gb": 0}, "hbm_capacity_gb"),
-    ({"gpu": "custom", "hbm_bandwidth_tb_s": -1}, "hbm_bandwidth_tb_s"),
-    ({"gpu": "custom", "interconnect_bandwidth_gb_s": 0}, "interconnect_bandwidth_gb_s"),
-    ({"batch": 5000}, "batch"),
-    ({"prompt_tokens": 0}, "prompt_tokens"),
-    ({"price_per_gpu_hour": -1}, "price_per_gpu_hour"),
-    ({"model": "llama-3.1-8b", "gpus": 64, "tp": 1, "pp": 64}, "pp"),
-    ({"precision": "fp4"}, "precision"),
-    ({"kv_precision": "fp16"}, "kv_precision"),
-    ({"bogus": 1}, "bogus"),
-])
+@pytest.mark.parametrize(
+    "q, field",
+    [
+        ({"model": "custom", "num_key_value_heads": 3}, "num_key_value_heads"),
+        ({"model": "custom", "num_experts_per_tok": 4}, "num_experts_per_tok"),
+        ({"model": "custom", "hidden_size": 0}, "hidden_size"),
+        ({"gpu": "custom", "hbm_capacity_gb": 0}, "hbm_capacity_gb"),
+        ({"gpu": "custom", "hbm_bandwidth_tb_s": -1}, "hbm_bandwidth_tb_s"),
+        ({"gpu": "custom", "interconnect_bandwidth_gb_s": 0}, "interconnect_bandwidth_gb_s"),
+        ({"batch": 5000}, "batch"),
+        ({"prompt_tokens": 0}, "prompt_tokens"),
+        ({"price_per_gpu_hour": -1}, "price_per_gpu_hour"),
+        ({"model": "llama-3.1-8b", "gpus": 64, "tp": 1, "pp": 64}, "pp"),
+        ({"precision": "fp4"}, "precision"),
+        ({"kv_precision": "fp16"}, "kv_precision"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
 def test_bad_input_gets_422_naming_the_field(client, q, field):
     err = _detail(client, **q)[0]
     assert err["loc"][-1] == field
@@ -225,8 +295,15 @@ def test_unknown_ids_list_the_catalog(client):
 
 
 def test_every_catalog_id_is_accepted(client):
-    for m in ("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-7b", "llama-2-70b", "mixtral-8x7b",
-              "qwen2.5-72b"):
+    for m in (
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "llama-3.1-405b",
+        "llama-2-7b",
+        "llama-2-70b",
+        "mixtral-8x7b",
+        "qwen2.5-72b",
+    ):
         assert m in catalog.models()
         _get(client, model=m, prompt_tokens=512, output_tokens=128)
     for g in ("h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200", "mi300x", "l40s"):
@@ -249,8 +326,21 @@ def test_same_url_same_bytes_and_etag(client):
 def test_openapi_documents_every_field_with_bounds(client):
     op = client.get("/openapi.json").json()["paths"]["/api/dials"]["get"]
     params = {p["name"]: p for p in op["parameters"]}
-    for name in ("model", "gpu", "gpus", "tp", "pp", "precision", "kv_precision", "batch", "prompt_tokens",
-                 "output_tokens", "price_per_gpu_hour", "hidden_size", "hbm_capacity_gb"):
+    for name in (
+        "model",
+        "gpu",
+        "gpus",
+        "tp",
+        "pp",
+        "precision",
+        "kv_precision",
+        "batch",
+        "prompt_tokens",
+        "output_tokens",
+        "price_per_gpu_hour",
+        "hidden_size",
+        "hbm_capacity_gb",
+    ):
         assert params[name].get("description"), name
     for name in ("batch", "prompt_tokens", "hidden_size", "hbm_bandwidth_tb_s"):
         assert "maximum" in params[name]["schema"], name

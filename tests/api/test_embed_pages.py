@@ -15,16 +15,27 @@ def state(html: str) -> dict:
     return json.loads(raw)
 
 
-@pytest.mark.parametrize("query, expected", [
-    ({}, {}),
-    ({"controls": "1", "autoplay": "0", "theme": "dark", "present": "1"},
-     {"controls": "1", "autoplay": "0", "theme": "dark", "present": "1"}),
-    ({"controls": "yes", "theme": "purple", "autoplay": "2"}, {}),
-    ({"step": "3"}, {"step": "3"}), ({"step": "last"}, {"step": "last"}),
-    ({"step": "-1"}, {}), ({"step": "1e9"}, {}), ({"step": "99999"}, {}),
-    ({"scale": "1.5"}, {"scale": "1.5"}), ({"scale": "9"}, {}), ({"scale": "nan"}, {}),
-    ({"size": "xl"}, {"scale": "1.7"}), ({"size": "huge"}, {}),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ({}, {}),
+        (
+            {"controls": "1", "autoplay": "0", "theme": "dark", "present": "1"},
+            {"controls": "1", "autoplay": "0", "theme": "dark", "present": "1"},
+        ),
+        ({"controls": "yes", "theme": "purple", "autoplay": "2"}, {}),
+        ({"step": "3"}, {"step": "3"}),
+        ({"step": "last"}, {"step": "last"}),
+        ({"step": "-1"}, {}),
+        ({"step": "1e9"}, {}),
+        ({"step": "99999"}, {}),
+        ({"scale": "1.5"}, {"scale": "1.5"}),
+        ({"scale": "9"}, {}),
+        ({"scale": "nan"}, {}),
+        ({"size": "xl"}, {"scale": "1.7"}),
+        ({"size": "huge"}, {}),
+    ],
+)
 def test_embed_options_are_validated(query, expected):
     assert embed_options(query) == expected
 

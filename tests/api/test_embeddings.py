@@ -56,7 +56,9 @@ def test_every_floor_has_norm_and_change_and_the_drawn_ones_their_vectors(client
             assert f["vectors"] == []
         assert f["scale"] > 0
     for f, x in zip(d["floors"], [fw.embeddings] + [t.resid_out for t in fw.layers], strict=True):
-        typical = np.median(np.quantile(np.abs(x), 0.98, axis=-1))  # a typical token's range: one outsized token saturates
+        typical = np.median(
+            np.quantile(np.abs(x), 0.98, axis=-1)
+        )  # a typical token's range: one outsized token saturates
         assert f["scale"] == pytest.approx(typical, rel=5e-3)  # 3 significant digits
     assert d["shared_scale"] == max(f["scale"] for f in d["floors"] if f["drawn"])
 
@@ -72,7 +74,9 @@ def test_logit_lens_every_floor_for_the_last_token_and_drawn_floors_for_all(clie
     xs = [fw.embeddings] + [t.resid_out for t in fw.layers]
     for f, x in zip(d["floors"], xs, strict=True):
         assert f["lens"][-1] is not None, "the last token's lens on every floor"
-        assert all((g is not None) == ((f["drawn"] and t >= T - LENS_TOKENS) or t == T - 1) for t, g in enumerate(f["lens"]))
+        assert all(
+            (g is not None) == ((f["drawn"] and t >= T - LENS_TOKENS) or t == T - 1) for t, g in enumerate(f["lens"])
+        )
         logp = log_softmax(m.head(x[-1:]))[0]
         want = np.argsort(-logp)[:3]
         assert [g["id"] for g in f["lens"][-1]] == [int(i) for i in want]
@@ -112,7 +116,9 @@ def test_without_the_model_file_the_toy_serves_and_says_so(client, no_model):
     for model in ("smollm2", None):
         d = get(client, "Paris is", model)
         assert d["model"]["requested"] == "smollm2" and d["model"]["served"] == "toy"
-        assert "fetch-model" in d["model"]["note"] and d["model"]["n_layers"] == served_model("toy").model.config.n_layers
+        assert (
+            "fetch-model" in d["model"]["note"] and d["model"]["n_layers"] == served_model("toy").model.config.n_layers
+        )
         assert d["model"]["choices"]["smollm2"]["served"] == "toy"
     assert get(client, "Paris is", "toy")["model"]["note"] is None
 

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi import checks as openapi_checks
 from inside_llm.app import create_app
 
 MAX_EXAMPLES = 20
-STOP_SECONDS = 5.0      # after a client disconnects, a stream must end within this
+STOP_SECONDS = 5.0  # after a client disconnects, a stream must end within this
 
 APP = create_app()
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
@@ -32,8 +32,11 @@ schema.config.generation.update(modes=["positive", "negative"], max_examples=MAX
 # A URL longer than the server reads (a GET whose text is over its length) is refused with a documented 414.
 _rejection = schema.config.checks.negative_data_rejection
 _rejection.expected_statuses = [*_rejection.expected_statuses, "414"]
-EXCLUDED = [openapi_checks.positive_data_acceptance, openapi_checks.allow_header_conformance,
-            openapi_checks.unsupported_method]
+EXCLUDED = [
+    openapi_checks.positive_data_acceptance,
+    openapi_checks.allow_header_conformance,
+    openapi_checks.unsupported_method,
+]
 
 
 def _is_stream(case) -> bool:
@@ -42,8 +45,7 @@ def _is_stream(case) -> bool:
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_holds_under_generated_input(case):
     if _is_stream(case):
         # read the first event, disconnect: the app must stop within STOP_SECONDS

@@ -88,8 +88,8 @@ def test_partial_utf8_is_held_until_the_character_completes():
         chunks = ex.submit(anyio.run, collect, len(byte_ids) + 1).result()
     ev = events(b"".join(chunks).decode())
     texts = [d["text"] for e, d in ev if e == "token"]
-    assert texts[:len(byte_ids)] == [""] * (len(byte_ids) - 1) + ["🦙"]
-    assert "".join(texts) == m.decode((byte_ids * 2)[:len(byte_ids) + 1])  # a cut-off character ends as U+FFFD
+    assert texts[: len(byte_ids)] == [""] * (len(byte_ids) - 1) + ["🦙"]
+    assert "".join(texts) == m.decode((byte_ids * 2)[: len(byte_ids) + 1])  # a cut-off character ends as U+FFFD
 
 
 def test_max_tokens_is_respected_and_pacing_holds(client):
@@ -103,14 +103,17 @@ def test_max_tokens_is_respected_and_pacing_holds(client):
     assert ev[-1][1]["decode_tokens_per_s"] <= 21
 
 
-@pytest.mark.parametrize("params, field, bound", [
-    ({"prompt": "word " * 300}, "prompt", "256"),
-    ({"prompt": ""}, "prompt", "1"),
-    ({"max_tokens": 513}, "max_tokens", "512"),
-    ({"max_tokens": 0}, "max_tokens", "1"),
-    ({"tokens_per_s": 201}, "tokens_per_s", "200"),
-    ({"temperature": 3}, "temperature", "2"),
-])
+@pytest.mark.parametrize(
+    "params, field, bound",
+    [
+        ({"prompt": "word " * 300}, "prompt", "256"),
+        ({"prompt": ""}, "prompt", "1"),
+        ({"max_tokens": 513}, "max_tokens", "512"),
+        ({"max_tokens": 0}, "max_tokens", "1"),
+        ({"tokens_per_s": 201}, "tokens_per_s", "200"),
+        ({"temperature": 3}, "temperature", "2"),
+    ],
+)
 def test_bounds_get_422_naming_the_field(client, params, field, bound):
     r = client.get("/api/generate", params={"prompt": "x"} | params)
     assert r.status_code == 422

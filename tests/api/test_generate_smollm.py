@@ -6,14 +6,16 @@ from test_generate import events
 
 
 def test_default_model_answers_the_capital_of_france_greedily(client, smollm):
-    r = client.get("/api/generate", params={"prompt": "What is the capital of France?", "temperature": 0,
-                                            "max_tokens": 32})
+    r = client.get(
+        "/api/generate", params={"prompt": "What is the capital of France?", "temperature": 0, "max_tokens": 32}
+    )
     assert r.status_code == 200, r.text
     ev = events(r.text)
     start, toks, done = ev[0][1], [d for e, d in ev if e == "token"], ev[-1][1]
     assert start["model"] == "smollm2" and start["num_prompt_tokens"] == 37
-    assert start["template"].endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
-                                      "<|im_start|>assistant\n")
+    assert start["template"].endswith(
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    )
     answer = "".join(t["text"] for t in toks)
     assert "Paris" in answer and "<|im_end|>" not in answer
     assert done["finish_reason"] == "stop" and done["num_tokens"] == len(toks) < 32

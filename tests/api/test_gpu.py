@@ -13,19 +13,31 @@ def test_defaults_are_70b_on_h100_over_eight_gpus(client):
     assert r.status_code == 200
     d = r.json()
     assert (d["gpu"]["id"], d["model"]["id"], d["precision"], d["tp"], d["batch"]) == (
-        "h100-sxm", "llama-3.1-70b", "bf16", 8, 1)
+        "h100-sxm",
+        "llama-3.1-70b",
+        "bf16",
+        8,
+        1,
+    )
     assert d["layout"] == gpu_layout.layout(catalog.gpu("h100-sxm"))
     assert d["layout"]["sm_count"] == 132 and sum(d["layout"]["sm_groups"]) == 132
     assert d["layout"]["hbm_stacks"] == 5 and d["package"]["hbm_sites"] == 6
     assert d["package"]["hbm_inactive_sites"] == 1 and d["package"]["l2_partitions"] == 2
 
 
-@pytest.mark.parametrize("query", [{}, {"gpu": "b200", "precision": "fp8", "batch": 16, "context": 4096, "tp": 4},
-                                   {"gpu": "mi300x", "model": "mixtral-8x7b", "batch": 64, "tp": 2}])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {},
+        {"gpu": "b200", "precision": "fp8", "batch": 16, "context": 4096, "tp": 4},
+        {"gpu": "mi300x", "model": "mixtral-8x7b", "batch": 64, "tp": 2},
+    ],
+)
 def test_stream_numbers_equal_the_simulation(client, query):
     d = client.get("/api/gpu", params=query).json()
-    cfg = EngineConfig(catalog.model(d["model"]["id"]), catalog.gpu(d["gpu"]["id"]), tp=d["tp"],
-                       precision=d["precision"])
+    cfg = EngineConfig(
+        catalog.model(d["model"]["id"]), catalog.gpu(d["gpu"]["id"]), tp=d["tp"], precision=d["precision"]
+    )
     want = gpu_layout.decode_stream(cfg, d["batch"], d["context"])
     s = d["stream"]
     for k, v in want.items():
@@ -79,11 +91,21 @@ def test_a_model_too_big_for_the_gpu_says_so(client):
     assert not m["fits"] and m["shortfall_gb"] > 0
 
 
-@pytest.mark.parametrize("query,field,needle", [
-    ({"gpu": "h100"}, "gpu", "h100-sxm"), ({"model": "gpt-5"}, "model", "llama-3.1-70b"),
-    ({"precision": "fp4"}, "precision", "int4"), ({"batch": 0}, "batch", "1"), ({"batch": 1025}, "batch", "1,024"),
-    ({"context": 200_000}, "context", "131,072"), ({"model": "llama-2-7b", "context": 5000}, "context", "4,096"),
-    ({"tp": 3}, "tp", "1, 2, 4 or 8"), ({"tp": 16}, "tp", "8"), ({"bogus": 1}, "bogus", "not a setting")])
+@pytest.mark.parametrize(
+    "query,field,needle",
+    [
+        ({"gpu": "h100"}, "gpu", "h100-sxm"),
+        ({"model": "gpt-5"}, "model", "llama-3.1-70b"),
+        ({"precision": "fp4"}, "precision", "int4"),
+        ({"batch": 0}, "batch", "1"),
+        ({"batch": 1025}, "batch", "1,024"),
+        ({"context": 200_000}, "context", "131,072"),
+        ({"model": "llama-2-7b", "context": 5000}, "context", "4,096"),
+        ({"tp": 3}, "tp", "1, 2, 4 or 8"),
+        ({"tp": 16}, "tp", "8"),
+        ({"bogus": 1}, "bogus", "not a setting"),
+    ],
+)
 def test_bad_input_gets_422_naming_the_field(client, query, field, needle):
     r = client.get("/api/gpu", params=query)
     assert r.status_code == 422

@@ -30,7 +30,7 @@ def residents(d, policy, step):
             n = st["first_num_tokens"][k] + step - st["first_step"][k]
             r = {"request_id": rid, "num_tokens": n, "num_final_tokens": d["num_final_tokens"][rid]}
             if policy["layout"] == "paged":
-                r["block_table"] = pages_of(st["block_pages"][k])[:-(-n // policy["block_size"])]
+                r["block_table"] = pages_of(st["block_pages"][k])[: -(-n // policy["block_size"])]
             else:
                 r["start_slot"], r["num_slots"] = st["start_slot"][k], st["num_slots"][k]
             out.append(r)
@@ -51,8 +51,9 @@ def test_contract_fields_for_every_policy(client):
         frames = pols[name]["frames"]
         assert 2 <= len(frames["step"]) <= MAX_FRAMES
         assert {len(column) for column in frames.values()} == {len(frames["step"])}, "columns, one entry per frame"
-        assert {"waste_fraction", "used_slots", "reserved_slots", "internal_fragmentation_slots",
-                "free_slots"} <= set(frames)
+        assert {"waste_fraction", "used_slots", "reserved_slots", "internal_fragmentation_slots", "free_slots"} <= set(
+            frames
+        )
         assert len(pols[name]["residencies"]["request_id"]) >= 300
 
 
@@ -81,28 +82,46 @@ def test_frames_share_one_clock(client):
         assert all(s % d["frame_every"] == 0 for s in steps) and steps == sorted(set(steps))
 
 
-@pytest.mark.parametrize("params", [{}, {"block_size": 8, "compare": "oracle"},
-                                    {"workload": "alpaca", "block_size": 64, "compare": "pow2"},
-                                    {"workload": "fixed", "requests": 60, "seed": 3}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"block_size": 8, "compare": "oracle"},
+        {"workload": "alpaca", "block_size": 64, "compare": "pow2"},
+        {"workload": "fixed", "requests": 60, "seed": 3},
+    ],
+)
 def test_residencies_rebuild_every_frame(client, params):
     """At every frame (and between frames) the residencies give a consistent picture: tokens add up to the
     frame's used slots, no page or slot has two owners, and they agree with the simulation run directly."""
     d = client.get("/api/kv-cache", params=params).json()
     q = d["params"]
-    sim = simulate_kv(block_size=q["block_size"], workload=q["workload"], num_requests=q["requests"], seed=q["seed"],
-                      capacity_tokens=CAPACITY_TOKENS, max_seq_len=MAX_SEQ_LEN, max_frames=MAX_FRAMES)
+    sim = simulate_kv(
+        block_size=q["block_size"],
+        workload=q["workload"],
+        num_requests=q["requests"],
+        seed=q["seed"],
+        capacity_tokens=CAPACITY_TOKENS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_frames=MAX_FRAMES,
+    )
     for name in d["drawn"]:
         pol = by_name(d)[name]
         want = next(p for p in sim.policies if p.name == name)
-        assert pol["frames"]["step"] == want.frames.step[:len(pol["frames"]["step"])]
+        assert pol["frames"]["step"] == want.frames.step[: len(pol["frames"]["step"])]
         if pol["layout"] == "paged":  # the page strings carry the simulation's block tables exactly
             assert [pages_of(t) for t in pol["residencies"]["block_pages"]] == want.residencies.block_table
             assert "block_table" not in pol["residencies"]
         for f in rows(pol["frames"]):
             res = residents(d, pol, f["step"])
             assert sum(r["num_tokens"] for r in res) == f["used_slots"] and len(res) == f["num_resident_requests"]
-            owned = [x for r in res for x in (r["block_table"] if "block_table" in r
-                                              else range(r["start_slot"], r["start_slot"] + r["num_slots"]))]
+            owned = [
+                x
+                for r in res
+                for x in (
+                    r["block_table"] if "block_table" in r else range(r["start_slot"], r["start_slot"] + r["num_slots"])
+                )
+            ]
             assert len(owned) == len(set(owned))
             between = residents(d, pol, f["step"] + d["frame_every"] // 2)
             assert all(1 <= r["num_tokens"] <= r["num_final_tokens"] for r in between)
@@ -131,9 +150,16 @@ def test_block_size_changes_paged_waste_only(client):
     assert small["contiguous"]["waste_fraction"] == big["contiguous"]["waste_fraction"]
 
 
-@pytest.mark.parametrize("name,value,bound", [("requests", MAX_REQUESTS + 1, f"{MAX_REQUESTS:,}"),
-                                              ("requests", 0, "1"), ("block_size", 4, "8"),
-                                              ("block_size", 256, "128"), ("seed", -1, "0")])
+@pytest.mark.parametrize(
+    "name,value,bound",
+    [
+        ("requests", MAX_REQUESTS + 1, f"{MAX_REQUESTS:,}"),
+        ("requests", 0, "1"),
+        ("block_size", 4, "8"),
+        ("block_size", 256, "128"),
+        ("seed", -1, "0"),
+    ],
+)
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
     r = client.get("/api/kv-cache", params={name: value})
     assert r.status_code == 422

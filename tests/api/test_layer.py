@@ -45,7 +45,7 @@ def test_attention_is_lower_triangular_rows_sum_to_one_and_real(client):
         assert [len(r) for r in rows] == list(range(1, T + 1)), "row i holds keys 0..i: tokens only look back"
         for i, row in enumerate(rows):
             assert abs(sum(row) - 1) < 2e-3
-            np.testing.assert_allclose(row, tr.attn[h["head"], i, :i + 1], rtol=1e-3, atol=1e-6)
+            np.testing.assert_allclose(row, tr.attn[h["head"], i, : i + 1], rtol=1e-3, atol=1e-6)
         assert np.allclose(tr.attn[h["head"]][np.triu_indices(T, 1)], 0), "the model itself masks the future"
 
 
@@ -107,8 +107,11 @@ def test_each_model_opens_its_own_layers_with_its_own_heads(client, model):
     assert np.array(d["qkv"]["q"]).shape == (d["num_tokens"], c.n_heads * c.head_dim)
     tr = trace(c.n_layers - 1, model=model)
     np.testing.assert_allclose(d["heads"][-1]["weights"][-1], tr.attn[-1, -1], rtol=1e-3, atol=1e-6)
-    assert d["model"]["choices"]["toy"] == {"served": "toy", "n_layers": served_model("toy").model.config.n_layers,
-                                            "n_heads": served_model("toy").model.config.n_heads}
+    assert d["model"]["choices"]["toy"] == {
+        "served": "toy",
+        "n_layers": served_model("toy").model.config.n_layers,
+        "n_heads": served_model("toy").model.config.n_heads,
+    }
 
 
 def test_without_the_model_file_the_toy_serves_and_says_so(client, no_model):
@@ -132,7 +135,10 @@ def test_the_slider_in_the_scene_file_reaches_the_deepest_model():
     ctl = {c.name: c for c in scene_by_slug("layer").controls}
     if served_model("smollm2").served == "smollm2":  # the deepest model: the slider ends at its last layer exactly
         assert ctl["layer"].max == MAX_LAYER == served_model("smollm2").model.config.n_layers - 1
-    assert ctl["layer"].max == MAX_LAYER and ctl["head"].max >= max(served_model(m).model.config.n_heads for m in MODELS) - 1
+    assert (
+        ctl["layer"].max == MAX_LAYER
+        and ctl["head"].max >= max(served_model(m).model.config.n_heads for m in MODELS) - 1
+    )
     assert ctl["head"].api is False and [o[0] for o in ctl["model"].options] == list(MODELS)
 
 

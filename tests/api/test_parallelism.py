@@ -8,8 +8,15 @@ import pytest
 
 from inside_llm.sim.parallelism import ParallelParams, parallelism
 
-CONTRACT = ("weights_gb", "kv_cache_gb", "fits", "allreduce_bytes_per_layer", "bubble_fraction", "ttft_ms",
-            "tokens_per_s_per_user")
+CONTRACT = (
+    "weights_gb",
+    "kv_cache_gb",
+    "fits",
+    "allreduce_bytes_per_layer",
+    "bubble_fraction",
+    "ttft_ms",
+    "tokens_per_s_per_user",
+)
 
 
 def _get(client, **q):
@@ -18,9 +25,17 @@ def _get(client, **q):
     return r.json()
 
 
-@pytest.mark.parametrize("q", [{}, {"tp": 1, "pp": 8}, {"tp": 4, "pp": 2, "micro_batches": 4},
-                               {"tp": 2, "pp": 1, "gpus": 8, "precision": "fp8", "model": "mixtral-8x7b"},
-                               {"gpus": 1, "tp": 1, "pp": 1}, {"gpu": "h200", "tp": 2, "pp": 2, "gpus": 4}])
+@pytest.mark.parametrize(
+    "q",
+    [
+        {},
+        {"tp": 1, "pp": 8},
+        {"tp": 4, "pp": 2, "micro_batches": 4},
+        {"tp": 2, "pp": 1, "gpus": 8, "precision": "fp8", "model": "mixtral-8x7b"},
+        {"gpus": 1, "tp": 1, "pp": 1},
+        {"gpu": "h200", "tp": 2, "pp": 2, "gpus": 4},
+    ],
+)
 def test_numbers_equal_the_simulation(client, q):
     d = _get(client, **q)
     sim = parallelism(ParallelParams(**q))
@@ -60,9 +75,18 @@ def test_tp_times_pp_must_divide_gpus(client, q):
     assert r.json()["detail"][0]["ctx"]["fields"] == ["tp", "pp", "gpus"]
 
 
-@pytest.mark.parametrize("field,value,bound", [("gpus", 9, "8"), ("tp", 16, "8"), ("pp", 0, "1"),
-                                               ("micro_batches", 65, "64"), ("batch", 257, "256"),
-                                               ("prompt_tokens", 40000, "32,768"), ("output_tokens", 0, "1")])
+@pytest.mark.parametrize(
+    "field,value,bound",
+    [
+        ("gpus", 9, "8"),
+        ("tp", 16, "8"),
+        ("pp", 0, "1"),
+        ("micro_batches", 65, "64"),
+        ("batch", 257, "256"),
+        ("prompt_tokens", 40000, "32,768"),
+        ("output_tokens", 0, "1"),
+    ],
+)
 def test_out_of_bounds_names_field_and_bound(client, field, value, bound):
     r = client.get("/api/parallelism", params={field: value})
     assert r.status_code == 422
@@ -82,8 +106,12 @@ def test_deterministic_cached_and_fast(client):
     a = client.get("/api/parallelism", params={"tp": 2, "pp": 4})
     b = client.get("/api/parallelism", params={"tp": 2, "pp": 4})
     assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
-    assert client.get("/api/parallelism", params={"tp": 2, "pp": 4},
-                      headers={"if-none-match": a.headers["etag"]}).status_code == 304
+    assert (
+        client.get(
+            "/api/parallelism", params={"tp": 2, "pp": 4}, headers={"if-none-match": a.headers["etag"]}
+        ).status_code
+        == 304
+    )
     t0 = time.perf_counter()
     client.get("/api/parallelism", params={"tp": 1, "pp": 2, "gpus": 2, "model": "qwen2.5-72b"})
     assert time.perf_counter() - t0 < 0.5
@@ -94,7 +122,9 @@ def test_layer_weights_as_tensor_parallelism_cuts_them(client):
     # Llama 3.1 70B: Q and O are 8,192 x 8,192, K and V 8,192 x 1,024; the MLP is 3 x 8,192 x 28,672.
     assert ly["attention_params"] == 2 * 8192 * 8192 + 2 * 8192 * 1024
     assert ly["mlp_params"] == 3 * 8192 * 28672
-    assert ly["layer_bytes"] == ly["attention_bytes"] + ly["mlp_bytes"] == 2 * (ly["attention_params"] + ly["mlp_params"])
+    assert (
+        ly["layer_bytes"] == ly["attention_bytes"] + ly["mlp_bytes"] == 2 * (ly["attention_params"] + ly["mlp_params"])
+    )
     assert ly["slice_bytes"] == ly["layer_bytes"] / 8
     moe = client.get("/api/parallelism", params={"model": "mixtral-8x7b", "tp": 4, "pp": 2}).json()["layer"]
     assert moe["num_experts"] == 8 and moe["slice_bytes"] == moe["layer_bytes"] / 4

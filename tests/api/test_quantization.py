@@ -44,7 +44,7 @@ def test_model_shrinks_to_about_a_half_and_a_quarter(client):
     rows = {r["precision"]: r for r in _get(client)["rows"]}
     assert rows["bf16"]["weights_gb"] == pytest.approx(141, abs=1)
     assert rows["fp8"]["weights_gb"] / rows["bf16"]["weights_gb"] == pytest.approx(0.5, abs=0.03)
-    assert 0.25 < rows["int4"]["weights_gb"] / rows["bf16"]["weights_gb"] < 0.3   # scales and 16-bit embeddings
+    assert 0.25 < rows["int4"]["weights_gb"] / rows["bf16"]["weights_gb"] < 0.3  # scales and 16-bit embeddings
     assert rows["int4"]["bits_per_weight"] == 4.125
     assert rows["bf16"]["gpus_needed"] > rows["fp8"]["gpus_needed"] > rows["int4"]["gpus_needed"] == 1
 
@@ -78,10 +78,12 @@ def test_reads_faster_at_equal_gpu_count(client):
     rows = {r["precision"]: r for r in d["rows"]}
     same = d["same_gpus"]
     assert same == max(r["gpus_needed"] for r in d["rows"]) == rows["bf16"]["gpus_needed"] == 4
-    for p, r in rows.items():                  # every format on the same 4 GPUs, as the cost model says
+    for p, r in rows.items():  # every format on the same 4 GPUs, as the cost model says
         est = serving.estimate(serving.ServingParams(gpus=same, tp=same, precision=p, batch=16))
         assert r["tokens_per_s_per_user_same_gpus"] == pytest.approx(est.tokens_per_s_per_user)
-        assert r["speedup_same_gpus"] == pytest.approx(est.tokens_per_s_per_user / rows["bf16"]["tokens_per_s_per_user_same_gpus"])
+        assert r["speedup_same_gpus"] == pytest.approx(
+            est.tokens_per_s_per_user / rows["bf16"]["tokens_per_s_per_user_same_gpus"]
+        )
     # fewer bytes per step: faster on equal GPUs, while on its fewest GPUs INT4 is not faster than BF16
     assert rows["int4"]["speedup_same_gpus"] > rows["fp8"]["speedup_same_gpus"] > 1.3
     assert rows["int4"]["tokens_per_s_per_user"] < rows["bf16"]["tokens_per_s_per_user"]
@@ -89,8 +91,10 @@ def test_reads_faster_at_equal_gpu_count(client):
     assert d["math"]["tokens_per_s_per_user_same_gpus"]["value"] == pytest.approx(d["tokens_per_s_per_user_same_gpus"])
 
 
-@pytest.mark.parametrize("precision,baseline,differs", [("bf16", 3.53, False), ("fp8", 3.53, False),
-                                                         ("int8", 6.17, True), ("int4", 3.53, False)])
+@pytest.mark.parametrize(
+    "precision,baseline,differs",
+    [("bf16", 3.53, False), ("fp8", 3.53, False), ("int8", 6.17, True), ("int4", 3.53, False)],
+)
 def test_each_needle_says_whose_baseline_it_uses(client, precision, baseline, differs):
     n = _get(client, precision=precision)["needles"]["published"]
     assert n["baseline"] == baseline and n["reference_baseline"] == 3.53
@@ -112,7 +116,9 @@ def test_no_developer_notes_leak_into_the_response(client):
 def test_demo_perplexities_are_the_measurement(client):
     d = _get(client)
     q = {v["variant"]: v["perplexity"] for v in demo_quality.quality("main")["variants"]}
-    assert {r["precision"]: r["perplexity"] for r in d["demo"]} == {p: q[p] for p in ("fp16", "bf16", "fp8", "int8", "int4")}
+    assert {r["precision"]: r["perplexity"] for r in d["demo"]} == {
+        p: q[p] for p in ("fp16", "bf16", "fp8", "int8", "int4")
+    }
     assert d["demo_extra"][0]["perplexity"] == q["int4_per_channel"]
     assert d["demo_info"]["tokens"] > 30_000
 
@@ -120,11 +126,14 @@ def test_demo_perplexities_are_the_measurement(client):
 def _decode(fmt: str, bits: str, scale: float | None) -> float:
     if fmt in ("bf16", "fp16"):
         u = int(bits, 2)
-        return float(np.array([u << 16], np.uint32).view(np.float32)[0]) if fmt == "bf16" else \
-            float(np.array([u], np.uint16).view(np.float16)[0])
+        return (
+            float(np.array([u << 16], np.uint32).view(np.float32)[0])
+            if fmt == "bf16"
+            else float(np.array([u], np.uint16).view(np.float16)[0])
+        )
     if fmt == "fp8":
         s, e, m = int(bits[0]), int(bits[1:5], 2), int(bits[5:], 2)
-        v = (m / 8) * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+        v = (m / 8) * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
         return (-v if s else v) * scale
     code = int(bits, 2) - (2 ** len(bits) if bits[0] == "1" else 0)
     return code * scale
@@ -143,10 +152,16 @@ def test_tile_bits_decode_to_the_stored_values(client):
                 assert _decode(p["precision"], bits, scale) == pytest.approx(p["values"][r][c], rel=1e-3, abs=1e-7)
 
 
-@pytest.mark.parametrize("q,field,words", [({"precision": "int3"}, "precision", ("int4", "fp8")),
-                                           ({"batch": 0}, "batch", ("1",)), ({"batch": 257}, "batch", ("256",)),
-                                           ({"model": "gpt-9"}, "model", ("llama-3.1-70b",)),
-                                           ({"gpu": "tpu"}, "gpu", ("h100-sxm",))])
+@pytest.mark.parametrize(
+    "q,field,words",
+    [
+        ({"precision": "int3"}, "precision", ("int4", "fp8")),
+        ({"batch": 0}, "batch", ("1",)),
+        ({"batch": 257}, "batch", ("256",)),
+        ({"model": "gpt-9"}, "model", ("llama-3.1-70b",)),
+        ({"gpu": "tpu"}, "gpu", ("h100-sxm",)),
+    ],
+)
 def test_bad_input_gets_422_naming_field_and_bound(client, q, field, words):
     r = client.get("/api/quantization", params=q)
     assert r.status_code == 422
@@ -159,7 +174,7 @@ def test_deterministic_cached_and_fast(client):
     a = client.get("/api/quantization")
     t0 = time.perf_counter()
     b = client.get("/api/quantization")
-    assert time.perf_counter() - t0 < 0.1                         # defaults well under 100 ms once warm
+    assert time.perf_counter() - t0 < 0.1  # defaults well under 100 ms once warm
     assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
     t0 = time.perf_counter()
     client.get("/api/quantization", params={"model": "llama-3.1-405b", "gpu": "h200", "precision": "fp8"})

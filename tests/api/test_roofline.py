@@ -13,7 +13,13 @@ def test_defaults_equal_the_simulation(client):
     assert r.status_code == 200
     d = r.json()
     assert (d["model"]["id"], d["gpu"]["id"], d["roof"]["precision"], d["tp"], d["batch"], d["prompt_tokens"]) == (
-        "llama-3.1-70b", "h100-sxm", "bf16", 8, 1, 1024)
+        "llama-3.1-70b",
+        "h100-sxm",
+        "bf16",
+        8,
+        1,
+        1024,
+    )
     want = rl.roofline().to_dict()
     for k in ("roof", "prefill", "decode", "decode_curve", "roof_curve"):
         assert d[k] == want[k], k
@@ -31,20 +37,34 @@ def test_decoding_one_chat_uses_well_under_one_percent_of_the_math(client):
 
 
 def test_share_of_math_rises_with_batch(client):
-    shares = [client.get("/api/roofline", params={"batch": b}).json()["decode"]["share_of_peak"]
-              for b in (1, 4, 16, 64, 256, 1024)]
+    shares = [
+        client.get("/api/roofline", params={"batch": b}).json()["decode"]["share_of_peak"]
+        for b in (1, 4, 16, 64, 256, 1024)
+    ]
     assert shares == sorted(shares) and shares[-1] > 20 * shares[0]
     curve = client.get("/api/roofline").json()["decode_curve"]
-    assert curve["batch"] == [2 ** i for i in range(11)]
+    assert curve["batch"] == [2**i for i in range(11)]
     assert curve["share_of_peak"] == sorted(curve["share_of_peak"])
 
 
-@pytest.mark.parametrize("query", [{"gpu": "b200", "precision": "fp8", "batch": 64, "prompt_tokens": 4096, "tp": 4},
-                                   {"gpu": "a100-80gb", "precision": "fp8"}, {"model": "mixtral-8x7b", "gpu": "mi300x"}])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"gpu": "b200", "precision": "fp8", "batch": 64, "prompt_tokens": 4096, "tp": 4},
+        {"gpu": "a100-80gb", "precision": "fp8"},
+        {"model": "mixtral-8x7b", "gpu": "mi300x"},
+    ],
+)
 def test_other_configurations_equal_the_simulation(client, query):
     d = client.get("/api/roofline", params=query).json()
-    want = rl.roofline(d["model"]["id"], d["gpu"]["id"], d["roof"]["precision"], batch=d["batch"],
-                       context_tokens=d["prompt_tokens"], tp=d["tp"])
+    want = rl.roofline(
+        d["model"]["id"],
+        d["gpu"]["id"],
+        d["roof"]["precision"],
+        batch=d["batch"],
+        context_tokens=d["prompt_tokens"],
+        tp=d["tp"],
+    )
     assert d["decode"] == want.decode.__dict__ and d["prefill"] == want.prefill.__dict__
     assert d["roof"] == want.roof.__dict__
     assert set(rl.point_math(want, d["tp"])) <= set(d["math"])
@@ -66,11 +86,20 @@ def test_past_the_ridge_the_compute_roof_binds(client):
     assert d["binding_roof"] == "compute" and "compute roof binds" in d["math"]["decode_roof"]["formula"]
 
 
-@pytest.mark.parametrize("query,field,needle", [
-    ({"gpu": "tpu"}, "gpu", "h100-sxm"), ({"model": "gpt-5"}, "model", "llama-3.1-70b"),
-    ({"precision": "fp4"}, "precision", "bf16"), ({"batch": 0}, "batch", "1"), ({"batch": 2048}, "batch", "1,024"),
-    ({"prompt_tokens": 0}, "prompt_tokens", "1"), ({"model": "llama-2-70b", "prompt_tokens": 8192}, "prompt_tokens", "4,096"),
-    ({"tp": 5}, "tp", "1, 2, 4 or 8"), ({"context": 10}, "context", "not a setting")])
+@pytest.mark.parametrize(
+    "query,field,needle",
+    [
+        ({"gpu": "tpu"}, "gpu", "h100-sxm"),
+        ({"model": "gpt-5"}, "model", "llama-3.1-70b"),
+        ({"precision": "fp4"}, "precision", "bf16"),
+        ({"batch": 0}, "batch", "1"),
+        ({"batch": 2048}, "batch", "1,024"),
+        ({"prompt_tokens": 0}, "prompt_tokens", "1"),
+        ({"model": "llama-2-70b", "prompt_tokens": 8192}, "prompt_tokens", "4,096"),
+        ({"tp": 5}, "tp", "1, 2, 4 or 8"),
+        ({"context": 10}, "context", "not a setting"),
+    ],
+)
 def test_bad_input_gets_422_naming_the_field(client, query, field, needle):
     r = client.get("/api/roofline", params=query)
     assert r.status_code == 422

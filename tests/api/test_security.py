@@ -22,15 +22,31 @@ REPO = Path(__file__).resolve().parents[2]
 # Files outside the public folders that a traversal would reach, and a line of each that must never be served.
 SECRETS = {"pyproject.toml": "[project]", "src/inside_llm/app.py": "def create_app", "/etc/passwd": "root:"}
 TRAVERSALS = [
-    "../{f}", "../../{f}", "../../../{f}",
-    "..%2f{f}", "..%2f..%2f{f}", "..%2f..%2f..%2f{f}",            # encoded /
-    "%2e%2e/{f}", "%2e%2e%2f%2e%2e%2f{f}", ".%2e/.%2e/{f}",          # encoded dots
-    "%252e%252e%252f{f}", "..%252f..%252f{f}",                        # double-encoded
-    "..\\{f}", "..%5c..%5c{f}", "..%5c..%5c..%5c{f}",                 # backslashes
-    "%2f{f}", "/{f}", "//{f}", "%2fetc%2fpasswd",                      # absolute paths
-    "js/..%2f..%2f{f}", "css/%2e%2e/%2e%2e/{f}",
-    "{f}%00.js", "..%2f{f}%00", "%00../{f}",                           # null bytes
-    "%c0%ae%c0%ae/{f}", "%e0%80%ae%e0%80%ae/{f}",                     # overlong UTF-8 dots
+    "../{f}",
+    "../../{f}",
+    "../../../{f}",
+    "..%2f{f}",
+    "..%2f..%2f{f}",
+    "..%2f..%2f..%2f{f}",  # encoded /
+    "%2e%2e/{f}",
+    "%2e%2e%2f%2e%2e%2f{f}",
+    ".%2e/.%2e/{f}",  # encoded dots
+    "%252e%252e%252f{f}",
+    "..%252f..%252f{f}",  # double-encoded
+    "..\\{f}",
+    "..%5c..%5c{f}",
+    "..%5c..%5c..%5c{f}",  # backslashes
+    "%2f{f}",
+    "/{f}",
+    "//{f}",
+    "%2fetc%2fpasswd",  # absolute paths
+    "js/..%2f..%2f{f}",
+    "css/%2e%2e/%2e%2e/{f}",
+    "{f}%00.js",
+    "..%2f{f}%00",
+    "%00../{f}",  # null bytes
+    "%c0%ae%c0%ae/{f}",
+    "%e0%80%ae%e0%80%ae/{f}",  # overlong UTF-8 dots
 ]
 PREFIXES = ["/static/", "/tour/", "/embed/", "/api/"]
 
@@ -61,9 +77,15 @@ def test_no_path_traversal(raw, prefix):
 
 def test_traversal_with_raw_bytes_in_the_path(app):
     """Paths sent exactly as written (no client normalisation): ../, backslashes, NUL in the raw request line."""
-    for raw_path in (b"/static/../pyproject.toml", b"/static/../../../../etc/passwd", b"/static/..\\..\\pyproject.toml",
-                     b"/static/js/../../../pyproject.toml", b"/static/\x00../pyproject.toml",
-                     b"/tour/../../pyproject.toml", b"/embed/..%2f..%2fpyproject.toml"):
+    for raw_path in (
+        b"/static/../pyproject.toml",
+        b"/static/../../../../etc/passwd",
+        b"/static/..\\..\\pyproject.toml",
+        b"/static/js/../../../pyproject.toml",
+        b"/static/\x00../pyproject.toml",
+        b"/tour/../../pyproject.toml",
+        b"/embed/..%2f..%2fpyproject.toml",
+    ):
         status, body = anyio.run(_asgi, app, raw_path)
         assert status in (400, 404), (raw_path, status)
         assert b"[project]" not in body and b"root:" not in body, raw_path
@@ -71,9 +93,20 @@ def test_traversal_with_raw_bytes_in_the_path(app):
 
 async def _asgi(app, raw_path: bytes, query: bytes = b"") -> tuple[int, bytes]:
     """One GET straight through the ASGI app: the path exactly as given, any query length."""
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-             "path": raw_path.decode("latin-1"), "raw_path": raw_path, "query_string": query, "headers": [],
-             "client": ("127.0.0.1", 1), "server": ("testserver", 80), "scheme": "http", "root_path": ""}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "path": raw_path.decode("latin-1"),
+        "raw_path": raw_path,
+        "query_string": query,
+        "headers": [],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+        "scheme": "http",
+        "root_path": "",
+    }
     out = {"status": 0, "body": b""}
 
     async def receive():
@@ -93,7 +126,7 @@ def test_static_serves_only_the_static_folder(client):
     css = next(static_dir().glob("css/*.css")).relative_to(static_dir()).as_posix()
     r = client.get(f"/static/{css}")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/css")
-    assert client.get("/static/").status_code == 404          # no directory listing
+    assert client.get("/static/").status_code == 404  # no directory listing
     assert client.get("/static/js/").status_code == 404
 
 
@@ -121,14 +154,24 @@ def test_internal_errors_leak_no_trace_and_no_path(path):
         r = c.get(path)
     assert r.status_code == 500
     assert r.json() == {"detail": "internal error"}
-    for leak in ("Traceback", "File \"", str(REPO), "/work/", "site-packages", "secret", "RuntimeError", "line "):
+    for leak in ("Traceback", 'File "', str(REPO), "/work/", "site-packages", "secret", "RuntimeError", "line "):
         assert leak not in r.text
-    assert r.headers["x-content-type-options"] == "nosniff"           # headers on error responses too
+    assert r.headers["x-content-type-options"] == "nosniff"  # headers on error responses too
     assert "script-src 'self'" in r.headers["content-security-policy"]
 
 
-@pytest.mark.parametrize("url", ["/tour/nope", "/embed/nope", "/api/nope", "/static/nope.js", "/nope",
-                                 "/api/gpu?gpu=nope", "/api/tokens?text=" + "x" * 200_000])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/tour/nope",
+        "/embed/nope",
+        "/api/nope",
+        "/static/nope.js",
+        "/nope",
+        "/api/gpu?gpu=nope",
+        "/api/tokens?text=" + "x" * 200_000,
+    ],
+)
 def test_error_bodies_leak_no_local_path(raw, url):
     if len(url) > 8000:
         path, _, query = url.partition("?")
@@ -138,12 +181,25 @@ def test_error_bodies_leak_no_local_path(raw, url):
         status, body = r.status_code, r.content
     assert 400 <= status < 500, (url, status)
     text = body.decode()
-    for leak in ("Traceback", str(REPO), "/work/", "site-packages", ".py\""):
+    for leak in ("Traceback", str(REPO), "/work/", "site-packages", '.py"'):
         assert leak not in text, url
 
 
-@pytest.mark.parametrize("url", ["/tour/tokens", "/embed/tokens", "/dials", "/docs", "/api/tokens", "/healthz",
-                                 "/openapi.json", "/static/js/tour.js", "/tour/nope", "/api/gpu?batch=0"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/tour/tokens",
+        "/embed/tokens",
+        "/dials",
+        "/docs",
+        "/api/tokens",
+        "/healthz",
+        "/openapi.json",
+        "/static/js/tour.js",
+        "/tour/nope",
+        "/api/gpu?batch=0",
+    ],
+)
 def test_every_response_carries_the_security_headers(client, url):
     r = client.get(url)
     csp = r.headers["content-security-policy"]
@@ -157,15 +213,17 @@ def test_every_response_carries_the_security_headers(client, url):
     assert ("x-frame-options" in r.headers) != framable
 
 
-@pytest.mark.parametrize("url", ["/embedx/tokens", "/tour/embed", "/static/embed/x.js", "/tour/tokens?embed=1",
-                                 "/EMBED/tokens", "/api/embeddings"])
+@pytest.mark.parametrize(
+    "url",
+    ["/embedx/tokens", "/tour/embed", "/static/embed/x.js", "/tour/tokens?embed=1", "/EMBED/tokens", "/api/embeddings"],
+)
 def test_only_embed_pages_may_be_framed(client, url):
     r = client.get(url)
     assert "frame-ancestors 'self'" in r.headers["content-security-policy"], url
     assert r.headers["x-frame-options"] == "SAMEORIGIN", url
 
 
-XSS = '</textarea></script><script>alert(1)</script><img src=x onerror=alert(1)>"\'&'
+XSS = "</textarea></script><script>alert(1)</script><img src=x onerror=alert(1)>\"'&"
 
 
 @pytest.mark.parametrize("path", ["/tour/tokens", "/embed/tokens", "/dials"])
@@ -173,18 +231,18 @@ def test_url_values_cannot_inject_markup(client, path):
     html = client.get(path, params={"text": XSS, "theme": XSS, "scale": XSS, "step": XSS, "model": XSS}).text
     state = re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S)
     assert state, "page-state block"
-    outside = html[:state.start(1)] + html[state.end(1):]
+    outside = html[: state.start(1)] + html[state.end(1) :]
     assert "<script>alert(1)</script>" not in outside and "<img src=x" not in outside
-    assert "</" not in state.group(1)                                 # the JSON block cannot be closed early
+    assert "</" not in state.group(1)  # the JSON block cannot be closed early
     if path != "/dials":
-        assert json.loads(state.group(1))["params"]["text"] == XSS    # the value survives, escaped
+        assert json.loads(state.group(1))["params"]["text"] == XSS  # the value survives, escaped
 
 
 def test_bodies_over_the_cap_get_413_however_they_are_sent(client):
     big = b"{" + b" " * 1_000_001 + b"}"
     assert client.post("/api/tokens", content=big, headers={"content-type": "application/json"}).status_code == 413
 
-    def chunks():                                            # no Content-Length: counted while streaming
+    def chunks():  # no Content-Length: counted while streaming
         for _ in range(20):
             yield b" " * 100_000
 
@@ -196,13 +254,26 @@ def test_bodies_over_the_cap_get_413_however_they_are_sent(client):
 
 @pytest.mark.parametrize("length", ["-1", "abc", "1e9", "99999999999999999999"])
 def test_bad_content_length_is_refused(client, length):
-    r = client.post("/api/tokens", content=b"{}", headers={"content-type": "application/json",
-                                                          "content-length": length})
+    r = client.post(
+        "/api/tokens", content=b"{}", headers={"content-type": "application/json", "content-length": length}
+    )
     assert r.status_code in (400, 413)
 
 
-@pytest.mark.parametrize("body", [b"\xff\xfe", b"{", b"[]", b"null", b'{"text": 1}', b'"x"', b"{}" * 1000,
-                                  b'{"text": "' + b"\\ud800" + b'"}', b"[" * 5000 + b"]" * 5000])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xff\xfe",
+        b"{",
+        b"[]",
+        b"null",
+        b'{"text": 1}',
+        b'"x"',
+        b"{}" * 1000,
+        b'{"text": "' + b"\\ud800" + b'"}',
+        b"[" * 5000 + b"]" * 5000,
+    ],
+)
 def test_malformed_bodies_are_client_errors(raw, body):
     for path in ("/api/tokens", "/api/catalog/models"):
         r = raw.post(path, content=body, headers={"content-type": "application/json"})
@@ -224,7 +295,7 @@ def test_json_responses_are_cacheable_and_revalidate(client):
     assert again.status_code == 304 and again.content == b""
     assert client.get("/api/roofline", params={"batch": 2}).headers["etag"] != r.headers["etag"]
     err = client.get("/api/roofline", params={"batch": 0})
-    assert err.status_code == 422 and "etag" not in err.headers      # errors are not cached as answers
+    assert err.status_code == 422 and "etag" not in err.headers  # errors are not cached as answers
 
 
 def _stream_operations(app) -> list[tuple[str, dict]]:
@@ -235,8 +306,11 @@ def _stream_operations(app) -> list[tuple[str, dict]]:
         op = ops.get("get", {})
         if "text/event-stream" not in op.get("responses", {}).get("200", {}).get("content", {}):
             continue
-        query = {p["name"]: p["schema"]["maximum"] for p in op.get("parameters", [])
-                 if p["name"].startswith("max_") and p["schema"].get("type") == "integer"}
+        query = {
+            p["name"]: p["schema"]["maximum"]
+            for p in op.get("parameters", [])
+            if p["name"].startswith("max_") and p["schema"].get("type") == "integer"
+        }
         out.append((path, query))
     return out
 

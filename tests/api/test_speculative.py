@@ -32,8 +32,10 @@ def test_defaults_give_two_to_three_times(client):
     assert f["speedup"] == f"{d['speedup']:.1f}" and f["tokens_per_pass"] == f"{d['expected_tokens_per_pass']:.1f}"
 
 
-@pytest.mark.parametrize("params", [{}, {"gamma": 2, "max_tokens": 20},
-                                    {"gamma": 6, "prompt": "DUKE:\nGo, and be gone.\n", "max_tokens": 24}])
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"gamma": 2, "max_tokens": 20}, {"gamma": 6, "prompt": "DUKE:\nGo, and be gone.\n", "max_tokens": 24}],
+)
 def test_demo_output_is_the_targets_greedy_output(client, params, target_greedy):
     d = client.get("/api/speculative", params={"model": "toy", **params}).json()["demo"]
     n = params.get("max_tokens", DEFAULT_MAX_TOKENS)
@@ -65,14 +67,19 @@ def test_acceptance_rate_and_frames_agree(client):
     assert emitted == d["output_tokens"]
     assert d["alpha_estimate"] == pytest.approx(accepted / (accepted + rejections))
     assert d["predicted_speedup_memory_bound"] == pytest.approx(
-        sp.speedup(d["alpha_estimate"], 5, d["weights_cost_ratio"]))
-    assert {"acceptance_rate", "alpha_estimate", "weights_cost_ratio", "predicted_speedup_memory_bound"} <= set(d["math"])
+        sp.speedup(d["alpha_estimate"], 5, d["weights_cost_ratio"])
+    )
+    assert {"acceptance_rate", "alpha_estimate", "weights_cost_ratio", "predicted_speedup_memory_bound"} <= set(
+        d["math"]
+    )
 
 
 def test_same_url_same_bytes_and_etag(client):
     a = client.get("/api/speculative")
-    b = client.get("/api/speculative", params={"alpha": 0.8, "gamma": 4, "cost_ratio": 0.1, "max_tokens": DEFAULT_MAX_TOKENS,
-                                               "prompt": ""})
+    b = client.get(
+        "/api/speculative",
+        params={"alpha": 0.8, "gamma": 4, "cost_ratio": 0.1, "max_tokens": DEFAULT_MAX_TOKENS, "prompt": ""},
+    )
     assert a.status_code == 200 and a.content == b.content and a.headers["etag"] == b.headers["etag"]
     assert client.get("/api/speculative", headers={"if-none-match": a.headers["etag"]}).status_code == 304
     for key in ("wall_time_s", "target_s", "draft_s"):
@@ -97,11 +104,21 @@ def test_alpha_and_cost_ratio_leave_the_demo_alone(client):
     assert a == b
 
 
-@pytest.mark.parametrize("name,value,bound", [
-    ("alpha", MAX_ALPHA + 0.01, f"{MAX_ALPHA}"), ("alpha", -0.1, "0"), ("gamma", 0, "1"),
-    ("gamma", MAX_GAMMA + 1, f"{MAX_GAMMA}"), ("cost_ratio", 0, "0"), ("cost_ratio", 1.5, "1"),
-    ("max_tokens", 0, "1"), ("max_tokens", demo.MAX_NEW_TOKENS + 1, f"{demo.MAX_NEW_TOKENS}"),
-    ("prompt", "x" * 4001, "4,000"), ("prompt", " the" * 300, f"{demo.MAX_PROMPT_TOKENS}")])
+@pytest.mark.parametrize(
+    "name,value,bound",
+    [
+        ("alpha", MAX_ALPHA + 0.01, f"{MAX_ALPHA}"),
+        ("alpha", -0.1, "0"),
+        ("gamma", 0, "1"),
+        ("gamma", MAX_GAMMA + 1, f"{MAX_GAMMA}"),
+        ("cost_ratio", 0, "0"),
+        ("cost_ratio", 1.5, "1"),
+        ("max_tokens", 0, "1"),
+        ("max_tokens", demo.MAX_NEW_TOKENS + 1, f"{demo.MAX_NEW_TOKENS}"),
+        ("prompt", "x" * 4001, "4,000"),
+        ("prompt", " the" * 300, f"{demo.MAX_PROMPT_TOKENS}"),
+    ],
+)
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
     r = client.get("/api/speculative", params={name: value})
     assert r.status_code == 422
@@ -131,6 +148,7 @@ def test_measured_on_this_cpu_beside_the_prediction(client):
 
 # ---- the real model: SmolLM2 as target, drafted by prompt lookup (with and without the file) ----------
 
+
 def test_real_model_speculative_equals_its_own_greedy_output(client, smollm):
     d = client.get("/api/speculative").json()
     run = d["demo"]
@@ -139,7 +157,7 @@ def test_real_model_speculative_equals_its_own_greedy_output(client, smollm):
     ids = smollm.chat_ids(d["example_prompts"]["usually_right"])
     cache, want = KVCache(smollm.config), []
     logits = smollm.forward(ids, cache).logits[-1]
-    while len(want) < run["num_tokens"]:                         # its own greedy answer, one pass per token
+    while len(want) < run["num_tokens"]:  # its own greedy answer, one pass per token
         want.append(int(np.argmax(logits)))
         logits = smollm.forward(want[-1:], cache).logits[-1]
     assert run["matches_greedy"] and [t["id"] for t in run["output_tokens"]] == want == run["greedy_output_ids"]

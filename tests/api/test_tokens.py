@@ -25,8 +25,10 @@ def test_post_accepts_long_text_and_equals_get(client):
     post = client.post("/api/tokens", json={"text": text}).json()
     assert post["num_tokens"] == len(tk.encode(text, "cl100k_base"))
     short = "same answer either way"
-    assert client.post("/api/tokens", json={"text": short}).json() == client.get(
-        "/api/tokens", params={"text": short}).json()
+    assert (
+        client.post("/api/tokens", json={"text": short}).json()
+        == client.get("/api/tokens", params={"text": short}).json()
+    )
 
 
 def test_chat_view_adds_template_tokens(client):

@@ -12,16 +12,23 @@ import pytest
 from pagekit import unexpected_errors, watch_console
 
 CHROMIUM = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}. Install Debian's browser: "
-                    "`sudo apt-get install -y chromium` (or set INSIDE_LLM_CHROMIUM to its path).",
-                    pytrace=False)
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}. Install Debian's browser: "
+            "`sudo apt-get install -y chromium` (or set INSIDE_LLM_CHROMIUM to its path).",
+            pytrace=False,
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 NUM_STEPS = 4
 
-SOURCE = """
+SOURCE = (
+    """
 // stepping scene (test double): records mount options, updates and shown steps on window.__stepping.
 let stage = null;
 const log = (window.__stepping = window.__stepping || { mounts: [], updates: 0, shown: [] });
@@ -31,10 +32,14 @@ export function showStep(i) {
   stage.querySelector('#stepping').textContent = `step ${i}`;
 }
 export function unmount() { stage = null; }
-""" % NUM_STEPS
+"""
+    % NUM_STEPS
+)
 
 
 def use_stepping_scene(page, slug: str = "tokens") -> None:
     """Serve the stepping module as static/js/scenes/<slug>.js for this page (and its frames)."""
-    page.route(f"**/static/js/scenes/{slug}.js",
-               lambda route: route.fulfill(status=200, body=SOURCE, content_type="text/javascript"))
+    page.route(
+        f"**/static/js/scenes/{slug}.js",
+        lambda route: route.fulfill(status=200, body=SOURCE, content_type="text/javascript"),
+    )

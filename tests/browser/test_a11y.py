@@ -31,8 +31,11 @@ def test_no_serious_accessibility_violations(browser, base_url, axe, path, theme
             # chapter 4 opens with a 1.1 s lift (an aria-hidden overlay fading out): check the page it leaves
             page.wait_for_selector(".lift", state="detached")
             result = axe.run(page, options={"resultTypes": ["violations"], "runOnly": RULES})
-            bad = [f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes'][:3]]}"
-                   for v in result.response["violations"] if v["impact"] in ("serious", "critical")]
+            bad = [
+                f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes'][:3]]}"
+                for v in result.response["violations"]
+                if v["impact"] in ("serious", "critical")
+            ]
             assert bad == [], f"{path} {theme} {width}px"
             assert unexpected_errors(page) == []
         finally:

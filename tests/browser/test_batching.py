@@ -32,7 +32,8 @@ def test_readouts_and_the_shared_clock(page, base_url):
     clock = page.locator(".bt-clock").inner_text()
     x = page.locator(".bt-cursor").get_attribute("x1")
     page.locator(".bt-transport input[type=range]").evaluate(
-        "(el) => { el.value = 700; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+        "(el) => { el.value = 700; el.dispatchEvent(new Event('input', { bubbles: true })); }"
+    )
     assert page.locator(".bt-clock").inner_text() != clock
     assert float(page.locator(".bt-cursor").get_attribute("x1")) > float(x)
     statuses = page.locator(".bt-status").all_text_contents()
@@ -45,9 +46,11 @@ def test_readouts_and_the_shared_clock(page, base_url):
 def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url):
     page.goto(base_url + "/tour/batching?step=1")
     ready(page)
-    page.wait_for_function("() => document.querySelectorAll('.bt-bar').length === 3 || "
-                           "document.querySelector('.bt-measured')?.textContent.includes('Not measured')",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.bt-bar').length === 3 || "
+        "document.querySelector('.bt-measured')?.textContent.includes('Not measured')",
+        timeout=60_000,
+    )
     text = page.locator(".bt-measured").inner_text()
     assert "this server's CPU" in text
     if "Not measured" not in text:
@@ -62,7 +65,8 @@ def test_controls_refetch(page, base_url):
     ready(page)
     with page.expect_response(lambda r: "/api/batching?" in r.url and "seats=24" in r.url):
         page.locator("#ctl-seats").evaluate(
-            "(el) => { el.value = 24; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+            "(el) => { el.value = 24; el.dispatchEvent(new Event('input', { bubbles: true })); }"
+        )
     page.wait_for_function("() => document.querySelectorAll('.bt-svg g[data-policy=static] .bt-lane').length === 24")
     assert "seats=24" in page.url
     assert page.console_errors == []
@@ -92,7 +96,9 @@ def test_steps_are_a_dozen_instants_most_before_continuous_finishes(page, base_u
     for step in range(12):
         page.goto(base_url + f"/tour/batching?step={step}")
         ready(page)
-        t, horizon = (float(x) for x in re.findall(r"[\d.]+", page.locator(".bt-clock").inner_text().replace(",", ""))[:2])
+        t, horizon = (
+            float(x) for x in re.findall(r"[\d.]+", page.locator(".bt-clock").inner_text().replace(",", ""))[:2]
+        )
         times.append(t)
         continuous = page.locator(".bt-status").all_text_contents()[1]
         assert continuous.startswith("all ") == (step >= 8), (step, continuous)
@@ -118,9 +124,13 @@ def test_embed_keeps_the_lanes_and_the_table_for_a_slide(page, base_url):
 def test_few_seats_still_draw_the_queue_stack_without_errors(page, base_url, seats):
     page.goto(base_url + f"/tour/batching?seats={seats}&step=4")
     ready(page)
-    sizes = page.eval_on_selector_all(".bt-waiting", "els => els.map(e => [+e.getAttribute('width'), +e.getAttribute('height')])")
+    sizes = page.eval_on_selector_all(
+        ".bt-waiting", "els => els.map(e => [+e.getAttribute('width'), +e.getAttribute('height')])"
+    )
     assert len(sizes) == 2 * 24 and all(w >= 6 and h >= 6 for w, h in sizes), sizes[:4]
-    shown = page.eval_on_selector_all(".bt-panel[data-policy=static] .bt-waiting", "els => els.filter(e => e.style.display !== 'none').length")
+    shown = page.eval_on_selector_all(
+        ".bt-panel[data-policy=static] .bt-waiting", "els => els.filter(e => e.style.display !== 'none').length"
+    )
     assert shown > 0, "static batching with a few seats has a queue at this beat"
     assert page.console_errors == []
 
@@ -131,9 +141,12 @@ def test_default_load_queues_under_both_policies_and_one_chat_is_followed(page, 
     seen = {"static": 0, "continuous": 0}
     for value in range(0, 1001, 50):
         page.locator(".bt-transport input[type=range]").evaluate(
-            f"(el) => {{ el.value = {value}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}")
+            f"(el) => {{ el.value = {value}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}"
+        )
         for name in seen:
-            seen[name] = max(seen[name], int(page.locator(f".bt-panel[data-policy={name}]").get_attribute("data-waiting")))
+            seen[name] = max(
+                seen[name], int(page.locator(f".bt-panel[data-policy={name}]").get_attribute("data-waiting"))
+            )
     assert seen["static"] >= 3 and seen["continuous"] >= 1, seen
     follow = page.locator(".bt-follow").inner_text()
     m = re.search(r"chat #(\d+)", follow)
@@ -168,8 +181,11 @@ def test_a_fast_drag_keeps_one_request_in_flight_and_draws_the_last_setting(page
     page.evaluate("""async () => { const el = document.querySelector('#ctl-seats');
         for (let s = 3; s <= 40; s += 3) { el.value = String(s); el.dispatchEvent(new Event('input', { bubbles: true }));
           await new Promise((r) => setTimeout(r, 15)); } }""")
-    page.wait_for_function("() => document.querySelectorAll('.bt-panel[data-policy=static] .bt-lane').length === 39 "
-                           "&& !document.querySelector('#stage').hasAttribute('aria-busy')", timeout=120_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.bt-panel[data-policy=static] .bt-lane').length === 39 "
+        "&& !document.querySelector('#stage').hasAttribute('aria-busy')",
+        timeout=120_000,
+    )
     assert most[0] == 1, f"{most[0]} requests in flight at once"
     assert 1 <= len(sent) < 13 and "seats=39" in sent[-1], sent
     assert page.locator(".bt-engine").first.inner_text().count("all 39 seats") == 1

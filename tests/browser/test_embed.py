@@ -17,8 +17,10 @@ from inside_llm.paths import static_dir
 pytestmark = pytest.mark.browser
 
 FRAME_SIZES = [(390, 700), (960, 540), (1280, 720), (1920, 1080), (3840, 2160)]
-HOST_HTML = ('<!doctype html><title>slides</title><link rel="icon" href="data:,">'
-             '<body style="margin:0"><iframe id="f" title="scene" style="border:0"></iframe>')
+HOST_HTML = (
+    '<!doctype html><title>slides</title><link rel="icon" href="data:,">'
+    '<body style="margin:0"><iframe id="f" title="scene" style="border:0"></iframe>'
+)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -42,8 +44,10 @@ def framed(page, host: str, src: str, width: int, height: int):
     """Load `src` in the host page's iframe at width x height; returns the frame."""
     page.set_viewport_size({"width": max(width, 400) + 20, "height": max(height, 300) + 20})
     page.goto(host + "/host.html")
-    page.evaluate("([src, w, h]) => { const f = document.getElementById('f'); f.width = w; f.height = h; f.src = src; }",
-                  [src, width, height])
+    page.evaluate(
+        "([src, w, h]) => { const f = document.getElementById('f'); f.width = w; f.height = h; f.src = src; }",
+        [src, width, height],
+    )
     page.wait_for_function("() => document.getElementById('f').contentWindow && frames.length === 1")
     frame = page.frame_locator("#f")
     frame.locator("#stage > *").first.wait_for()
@@ -64,7 +68,7 @@ NEXT_FRAMES = "() => new Promise((ok) => requestAnimationFrame(() => requestAnim
 
 def settled_metrics(frame):
     frame.wait_for_function("() => document.documentElement.style.getPropertyValue('--fit') !== ''")
-    frame.evaluate(NEXT_FRAMES)   # the refit after the last draw runs in the next animation frame
+    frame.evaluate(NEXT_FRAMES)  # the refit after the last draw runs in the next animation frame
     return frame.evaluate(METRICS)
 
 
@@ -143,8 +147,11 @@ def test_step_option_freezes_a_stepping_scene(page, base_url):
     assert page.evaluate("window.__stepping.shown.at(-1)") == NUM_STEPS - 1, "clamped to the last step"
     page.goto(f"{base_url}/embed/tokens?autoplay=1")
     page.wait_for_function("() => window.__stepping?.updates > 0")
-    assert page.evaluate("window.__stepping") | {"updates": 0} == {"mounts": [{"autoplay": "1", "embed": True}],
-                                                                    "updates": 0, "shown": []}
+    assert page.evaluate("window.__stepping") | {"updates": 0} == {
+        "mounts": [{"autoplay": "1", "embed": True}],
+        "updates": 0,
+        "shown": [],
+    }
 
 
 def test_arrow_keys_step_inside_an_embed(page, base_url):
@@ -179,7 +186,7 @@ def test_real_stepping_scenes_hold_still_at_a_step(page, base_url):
         rendered(page)
         page.evaluate(NEXT_FRAMES)
         first = page.locator("#stage").screenshot(animations="allow")
-        page.wait_for_timeout(700)   # this test is about time: the same picture 0.7 s later
+        page.wait_for_timeout(700)  # this test is about time: the same picture 0.7 s later
         assert page.locator("#stage").screenshot(animations="allow") == first, f"{slug} still moves at step=1"
     assert page.console_errors == []
 
@@ -190,8 +197,10 @@ def test_every_chapter_embeds_in_a_slide_frame(page, base_url):
         for w, h in ((960, 540), (390, 700)):
             page.set_viewport_size({"width": w, "height": h})
             page.goto(f"{base_url}/embed/{slug}")
-            page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0 && "
-                                   "!document.querySelector('#stage')?.hasAttribute('aria-busy')")
+            page.wait_for_function(
+                "() => document.querySelector('#stage')?.children.length > 0 && "
+                "!document.querySelector('#stage')?.hasAttribute('aria-busy')"
+            )
             page.wait_for_load_state("networkidle", timeout=60000)  # late panels have landed
             m = settled_metrics(page.main_frame)
             # 16:9 and phone frames: every scene fits without falling back to a scrolling stage
@@ -211,6 +220,6 @@ def test_every_embed_settles_on_one_fit(page, base_url):
         fits = set()
         for _ in range(10):  # 2.5 s: a refit loop flips every second or so
             fits.add(page.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--fit')"))
-            page.wait_for_timeout(250)   # about time: a refit loop shows only over seconds
+            page.wait_for_timeout(250)  # about time: a refit loop shows only over seconds
         assert len(fits) == 1, f"{slug}: the fit keeps changing {sorted(fits)}"
     assert page.console_errors == []

@@ -39,8 +39,10 @@ def test_typed_prompt_draws_one_column_per_token_and_the_drawn_floors(page, base
     page.wait_for_function(f"() => document.querySelectorAll('#stage .emb-token').length === {n}")
     assert page.locator("#stage g.emb-floor").count() == len(drawn)
     assert page.locator("#stage g.emb-floor image.strip-img").count() == len(drawn)
-    labels = page.evaluate("() => [...document.querySelectorAll('#stage text.emb-floor-label')]"
-                           ".map(t => [+t.getAttribute('y'), t.textContent]).sort((a, b) => b[0] - a[0]).map(t => t[1])")
+    labels = page.evaluate(
+        "() => [...document.querySelectorAll('#stage text.emb-floor-label')]"
+        ".map(t => [+t.getAttribute('y'), t.textContent]).sort((a, b) => b[0] - a[0]).map(t => t[1])"
+    )
     assert labels == ["Embedding"] + [f"Layer {f}" for f in drawn[1:]], "each drawn floor named, bottom to top"
     gaps = [b - a - 1 for a, b in zip(drawn, drawn[1:], strict=False) if b - a > 1]
     assert page.locator("#stage text.emb-folded").count() == len(gaps), "the layers passed over are marked"
@@ -136,7 +138,9 @@ def test_steps_freeze_the_rise_and_reduced_motion_jumps_to_the_end(browser, base
     page.wait_for_function(f"() => ({SHOWN})() === 0")
     open_page(page, base_url + "/tour/embeddings?step=2")
     page.wait_for_function(f"() => ({SHOWN})() === 2")
-    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), "no sideways scroll at 390 px"
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), (
+        "no sideways scroll at 390 px"
+    )
     assert errors == []
     ctx.close()
 

@@ -44,7 +44,9 @@ def test_chapter_7_load_it_fills_the_seats_in_lanes(page, base_url, demo_engine)
     text = panel.inner_text()
     assert re.search(r"\d+ of 8 seats in use · \d+ waiting", text), text
     assert re.search(r"[\d.,]+ tokens/s over the last 5 s", text) and "finished" in text
-    assert "Started" in panel.locator(".le-note").inner_text() or "still running" in panel.locator(".le-note").inner_text()
+    assert (
+        "Started" in panel.locator(".le-note").inner_text() or "still running" in panel.locator(".le-note").inner_text()
+    )
     html = panel.evaluate("el => el.outerHTML")
     assert not any(q in html for q in api.DEMO_QUESTIONS) and "capital" not in html.lower()
     assert page.console_errors == []
@@ -58,8 +60,10 @@ def test_chapter_6_pool_matches_the_api(page, base_url, demo_engine):
     snap = page.request.get(base_url + "/api/engine").json()
     assert panel.locator(".le-free").count() == snap["pages"] == int(panel.get_attribute("data-pages"))
     # what is drawn is one snapshot: its pages_in_use pages coloured, and the readout says the same number
-    drawn = panel.evaluate("el => [el.dataset.pagesInUse, el.querySelectorAll('.le-page').length, "
-                           "el.querySelector('.le-readouts').textContent]")
+    drawn = panel.evaluate(
+        "el => [el.dataset.pagesInUse, el.querySelectorAll('.le-page').length, "
+        "el.querySelector('.le-readouts').textContent]"
+    )
     assert int(drawn[0]) == drawn[1] >= 2
     assert drawn[2].startswith(f"{drawn[0]} of {snap['pages']} pages in use")
     per_page = snap["page_tokens"] * snap["bytes_per_token"]
@@ -79,10 +83,11 @@ def test_the_feed_opens_while_shown_and_closes_when_the_chapter_goes(page, base_
     page.goto(base_url + "/tour/batching?step=4")
     page.wait_for_function(LIVE, timeout=60_000)
     page.locator(".le").scroll_into_view_if_needed()
-    page.wait_for_function("() => window.__feeds.some(f => f.url.endsWith('/api/engine/feed') && f.readyState === 1)",
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => window.__feeds.some(f => f.url.endsWith('/api/engine/feed') && f.readyState === 1)", timeout=30_000
+    )
     page.evaluate("document.activeElement.blur()")
-    page.keyboard.press("ArrowRight")   # the next chapter: this scene unmounts
+    page.keyboard.press("ArrowRight")  # the next chapter: this scene unmounts
     page.wait_for_selector('#stage[data-slug="quantization"]')
     assert page.evaluate("window.__feeds.map(f => f.readyState)") == [2] * page.evaluate("window.__feeds.length")
     assert page.console_errors == []
@@ -103,6 +108,7 @@ def test_offline_the_panel_says_it_needs_the_live_server(browser, tmp_path):
     from pagekit import watch_console
 
     from inside_llm.export import export_bundle
+
     assert export_bundle(tmp_path, ["kv-cache", "batching"]) == 0
     ctx = browser.new_context(viewport={"width": 1280, "height": 860})
     pg = watch_console(ctx.new_page())
@@ -121,15 +127,25 @@ def test_offline_the_panel_says_it_needs_the_live_server(browser, tmp_path):
 def test_the_panel_passes_axe(browser, base_url, demo_engine, theme):
     from axe_playwright_python.sync_playwright import Axe
     from pagekit import watch_console
+
     ctx = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme=theme)
     pg = watch_console(ctx.new_page())
     for slug in ("batching", "kv-cache"):
         pg.goto(base_url + f"/tour/{slug}?step=4")
         load_it(pg)
-        result = Axe().run(pg, context={"include": [[".le"]]}, options={"resultTypes": ["violations"], "runOnly": {
-            "type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}})
-        bad = [f"{v['id']}: {[n['target'] for n in v['nodes'][:3]]}" for v in result.response["violations"]
-               if v["impact"] in ("serious", "critical")]
+        result = Axe().run(
+            pg,
+            context={"include": [[".le"]]},
+            options={
+                "resultTypes": ["violations"],
+                "runOnly": {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
+            },
+        )
+        bad = [
+            f"{v['id']}: {[n['target'] for n in v['nodes'][:3]]}"
+            for v in result.response["violations"]
+            if v["impact"] in ("serious", "critical")
+        ]
         assert bad == [], f"{slug} {theme}"
     assert pg.console_errors == []
     ctx.close()

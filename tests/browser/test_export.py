@@ -73,8 +73,10 @@ export function unmount() {}
 
 def test_svg_only_stage_downloads_as_pure_vector(clip_page, base_url):
     page = clip_page
-    page.route("**/static/js/scenes/tokens.js",
-               lambda route: route.fulfill(status=200, body=SVG_SCENE, content_type="text/javascript"))
+    page.route(
+        "**/static/js/scenes/tokens.js",
+        lambda route: route.fulfill(status=200, body=SVG_SCENE, content_type="text/javascript"),
+    )
     page.goto(f"{base_url}/tour/tokens")
     page.wait_for_selector("#stage svg text")
     _, data = download(page, "svg")
@@ -139,8 +141,10 @@ def test_every_chapter_downloads_as_svg_and_png(clip_page, base_url):
     page = clip_page
     for slug in CHAPTER_SLUGS:
         page.goto(f"{base_url}/tour/{slug}")
-        page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0 && "
-                               "!document.querySelector('#stage')?.hasAttribute('aria-busy')")
+        page.wait_for_function(
+            "() => document.querySelector('#stage')?.children.length > 0 && "
+            "!document.querySelector('#stage')?.hasAttribute('aria-busy')"
+        )
         _, svg = download(page, "svg")
         root = ET.fromstring(svg)
         assert root.tag.endswith("svg") and "Inside LLM Inference" in "".join(root.itertext()), slug
@@ -180,14 +184,14 @@ def test_bundle_tour_works_from_disk(offline_page, bundle_dir):
     page.locator(".preset", has_text="Code").click()
     page.wait_for_function("() => [...document.querySelectorAll('.chip')].some(c => c.textContent.includes('fib'))")
     assert "q=def" in page.url, "the typed text is the question"
-    page.locator("#ctl-encoding").select_option("llama3")   # with the Code text: a combination not precomputed
+    page.locator("#ctl-encoding").select_option("llama3")  # with the Code text: a combination not precomputed
     page.wait_for_function("() => document.getElementById('stage-status').textContent.includes('live server')")
     assert "encoding" not in page.url, "the address keeps the last state that drew"
     page.locator("#ctl-text").fill("words nobody precomputed")
     page.wait_for_function("() => document.getElementById('stage-status').textContent.includes('live server')")
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("ArrowRight")
-    page.wait_for_url(re.compile(r"/tour/embeddings\.html\?q=def"))   # the question (the last that drew) travels
+    page.wait_for_url(re.compile(r"/tour/embeddings\.html\?q=def"))  # the question (the last that drew) travels
     assert page.locator("#scene-title").inner_text()
     assert page.network == [] and page.console_errors == []
 
@@ -225,8 +229,10 @@ def test_bundle_of_every_chapter_draws_from_disk(offline_page, tmp_path):
     for slug in slugs:
         for kind in ("tour", "embed"):
             page.goto((tmp_path / kind / f"{slug}.html").as_uri())
-            page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0 && "
-                                   "!document.querySelector('#stage')?.hasAttribute('aria-busy')")
+            page.wait_for_function(
+                "() => document.querySelector('#stage')?.children.length > 0 && "
+                "!document.querySelector('#stage')?.hasAttribute('aria-busy')"
+            )
             assert page.locator("#stage .building").count() == 0, f"{kind}/{slug}: no live stage offline"
             assert page.locator("#stage-status").inner_text() == "", f"{kind}/{slug}"
     assert page.network == [] and page.console_errors == []
@@ -241,24 +247,27 @@ def computed_bundle(tmp_path_factory):
 
 def _slide(page, name: str, value: str) -> None:
     page.locator(f"#ctl-{name}").evaluate(
-        "(el, v) => { el.value = v; el.dispatchEvent(new Event('input', { bubbles: true })); }", value)
+        "(el, v) => { el.value = v; el.dispatchEvent(new Event('input', { bubbles: true })); }", value
+    )
 
 
 def test_offline_the_page_computes_closed_forms_and_says_what_needs_the_server(offline_page, computed_bundle):
     page = offline_page
     page.goto((computed_bundle / "tour" / "speculative.html").as_uri())
     rendered(page)
-    change(page, lambda: _slide(page, "alpha", "0.5"))          # alpha: a closed formula, no server needed
+    change(page, lambda: _slide(page, "alpha", "0.5"))  # alpha: a closed formula, no server needed
     assert page.locator("#stage-status").inner_text() == ""
     assert "alpha=0.5" in page.url
-    change(page, lambda: _slide(page, "cost_ratio", "0.3"))     # and c, on top of it
+    change(page, lambda: _slide(page, "cost_ratio", "0.3"))  # and c, on top of it
     assert "cost_ratio=0.3" in page.url and page.locator("#stage-status").inner_text() == ""
     page.goto((computed_bundle / "tour" / "dials.html").as_uri())
     rendered(page)
     value = "() => document.querySelector('.readout[data-key=\"cost_per_million_tokens_usd\"] .value .n').textContent"
     cost = float(re.findall(r"[\d.]+", page.evaluate(value))[-1])
-    change(page, lambda: _slide(page, "price_per_gpu_hour", "6"))   # the price multiplies
-    page.wait_for_function(f"() => {{ const t = ({value})().match(/[\\d.]+/g) || []; return t.length === 1 && "
-                           f"Math.abs(Number(t[0]) - {2 * cost}) < {0.02 * cost}; }}")
+    change(page, lambda: _slide(page, "price_per_gpu_hour", "6"))  # the price multiplies
+    page.wait_for_function(
+        f"() => {{ const t = ({value})().match(/[\\d.]+/g) || []; return t.length === 1 && "
+        f"Math.abs(Number(t[0]) - {2 * cost}) < {0.02 * cost}; }}"
+    )
     page.locator(".chat-foot").filter(has_text="needs the live server").wait_for()
     assert page.network == []

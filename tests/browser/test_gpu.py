@@ -29,10 +29,16 @@ def test_h100_draws_132_sms_with_four_tensor_cores_and_streams_tiles(page, base_
     assert re.search(r"17\.4\s*GB", readouts) and re.search(r"11\.5\s*ms", readouts)
     assert re.search(r"Slowed [\d,]+×", page.locator("#stage .gpu-speed").inner_text())
     # Tiles move: the same tile element is somewhere else a moment later.
-    page.wait_for_function("() => [...document.querySelectorAll('#stage rect.tile')].some(t => t.getAttribute('visibility') === 'visible')")
-    before = page.evaluate("() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#stage rect.tile')].some(t => t.getAttribute('visibility') === 'visible')"
+    )
+    before = page.evaluate(
+        "() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')"
+    )
     page.wait_for_timeout(250)
-    after = page.evaluate("() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')")
+    after = page.evaluate(
+        "() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')"
+    )
     assert before != after
     assert page.console_errors == []
 
@@ -63,9 +69,16 @@ def test_phone_width_and_reduced_motion_keep_the_numbers(browser, base_url):
     assert tile >= 8  # was 5.5 px on a phone
     text = page.locator("#stage .gpu-clock-text").inner_text()
     assert text.startswith("One step:") and "GB" in text and "ms" in text
-    first = page.evaluate("() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')")
+    first = page.evaluate(
+        "() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')"
+    )
     page.wait_for_timeout(300)
-    assert page.evaluate("() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')") == first
+    assert (
+        page.evaluate(
+            "() => [...document.querySelectorAll('#stage rect.tile')].map(t => t.getAttribute('transform')).join('|')"
+        )
+        == first
+    )
     assert errors == []
     ctx.close()
 
@@ -74,7 +87,9 @@ def test_weight_stream_is_big_and_l2_labels_stay_readable(page, base_url):
     """Tiles are large enough to see, flow lanes mark the path, and L2 labels sit on opaque pills above the tiles."""
     page.goto(base_url + "/tour/gpu")
     sm_count(page, 132)
-    page.wait_for_function("() => [...document.querySelectorAll('#stage rect.tile')].some(t => t.getAttribute('visibility') === 'visible')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#stage rect.tile')].some(t => t.getAttribute('visibility') === 'visible')"
+    )
     tile = page.evaluate("""() => { const t = [...document.querySelectorAll('#stage rect.tile')]
       .find(t => t.getAttribute('visibility') === 'visible').getBoundingClientRect(); return [t.width, t.height]; }""")
     sm = page.locator(f"{SM} rect.sm-body").first.bounding_box()
@@ -108,8 +123,12 @@ def test_stage_explains_the_average_rate_from_the_response(page, base_url):
         e.getBoundingClientRect().width / bar]); }""")
     kinds = [k for k, _ in segs]
     assert kinds == ["reading", "below-peak", "comm", "overhead"]  # decode of 70B on 8 GPUs: no math wait
-    want = {"reading": s["ideal_ms"], "below-peak": s["memory_ms"] - s["ideal_ms"], "comm": s["comm_ms"],
-            "overhead": s["overhead_ms"]}
+    want = {
+        "reading": s["ideal_ms"],
+        "below-peak": s["memory_ms"] - s["ideal_ms"],
+        "comm": s["comm_ms"],
+        "overhead": s["overhead_ms"],
+    }
     for k, share in segs:
         assert share == pytest.approx(want[k] / s["step_ms"], abs=0.01), k
     assert sum(share for _, share in segs) == pytest.approx(1, abs=0.01)
@@ -119,6 +138,9 @@ def test_stage_explains_the_average_rate_from_the_response(page, base_url):
     page.select_option("#ctl-tp", "1")
     page.wait_for_function("() => document.querySelectorAll('#stage .gpu-budget-bar .seg.comm').length === 0")
     s1 = page.request.get(base_url + "/api/gpu?tp=1").json()["stream"]
-    assert page.locator("#stage .gpu-budget-head").inner_text().startswith(
-        f"Why {s1['effective_tb_s']:.2f} of {s1['peak_tb_s']:.2f} TB/s?")
+    assert (
+        page.locator("#stage .gpu-budget-head")
+        .inner_text()
+        .startswith(f"Why {s1['effective_tb_s']:.2f} of {s1['peak_tb_s']:.2f} TB/s?")
+    )
     assert page.console_errors == []

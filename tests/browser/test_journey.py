@@ -45,7 +45,7 @@ def move_params(slug: str) -> dict[str, str]:
     """The moved control as the API reads it."""
     name, value = MOVES[slug]
     c = next(c for c in scene_by_slug(slug).controls if c.name == name)
-    return {name: str(2 ** value if c.scale == "log2" else value)}
+    return {name: str(2**value if c.scale == "log2" else value)}
 
 
 @pytest.mark.parametrize("slug", list(MOVES))
@@ -66,7 +66,8 @@ PAGES = [f"/tour/{s}" for s in MOVES] + ["/dials"]
 
 def boxes(page, main: str) -> dict:
     """Viewport boxes of the main control, the stage, and what covers the bottom (the phone's control bar)."""
-    return page.evaluate("""(name) => {
+    return page.evaluate(
+        """(name) => {
       const r = (el) => { if (!el) return null; const b = el.getBoundingClientRect();
         return { top: b.top, bottom: b.bottom, left: b.left, right: b.right }; };
       const el = document.getElementById('ctl-' + name);
@@ -78,7 +79,9 @@ def boxes(page, main: str) -> dict:
       return { control: r(el), stage: r(document.getElementById('stage')), header: r(document.querySelector('.site-header')),
                bar: fixed ? r(rail) : null, reachable: !!hit && (hit === el || el.contains(hit) || hit.closest('label')?.control === el),
                scrollY: scrollY, width: innerWidth, height: innerHeight };
-    }""", main)
+    }""",
+        main,
+    )
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -210,7 +213,10 @@ def test_an_invalid_combination_is_resolved_and_said_in_one_line(page, base_url,
     assert page.locator("#stage-status").inner_text() == ""
     change(page, lambda: page.locator("#ctl-gpus").select_option("2"))
     assert page.locator("#ctl-tp").input_value() == "1" and page.locator("#ctl-pp").input_value() == "2"
-    assert "GPUs 2 → tensor 1 so that 1 × 2 = 2 GPUs." == page.locator('.control[data-name="gpus"] .control-note').inner_text()
+    assert (
+        "GPUs 2 → tensor 1 so that 1 × 2 = 2 GPUs."
+        == page.locator('.control[data-name="gpus"] .control-note').inner_text()
+    )
 
 
 def test_a_refusal_is_said_beside_its_control_and_never_lands_in_the_url(page, base_url):
@@ -218,7 +224,8 @@ def test_a_refusal_is_said_beside_its_control_and_never_lands_in_the_url(page, b
     page.allowed_errors.append("422")
     drawn = page.url
     page.locator("#ctl-prompt_tokens").evaluate(
-        "(el) => { el.value = 13; el.dispatchEvent(new Event('input', { bubbles: true })); }")   # 8,192 tokens
+        "(el) => { el.value = 13; el.dispatchEvent(new Event('input', { bubbles: true })); }"
+    )  # 8,192 tokens
     note = page.locator('.control[data-name="prompt_tokens"] .control-note.problem')
     note.wait_for()
     assert "4,096 tokens" in note.inner_text() and "Value error" not in page.content()
@@ -261,7 +268,7 @@ def test_chapter_4_lifts_one_gpu_out_of_the_server(browser, base_url):
             assert page.locator(".lift .lift-gpu").count() == 8 and page.locator(".lift .lift-switch").count() == 4
             grown = page.locator(".lift-gpu").first.evaluate("(el) => el.style.transform")
             assert "scale(" in grown
-            page.wait_for_selector(".lift", state="detached")   # the chip's drawing is left on the stage
+            page.wait_for_selector(".lift", state="detached")  # the chip's drawing is left on the stage
             assert page.locator("#stage svg").count() >= 1
             assert unexpected_errors(page) == []
         finally:

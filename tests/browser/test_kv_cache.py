@@ -14,8 +14,10 @@ WASTE = re.compile(r"^\d+(\.\d)?%$")
 
 
 def ready(page):
-    page.wait_for_function("() => document.querySelectorAll('.kv-grid').length === 2 && "
-                           "document.querySelector('.kv-clock')?.textContent.includes('step')")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.kv-grid').length === 2 && "
+        "document.querySelector('.kv-clock')?.textContent.includes('step')"
+    )
 
 
 def test_grids_draw_and_waste_meters_show_numbers(page, base_url):
@@ -47,7 +49,8 @@ def test_scrubber_changes_the_frame(page, base_url):
     before = page.locator(".kv-right canvas").get_attribute("aria-label")
     counts = page.locator(".kv-right .kv-counts").inner_text()
     page.locator(".kv-transport input[type=range]").evaluate(
-        "(el) => { el.value = 1200; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+        "(el) => { el.value = 1200; el.dispatchEvent(new Event('input', { bubbles: true })); }"
+    )
     assert page.locator(".kv-clock").inner_text().startswith("step 1,200 of")
     assert page.locator(".kv-right .kv-counts").inner_text() != counts
     assert page.locator(".kv-right canvas").get_attribute("aria-label") != before
@@ -149,7 +152,8 @@ def test_one_chat_grows_token_by_token_with_bytes_from_the_model_shape(page, bas
     tokens = []
     for step in (3, 4, 5, 20):
         page.locator(".kv-transport input[type=range]").evaluate(
-            f"(el) => {{ el.value = {step}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}")
+            f"(el) => {{ el.value = {step}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}"
+        )
         text = page.locator(".kv-chat-text").inner_text()
         tokens.append(int(re.match(r"([\d,]+) of [\d,]+ tokens", text).group(1).replace(",", "")))
         assert "× 328 KB per token" in text and "Llama 3.1 70B" in text, text
@@ -191,8 +195,11 @@ def test_the_visitors_question_is_the_chat_whose_cache_is_weighed(page, base_url
 
     q = "What is the capital of France?"
     api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"})
-    tokens = api.json()["chat"]["num_tokens"] if api.status_code == 200 else \
-        httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}).json()["num_tokens"]
+    tokens = (
+        api.json()["chat"]["num_tokens"]
+        if api.status_code == 200
+        else httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}).json()["num_tokens"]
+    )
     per_token = httpx.get(base_url + "/api/kv-cache").json()["kv_per_token"]
     page.goto(base_url + "/tour/kv-cache?step=4&q=" + quote(q))
     line = page.locator(".kv-chat-question")

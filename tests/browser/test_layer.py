@@ -56,8 +56,9 @@ def test_heads_in_key_value_groups_and_a_click_draws_another_head_large(page, ba
     assert page.locator("#stage g.ly-thumb").count() == m["n_heads"]
     assert page.locator("#stage rect.ly-group-box").count() == m["n_kv_heads"]
     labels = page.locator("#stage text.ly-group-label").all_text_contents()
-    assert labels == [f"K/V head {g['kv_head']}: query heads {', '.join(map(str, g['query_heads']))}"
-                      for g in d["groups"]]
+    assert labels == [
+        f"K/V head {g['kv_head']}: query heads {', '.join(map(str, g['query_heads']))}" for g in d["groups"]
+    ]
     last = m["n_heads"] - 1
     before = page.evaluate("() => document.querySelector('#stage .ly-map-img').getAttribute('href')")
     change(page, lambda: page.locator(f"#stage g.ly-thumb[data-head='{last}']").click())
@@ -96,8 +97,12 @@ def test_the_legend_says_what_more_weight_looks_like_in_each_theme(browser, base
 
 
 def test_a_name_repeats_looks_from_the_last_token_where_its_point_shows(page, base_url):
-    preset = next(p for p in scene_by_slug("layer").presets if p["name"] == (
-        "A name repeats" if served_model("smollm2").served == "smollm2" else "Toy model: a name repeats"))
+    preset = next(
+        p
+        for p in scene_by_slug("layer").presets
+        if p["name"]
+        == ("A name repeats" if served_model("smollm2").served == "smollm2" else "Toy model: a name repeats")
+    )
     open_page(page, base_url + "/tour/layer?autoplay=0")
     change(page, lambda: page.locator(f".preset:text-is('{preset['name']}')").click())
     p = preset["params"]
@@ -133,8 +138,13 @@ def test_layer_slider_and_model_switch_stay_inside_the_model(page, base_url):
     n = api(page, base_url, layer=0)["model"]["n_layers"]
     assert page.locator("#ctl-layer").get_attribute("max") == str(n - 1), "the slider ends at the model's last layer"
     before = page.evaluate("() => document.querySelector('#stage .ly-map-img').getAttribute('href')")
-    change(page, lambda: page.evaluate(f"() => {{ const s = document.querySelector('#ctl-layer'); s.value = {n - 1}; "
-                                       "s.dispatchEvent(new Event('input', {bubbles: true})); }"))
+    change(
+        page,
+        lambda: page.evaluate(
+            f"() => {{ const s = document.querySelector('#ctl-layer'); s.value = {n - 1}; "
+            "s.dispatchEvent(new Event('input', {bubbles: true})); }"
+        ),
+    )
     assert f"{n} of {n}" in page.locator("#stage .readouts").inner_text() and f"layer={n - 1}" in page.url
     assert page.evaluate("() => document.querySelector('#stage .ly-map-img').getAttribute('href')") != before
     change(page, lambda: page.select_option("#ctl-model", "toy"))
@@ -152,7 +162,9 @@ def test_phone_width_keeps_the_map_large_and_no_sideways_scroll(browser, base_ur
     assert page.evaluate(shown) == ["ly-qkv", "ly-attn", "ly-mlp"], "reduced motion: the whole layer at once"
     w, h = page.evaluate(MAP)
     assert w >= 250 and h >= 250, f"the attention map on a phone: {w:.0f} x {h:.0f}"
-    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), "no sideways scroll at 390 px"
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), (
+        "no sideways scroll at 390 px"
+    )
     open_page(page, base_url + "/tour/layer?step=0")
     page.wait_for_function(f"() => JSON.stringify(({shown})()) === '[\"ly-qkv\"]'")
     ctx.close()

@@ -15,8 +15,9 @@ def test_board_draws_eight_gpus_four_switches_and_traffic(page, base_url):
     assert page.locator(".par-svg .gpu").count() == 8
     assert page.locator(".par-svg .switch").count() == 4
     assert page.locator(".par-svg .link").count() == 32
-    page.wait_for_function("() => document.querySelectorAll('.par-svg .pulse.tp[visibility=\"visible\"]').length > 0",
-                           timeout=8000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.par-svg .pulse.tp[visibility=\"visible\"]').length > 0", timeout=8000
+    )
     readouts = page.locator(".readouts").inner_text()
     assert re.search(r"WEIGHTS PER GPU\s*17\.6", readouts, re.I) and "yes" in readouts
     assert "Tensor parallel ×8" in page.locator(".par-cards").inner_text()
@@ -30,12 +31,13 @@ def test_pipeline_control_draws_stages_and_bubbles(page, base_url):
     page.select_option("#ctl-pp", "8")
     page.wait_for_selector(".tl-svg .cell.idle")
     assert "pp=8" in page.url and "tp=1" in page.url
-    assert page.locator(".tl-svg .cell.busy").count() == 8 * 8 + 1          # 64 cells + the legend swatch
-    assert page.locator(".tl-svg .cell.idle").count() == 7 * 8 + 1          # the bubble + the legend swatch
+    assert page.locator(".tl-svg .cell.busy").count() == 8 * 8 + 1  # 64 cells + the legend swatch
+    assert page.locator(".tl-svg .cell.idle").count() == 7 * 8 + 1  # the bubble + the legend swatch
     assert "layers 1–10" in page.locator(".par-board").inner_text()
     assert "47%" in page.locator(".readouts").inner_text()
-    page.wait_for_function("() => document.querySelectorAll('.par-svg .pulse.pp[visibility=\"visible\"]').length > 0",
-                           timeout=8000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.par-svg .pulse.pp[visibility=\"visible\"]').length > 0", timeout=8000
+    )
     assert page.console_errors == []
 
 
@@ -59,7 +61,7 @@ def test_still_picture_for_reduced_motion(browser, base_url):
     pg.goto(base_url + "/tour/parallelism?tp=4&pp=2&micro_batches=4")
     pg.wait_for_selector(".tl-svg .cell.busy")
     assert pg.locator(".par-svg.narrow").count() == 1
-    assert pg.locator(".par-svg .pulse.tp[visibility='visible']").count() > 0   # traffic drawn, not animated
+    assert pg.locator(".par-svg .pulse.tp[visibility='visible']").count() > 0  # traffic drawn, not animated
     assert pg.locator(".par-caption").inner_text()
     assert errors == []
     ctx.close()
@@ -102,7 +104,9 @@ def test_one_layer_is_cut_into_eight_slices_one_per_gpu(page, base_url):
     assert [r["fill"] for r in cut["mlp"]] == cut["marks"]  # GPU k's stripe is slice k's colour
     assert len(set(cut["marks"])) == 8
     span = lambda s: s[-1]["x"] + s[-1]["w"] - s[0]["x"]  # noqa: E731
-    assert span(cut["mlp"]) / span(cut["attention"]) == pytest.approx(ly["mlp_params"] / ly["attention_params"], rel=0.03)
+    assert span(cut["mlp"]) / span(cut["attention"]) == pytest.approx(
+        ly["mlp_params"] / ly["attention_params"], rel=0.03
+    )
     assert "8 slices of 214 MB" in page.locator("#stage .par-layer-svg .ly-note").text_content()
     assert page.console_errors == []
 
@@ -112,7 +116,9 @@ def test_all_reduce_bytes_travel_through_the_four_switches(page, base_url):
     per_switch = d["prefill"]["tensor"]["sent_bytes_per_gpu_per_layer"] / 2 / 4
     compute = beat(page, base_url, "tp=8", 2)
     assert compute["busy"] == 8 and compute["pulses"] == 0 and compute["bytes"] == []
-    assert all("active" in r["cls"] for r in compute["attention"]) and not any("active" in r["cls"] for r in compute["mlp"])
+    assert all("active" in r["cls"] for r in compute["attention"]) and not any(
+        "active" in r["cls"] for r in compute["mlp"]
+    )
     up = beat(page, base_url, "tp=8", 3)
     assert up["pulses"] == 8 * 4 and up["busy"] == 0  # every GPU to every switch
     assert up["pulseClasses"] == sorted(f"pulse tp g-{k}" for k in range(8))  # each GPU's own partial result
@@ -123,8 +129,10 @@ def test_all_reduce_bytes_travel_through_the_four_switches(page, base_url):
     last = beat(page, base_url, "tp=8", "last")
     t, step = d["prefill"]["tensor"]["allreduce_ms_per_step"], d["prefill"]["step_ms"]
     assert t > 100 and step > 100  # three significant digits are whole milliseconds here
-    assert last["caption"].startswith(f"Then layer 2 of 80: 80 layers × 2 all-reduces = {float(f'{t:.3g}'):.0f} ms "
-                                      f"of the {float(f'{step:.3g}'):.0f} ms step")
+    assert last["caption"].startswith(
+        f"Then layer 2 of 80: 80 layers × 2 all-reduces = {float(f'{t:.3g}'):.0f} ms "
+        f"of the {float(f'{step:.3g}'):.0f} ms step"
+    )
     assert page.console_errors == []
 
 

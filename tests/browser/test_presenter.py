@@ -47,13 +47,13 @@ def test_arrows_step_inside_the_scene_then_move_to_the_next(page, base_url):
         page.wait_for_url(re.compile(f"step={i}"))
     assert shown(page)[-1] == NUM_STEPS - 1
     assert f"step {NUM_STEPS} of {NUM_STEPS}" in page.locator(".presenter-label").inner_text()
-    page.keyboard.press("ArrowRight")           # past the last step: the next scene, in place
+    page.keyboard.press("ArrowRight")  # past the last step: the next scene, in place
     page.wait_for_url(re.compile(r"/tour/embeddings\?.*present=1"))
     page.wait_for_selector('#stage[data-slug="embeddings"]')
     page.wait_for_function("() => document.querySelector('#stage')?.children.length > 0")
     assert page.evaluate(FILLS)["presenting"], "still presenting (full screen survives the move)"
     assert "2/11" in page.locator(".presenter-label").inner_text()
-    page.keyboard.press("ArrowLeft")            # back: the previous scene at its last step
+    page.keyboard.press("ArrowLeft")  # back: the previous scene at its last step
     page.wait_for_url(re.compile(r"/tour/tokens\?.*present=1"))
     page.wait_for_function(f"() => window.__stepping?.shown.at(-1) === {NUM_STEPS - 1}")
     page.keyboard.press("ArrowLeft")
@@ -73,7 +73,7 @@ def test_escape_leaves_presenter_mode(page, base_url):
 def test_escape_after_moving_scenes_reopens_that_scene_in_the_tour(page, base_url):
     page.goto(f"{base_url}/tour/tokens?present=1")
     page.wait_for_selector(".chip")
-    page.keyboard.press("ArrowRight")           # chapter 1 has no steps: straight to chapter 2
+    page.keyboard.press("ArrowRight")  # chapter 1 has no steps: straight to chapter 2
     page.wait_for_selector('#stage[data-slug="embeddings"]')
     page.keyboard.press("Escape")
     page.wait_for_url(re.compile(r"/tour/embeddings(\?step=0)?$"))  # step 0 when its data had landed
@@ -121,7 +121,9 @@ def test_presenter_fits_each_step_not_the_tallest(page, base_url):
     assert first > 1.2 * last, f"step 1 at {first:.1f}px, last step at {last:.1f}px"
 
 
-@pytest.mark.parametrize(("slug", "keeps", "grows"), [("speculative", ".sp-chart", 1.05), ("dials", ".dials-chat", 1.0)])
+@pytest.mark.parametrize(
+    ("slug", "keeps", "grows"), [("speculative", ".sp-chart", 1.05), ("dials", ".dials-chat", 1.0)]
+)
 def test_size_xl_is_bigger_type_in_the_same_layout(page, base_url, slug, keeps, grows):
     """size=xl: the type grows as far as the frame allows (dials already fills a 16:9 frame at m), and the
     layout stays: the content keeps the stage's width and no block is dropped."""

@@ -40,8 +40,8 @@ def test_precision_control_changes_bits_size_and_needles(page, base_url):
     int4_on = _on_bits(page)
     page.select_option("#ctl-precision", "bf16")
     page.wait_for_function("() => document.querySelector('.q-size.on b')?.textContent === 'BF16'")
-    bf16_hit = settled(page, hit)                                 # the bits have grown back
-    assert bf16_hit == pytest.approx(4 * int4_hit, rel=0.01)     # 16 bits per weight vs 4
+    bf16_hit = settled(page, hit)  # the bits have grown back
+    assert bf16_hit == pytest.approx(4 * int4_hit, rel=0.01)  # 16 bits per weight vs 4
     assert _on_bits(page) > int4_on
     assert "precision=bf16" in page.url
     assert "baseline" in page.locator(".q-table").text_content()
@@ -62,7 +62,7 @@ def test_speed_is_compared_on_the_same_gpus(page, base_url):
     assert [b["p"] for b in bars] == ["bf16", "fp8", "int8", "int4"]
     rows = {r["precision"]: r for r in d["rows"]}
     top = max(r["tokens_per_s_per_user_same_gpus"] for r in d["rows"])
-    for b in bars:                             # bar lengths are the tokens/s on the same GPUs, to scale
+    for b in bars:  # bar lengths are the tokens/s on the same GPUs, to scale
         assert b["w"] == pytest.approx(b["t"] * rows[b["p"]]["tokens_per_s_per_user_same_gpus"] / top, abs=1.5)
         assert f"{rows[b['p']]['speedup_same_gpus']:.1f}×" in b["text"]
     # INT4 reads about 1.75x as fast as BF16 on equal GPUs: a quarter of the bytes, but weight-only 4-bit
@@ -81,7 +81,9 @@ def test_int8_says_its_baseline_is_smoothquants(page, base_url):
     assert "differs" in base.get_attribute("class")
     assert page.locator(".q-card.pub .q-big").inner_text().startswith("6.17 → 6.20")
     page.select_option("#ctl-precision", "int4")
-    page.wait_for_function("() => document.querySelector('.q-card.pub .q-baseline')?.textContent.startsWith('Baseline 3.53')")
+    page.wait_for_function(
+        "() => document.querySelector('.q-card.pub .q-baseline')?.textContent.startsWith('Baseline 3.53')"
+    )
     assert "differs" not in page.locator(".q-card.pub .q-baseline").get_attribute("class")
     assert "quantization.toml" not in page.locator(".q-scene").inner_text()
     assert page.console_errors == []
@@ -121,5 +123,5 @@ def test_the_real_model_card_says_its_baseline_is_the_files_q4_1(page, base_url)
     assert [x["v"] for x in rows] == [x["variant"] for x in d["rows"]]
     assert [x["v"] for x in rows if x["on"]] == ["int8"]
     widths = [x["w"] for x in rows]
-    assert widths == sorted(widths) and widths[-1] > 3 * widths[1]    # fewer bits, longer bar (log scale)
+    assert widths == sorted(widths) and widths[-1] > 3 * widths[1]  # fewer bits, longer bar (log scale)
     assert page.console_errors == []

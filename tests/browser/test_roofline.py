@@ -10,7 +10,9 @@ DOT = "#stage circle.rf-point.decode"
 
 
 def point(page):
-    return page.evaluate(f"() => {{ const c = document.querySelector('{DOT}'); return [+c.getAttribute('cx'), +c.getAttribute('cy')]; }}")
+    return page.evaluate(
+        f"() => {{ const c = document.querySelector('{DOT}'); return [+c.getAttribute('cx'), +c.getAttribute('cy')]; }}"
+    )
 
 
 # The tween is over when a point sits on its own stop of its dotted path (batches and prompts are powers of 2).
@@ -21,8 +23,8 @@ AT_STOP = """([sel, stops, value, values]) => {
   return !!stop && Math.abs(+dot.getAttribute('cx') - +stop.getAttribute('cx')) < 0.5
     && Math.abs(+dot.getAttribute('cy') - +stop.getAttribute('cy')) < 0.5;
 }"""
-BATCHES = [2 ** i for i in range(11)]
-PROMPTS = [2 ** i for i in range(7, 13)]
+BATCHES = [2**i for i in range(11)]
+PROMPTS = [2**i for i in range(7, 13)]
 
 
 def settle(page, batch):
@@ -48,7 +50,9 @@ def test_batch_slider_moves_the_decode_point_up_the_slope(page, base_url):
     page.goto(base_url + "/tour/roofline")
     settle(page, 1)
     x1, y1 = point(page)
-    page.evaluate("() => { const s = document.querySelector('#ctl-batch'); s.value = 6; s.dispatchEvent(new Event('input', {bubbles: true})); }")
+    page.evaluate(
+        "() => { const s = document.querySelector('#ctl-batch'); s.value = 6; s.dispatchEvent(new Event('input', {bubbles: true})); }"
+    )
     settle(page, 64)
     x64, y64 = point(page)
     assert x64 > x1 and y64 < y1  # right (more FLOP/byte) and up (more FLOP/s; SVG y grows downward)
@@ -95,14 +99,21 @@ def settle_both(page, batch, prompt):
 def test_labels_near_the_ridge_do_not_collide(browser, base_url, size):
     ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = ctx.new_page()
-    for query, batch in (("model=llama-3.1-8b&tp=1", 1), ("model=llama-3.1-8b&tp=1&batch=64", 64),
-                         ("model=llama-3.1-8b&tp=1&batch=512", 512), ("model=llama-3.1-8b&tp=1&batch=256&prompt_tokens=256", 256),
-                         ("", 1), ("batch=512", 512)):
+    for query, batch in (
+        ("model=llama-3.1-8b&tp=1", 1),
+        ("model=llama-3.1-8b&tp=1&batch=64", 64),
+        ("model=llama-3.1-8b&tp=1&batch=512", 512),
+        ("model=llama-3.1-8b&tp=1&batch=256&prompt_tokens=256", 256),
+        ("", 1),
+        ("batch=512", 512),
+    ):
         page.goto(f"{base_url}/tour/roofline?{query}")
         settle(page, batch)
         got = page.evaluate(OVERLAPS)
         assert got["overlaps"] == [], (query, got)
-        assert any(t.startswith("decode") for t in got["labels"]) and any(t.startswith("prefill") for t in got["labels"])
+        assert any(t.startswith("decode") for t in got["labels"]) and any(
+            t.startswith("prefill") for t in got["labels"]
+        )
         assert any(t.startswith("ridge") for t in got["labels"])
     ctx.close()
 
@@ -146,7 +157,9 @@ def test_reuse_picture_shows_one_fetch_serving_many_tokens(page, base_url):
     assert "1 fetch → 1,024 tokens" in pre["text"] and "1 fetch → 1 token" in dec["text"]
     assert f"{d['prefill']['arithmetic_intensity']:,.0f} FLOP per byte" in pre["text"]
     assert pre["tokenW"] >= 7  # squares big enough to count
-    page.evaluate("() => { const s = document.querySelector('#ctl-batch'); s.value = 3; s.dispatchEvent(new Event('input', {bubbles: true})); }")
+    page.evaluate(
+        "() => { const s = document.querySelector('#ctl-batch'); s.value = 3; s.dispatchEvent(new Event('input', {bubbles: true})); }"
+    )
     settle(page, 8)
     dec = page.evaluate("() => document.querySelectorAll('#stage .rf-reuse-row.decode .rf-reuse-token').length")
     assert dec == 8

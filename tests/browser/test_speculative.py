@@ -14,8 +14,10 @@ def api(page, base_url, query=""):
 
 
 def ready(page):
-    page.wait_for_function("() => document.querySelectorAll('.sp-text .sp-tok').length > 0 && "
-                           "document.querySelector('.sp-chart .sp-dot.chosen')")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.sp-text .sp-tok').length > 0 && "
+        "document.querySelector('.sp-chart .sp-dot.chosen')"
+    )
 
 
 def test_a_step_shows_the_guesses_and_the_verdict(page, base_url):
@@ -64,8 +66,9 @@ def test_autoplay_drafts_ghosts_then_moves_on(page, base_url):
     ready(page)
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "true"
     page.wait_for_selector(".sp-chip.ghost", timeout=15_000)
-    page.wait_for_function("() => /Pass [3-9]/.test(document.querySelector('.sp-pass-label')?.textContent)",
-                           timeout=20_000)
+    page.wait_for_function(
+        "() => /Pass [3-9]/.test(document.querySelector('.sp-pass-label')?.textContent)", timeout=20_000
+    )
     page.locator(".sp-transport [aria-pressed]").click()
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
     assert page.console_errors == []
@@ -77,14 +80,16 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
     assert page.locator(".sp-dot.chosen").get_attribute("data-gamma") == "4"
     assert page.locator(".sp-dot").count() == 10
     with page.expect_response(lambda r: "/api/speculative?" in r.url and "gamma=7" in r.url):
-        page.locator("#ctl-gamma").evaluate("(el) => { el.value = 7; el.dispatchEvent(new Event('input', { bubbles: true })); }")
+        page.locator("#ctl-gamma").evaluate(
+            "(el) => { el.value = 7; el.dispatchEvent(new Event('input', { bubbles: true })); }"
+        )
     page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '7'", timeout=120_000)
     assert "gamma=7" in page.url
     d = api(page, base_url, "?gamma=7")
     assert re.search(r"γ = 7: [\d.]+×", page.locator(".sp-chart").inner_html())
     best = page.locator(".sp-dot.best")
     assert best.count() == (1 if d["optimal_gamma"] <= 10 else 0)
-    page.locator('.sp-dot[data-gamma="2"]').click()             # a new real-model run: seconds on a busy CPU
+    page.locator('.sp-dot[data-gamma="2"]').click()  # a new real-model run: seconds on a busy CPU
     page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '2'", timeout=120_000)
     assert page.console_errors == []
 
@@ -92,9 +97,11 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
 def test_measured_panel_sits_beside_the_prediction(page, base_url):
     page.goto(base_url + "/tour/speculative?step=last")
     ready(page)
-    page.wait_for_function("() => document.querySelectorAll('.sp-bar').length >= 4 || "
-                           "document.querySelector('.sp-measured')?.textContent.includes('Not measured')",
-                           timeout=150_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.sp-bar').length >= 4 || "
+        "document.querySelector('.sp-measured')?.textContent.includes('Not measured')",
+        timeout=150_000,
+    )
     text = page.locator(".sp-measured").inner_text()
     assert "this server’s CPU" in text and "more than one decode step" in text
     values = page.locator(".sp-bar-value").all_inner_texts()
@@ -102,7 +109,7 @@ def test_measured_panel_sits_beside_the_prediction(page, base_url):
     assert page.locator(".sp-bar.measured").count() == 1 and page.locator(".sp-bar.predicted").count() == 1
     assert "Identical" in page.locator(".sp-check").inner_text()
     dc = api(page, base_url)["demo"]["draft_choice"]
-    if dc:                          # the real model: why prompt lookup, one line per candidate draft
+    if dc:  # the real model: why prompt lookup, one line per candidate draft
         items = page.locator(".sp-why-list li").all_inner_texts()
         assert len(items) == len(dc["drafts"]) and items[0].startswith("prompt lookup (c = 0.00)")
         assert f"{dc['drafts'][0]['runs'][0]['gpu_time_speedup']:.1f}×" in items[0]
@@ -122,8 +129,9 @@ def test_reduced_motion_shows_the_whole_answer_still(browser, base_url):
     assert page.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count() == d["num_tokens"]
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
     page.locator(".sp-transport [aria-pressed]").click()  # plays still steps: each pass's verdict, no sweep
-    page.wait_for_function("() => document.querySelector('.sp-pass-label')?.textContent === 'Pass 1 of %d'" % n,
-                           timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('.sp-pass-label')?.textContent === 'Pass 1 of %d'" % n, timeout=30_000
+    )
     assert page.locator(".sp-chip.ghost:not([hidden])").count() == 0
     assert errors == []
     ctx.close()
@@ -136,7 +144,7 @@ def test_opens_on_a_run_the_draft_mostly_guesses_then_offers_a_bad_one(page, bas
     ex, d = good["example_prompts"], good["demo"]
     assert d["acceptance_rate"] >= 0.5 and d["gpu_time"]["speedup"] > 1.2
     first = next(f for f in d["frames"] if f["kind"] != "prefill")
-    assert first["num_accepted"] == len(first["proposed"])          # the first check keeps every guess
+    assert first["num_accepted"] == len(first["proposed"])  # the first check keeps every guess
     open_page(page, base_url + "/tour/speculative?step=2")
     assert page.locator(".sp-chip.kept").count() == len(first["proposed"])
     other = page.locator(".sp-other")
@@ -146,7 +154,7 @@ def test_opens_on_a_run_the_draft_mostly_guesses_then_offers_a_bad_one(page, bas
     assert bad["acceptance_rate"] < 0.3 < d["acceptance_rate"] and bad["gpu_time"]["speedup"] < d["gpu_time"]["speedup"]
     page.wait_for_function("() => document.querySelector('.sp-other')?.textContent.includes('often wrong (')")
     assert page.locator("#ctl-prompt").input_value() == ex["often_wrong"]
-    assert page.locator(".sp-text").inner_text().count(ex["often_wrong"][:20]) == 1   # the run shown is that prompt's
+    assert page.locator(".sp-text").inner_text().count(ex["often_wrong"][:20]) == 1  # the run shown is that prompt's
     assert "usually right" in page.locator(".sp-other-btn").inner_text()
     assert page.console_errors == []
 
@@ -165,7 +173,7 @@ def test_gpu_time_bars_show_the_speed_up_as_lengths(page, base_url):
                  done: s.querySelector('.sp-done') ? s.querySelector('.sp-done').getBoundingClientRect().left : null };
     })""")
     plain, spec = rows
-    assert plain["passes"] == d["num_tokens"]                       # one bar per token, plain
+    assert plain["passes"] == d["num_tokens"]  # one bar per token, plain
     assert spec["passes"] == sum(len(f["emitted"]) for f in d["frames"])  # each check split into its tokens
     # a draft pass is drawn at c of a big-model pass; a prompt lookup costs none (c = 0) and draws none
     assert spec["drafts"] == (sum(len(f["proposed"]) for f in d["frames"]) if t["cost_ratio"] > 0 else 0)

@@ -20,8 +20,10 @@ CODE = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)"
 def open_text(page, base_url, text):
     page.goto(f"{base_url}/tour/tokens?text={quote(text)}")
     n = len(tk.encode(text, "cl100k_base"))
-    page.wait_for_function(f"() => document.querySelectorAll('#stage .chip').length === {n} && "
-                           f"document.querySelectorAll('#stage .tok-id').length === {n}")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#stage .chip').length === {n} && "
+        f"document.querySelectorAll('#stage .tok-id').length === {n}"
+    )
     return tk.tokenize(text, "cl100k_base")
 
 
@@ -82,7 +84,12 @@ def test_hover_and_focus_light_a_tokens_characters_and_id(page, base_url):
     i = next(k for k, t in enumerate(toks) if t.text is None)
     page.locator("#stage .chip").nth(i).hover()
     got = lit(page)
-    assert got["chars"] == DEFAULT[toks[i].char_start:toks[i].char_end] == " 🦙" and got["ids"] == [str(toks[i].id)] and got["chips"] == [i] and got["inside"]
+    assert (
+        got["chars"] == DEFAULT[toks[i].char_start : toks[i].char_end] == " 🦙"
+        and got["ids"] == [str(toks[i].id)]
+        and got["chips"] == [i]
+        and got["inside"]
+    )
     # Keyboard focus does the same for a whole-word token.
     j = next(k for k, t in enumerate(toks) if t.text == " server")
     page.locator("#stage .chip").nth(j).focus()

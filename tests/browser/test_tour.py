@@ -33,8 +33,10 @@ def test_typed_prompt_renders_chips_and_updates_url(page, base_url):
     box = page.locator("#ctl-text")
     box.fill("")
     box.type("Hello tokens 🦙", delay=10)
-    page.wait_for_function("() => document.querySelectorAll('.chip').length >= 4 && "
-                           "[...document.querySelectorAll('.chip')].some(c => c.textContent.includes('tokens'))")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.chip').length >= 4 && "
+        "[...document.querySelectorAll('.chip')].some(c => c.textContent.includes('tokens'))"
+    )
     chips = page.locator(".chip")
     assert chips.count() >= 4
     assert page.locator(".chip.partial").count() >= 1, "emoji shown as bytes"
@@ -61,16 +63,20 @@ def test_latest_request_wins_while_typing(page, base_url):
     box = page.locator("#ctl-text")
     box.fill("")
     box.type("one two three four five six", delay=5)
-    page.wait_for_function("() => [...document.querySelectorAll('.chip')].map(c => c.textContent).join('').includes('six')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.chip')].map(c => c.textContent).join('').includes('six')"
+    )
     assert page.locator(".chip").count() == 6
 
 
 def test_dials_full_page_is_not_a_tour_step(page, base_url):
     page.goto(base_url + "/dials")
     page.wait_for_selector("#stage")
-    page.evaluate("() => { window.leaving = false; addEventListener('beforeunload', () => { window.leaving = true; }); }")
+    page.evaluate(
+        "() => { window.leaving = false; addEventListener('beforeunload', () => { window.leaving = true; }); }"
+    )
     page.locator("body").focus()
-    page.keyboard.press("ArrowLeft")   # the handler runs during the press: a navigation would have begun
+    page.keyboard.press("ArrowLeft")  # the handler runs during the press: a navigation would have begun
     assert page.evaluate("() => window.leaving") is False and page.url.endswith("/dials")
 
 

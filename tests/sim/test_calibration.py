@@ -36,8 +36,7 @@ def test_table_and_overall_accuracy(capsys):
         for r, p, e in rows:
             flag = "" if r.in_scope else "  (not bounded)"
             print(f"{r.id:52s} {r.metric:18s} {r.measured:10.1f} {p:10.1f} {e:+8.1%}{flag}")
-        print(f"in scope: {len(in_scope)}, median |error| {statistics.median(in_scope):.1%}, "
-              f"max {max(in_scope):.1%}")
+        print(f"in scope: {len(in_scope)}, median |error| {statistics.median(in_scope):.1%}, max {max(in_scope):.1%}")
     assert len(in_scope) >= 40
     assert statistics.median(in_scope) <= 0.08
     # the model covers several GPUs, both dense and MoE, each metric, 1 to 8 GPUs, four weight formats,
@@ -78,8 +77,10 @@ def test_docs_table_is_current():
 def test_weight_only_int4_streams_slower_than_bf16():
     """Issue 16 item 5: batch-1 INT4 W4A16 speedup over BF16 as measured (1.9x), not the byte ratio (3.9x)."""
     by = {r.id: r for r in REFS}
-    for bf, i4 in [("torchao-a100-llama2-7b-bf16-b1", "torchao-a100-llama2-7b-int4-b1"),
-                   ("torchao-a100-llama3-8b-bf16-b1", "torchao-a100-llama3-8b-int4-b1")]:
+    for bf, i4 in [
+        ("torchao-a100-llama2-7b-bf16-b1", "torchao-a100-llama2-7b-int4-b1"),
+        ("torchao-a100-llama3-8b-bf16-b1", "torchao-a100-llama3-8b-int4-b1"),
+    ]:
         measured = by[bf].measured / by[i4].measured
         predicted = _error(by[bf])[0] / _error(by[i4])[0]
         assert predicted == pytest.approx(measured, rel=0.15)  # streaming INT4 at the BF16 rate: 2.4x
@@ -89,8 +90,10 @@ def test_the_old_engine_rows_point_at_their_newer_measurements():
     """Issue 16 item 6: the two Llama 2 70B TensorRT-LLM 0.6.1 long-decode rows are excluded because 0.9.0
     measured the same setups near the prediction; the cited rows exist and are held to the bound."""
     by = {r.id: r for r in REFS}
-    for old, new in [("trtllm061-h100-llama2-70b-tp4-b480-128-2048", "trtllm09-h100-llama2-70b-tp4-b512-128-2048"),
-                     ("trtllm061-h100-llama2-70b-tp2-b64-2048-2048", "trtllm09-h100-llama2-70b-tp2-b64-2048-2048")]:
+    for old, new in [
+        ("trtllm061-h100-llama2-70b-tp4-b480-128-2048", "trtllm09-h100-llama2-70b-tp4-b512-128-2048"),
+        ("trtllm061-h100-llama2-70b-tp2-b64-2048-2048", "trtllm09-h100-llama2-70b-tp2-b64-2048-2048"),
+    ]:
         assert not by[old].in_scope and new in by[old].out_of_scope_reason and "GQA" not in by[old].out_of_scope_reason
         assert by[new].in_scope and abs(_error(by[new])[1]) <= BOUND
 

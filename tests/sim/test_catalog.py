@@ -9,14 +9,25 @@ from inside_llm.sim.hardware import GPU
 from inside_llm.sim.models import from_hf_config, param_counts
 
 GPU_IDS = ["h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200", "mi300x", "l40s", "gb200", "h20", "mi325x"]
-MODEL_IDS = ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "llama-2-7b", "llama-2-70b",
-             "mixtral-8x7b", "qwen2.5-72b", "deepseek-v3", "gpt-oss-120b", "qwen3-32b", "qwen3-30b-a3b",
-             "llama-4-scout"]
+MODEL_IDS = [
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "llama-2-7b",
+    "llama-2-70b",
+    "mixtral-8x7b",
+    "qwen2.5-72b",
+    "deepseek-v3",
+    "gpt-oss-120b",
+    "qwen3-32b",
+    "qwen3-30b-a3b",
+    "llama-4-scout",
+]
 
 
 def test_ids_and_defaults():
     assert list(catalog.gpus()) == GPU_IDS
-    assert list(catalog.models())[:len(MODEL_IDS)] == MODEL_IDS
+    assert list(catalog.models())[: len(MODEL_IDS)] == MODEL_IDS
     assert catalog.gpu().id == catalog.DEFAULT_GPU == "h100-sxm"
     assert catalog.model().id == catalog.DEFAULT_MODEL == "llama-3.1-70b"
 
@@ -86,16 +97,43 @@ def test_catalog_dict_is_json_ready():
     assert row["is_moe"] and row["params_b"] == pytest.approx(46.7, rel=0.005)
 
 
-HF_CARD = {"id": "demo", "name": "Demo", "config": {
-    "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
-    "intermediate_size": 688, "vocab_size": 4096, "max_position_embeddings": 512}}
-TRAINER_CARD = {"models": {"draft": {"config": {
-    "dim": 128, "n_layers": 2, "n_heads": 4, "n_kv_heads": 1, "head_dim": 32, "ffn_dim": 384,
-    "vocab_size": 11785, "max_seq_len": 256, "rope_theta": 10000.0}, "tied_embeddings": True}}}
+HF_CARD = {
+    "id": "demo",
+    "name": "Demo",
+    "config": {
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "intermediate_size": 688,
+        "vocab_size": 4096,
+        "max_position_embeddings": 512,
+    },
+}
+TRAINER_CARD = {
+    "models": {
+        "draft": {
+            "config": {
+                "dim": 128,
+                "n_layers": 2,
+                "n_heads": 4,
+                "n_kv_heads": 1,
+                "head_dim": 32,
+                "ffn_dim": 384,
+                "vocab_size": 11785,
+                "max_seq_len": 256,
+                "rope_theta": 10000.0,
+            },
+            "tied_embeddings": True,
+        }
+    }
+}
 
 
-@pytest.mark.parametrize("card,model_id,kv_heads", [(HF_CARD, "demo", 2), (TRAINER_CARD, "demo-draft", 1),
-                                                    ({"models": {"x": {"oops": 1}}}, None, None)])
+@pytest.mark.parametrize(
+    "card,model_id,kv_heads",
+    [(HF_CARD, "demo", 2), (TRAINER_CARD, "demo-draft", 1), ({"models": {"x": {"oops": 1}}}, None, None)],
+)
 def test_demo_model_card_hook(tmp_path, monkeypatch, card, model_id, kv_heads):
     path = tmp_path / "model_card.json"
     path.write_text(json.dumps(card))
@@ -103,7 +141,7 @@ def test_demo_model_card_hook(tmp_path, monkeypatch, card, model_id, kv_heads):
     catalog.models.cache_clear()
     try:
         ids = list(catalog.models())
-        assert ids[:len(MODEL_IDS)] == MODEL_IDS  # a malformed card adds nothing and breaks nothing
+        assert ids[: len(MODEL_IDS)] == MODEL_IDS  # a malformed card adds nothing and breaks nothing
         if model_id:
             assert catalog.model(model_id).num_key_value_heads == kv_heads
         else:

@@ -81,8 +81,16 @@ def test_sharding_validation():
         cfg(pp=81)
     c = cfg(tp=16)  # 8 KV heads, 16 GPUs: each GPU keeps a copy of one KV head
     assert c.shard.kv_heads_per_gpu == 1
-    odd = from_hf_config({"hidden_size": 6144, "num_attention_heads": 48, "num_key_value_heads": 12,
-                          "num_hidden_layers": 4, "intermediate_size": 16384, "vocab_size": 1000})
+    odd = from_hf_config(
+        {
+            "hidden_size": 6144,
+            "num_attention_heads": 48,
+            "num_key_value_heads": 12,
+            "num_hidden_layers": 4,
+            "intermediate_size": 16384,
+            "vocab_size": 1000,
+        }
+    )
     with pytest.raises(ValueError, match="12 key/value heads"):
         EngineConfig(odd, catalog.gpu(), tp=8)
 
@@ -126,5 +134,6 @@ def test_format_bits_follow_their_scale_layouts():
     assert weight_bytes_per_param("int4") * 8 == 4.125
     assert weight_bytes_per_param("nvfp4") * 8 == 4.5 and weight_bytes_per_param("mxfp4") * 8 == 4.25
     from inside_llm.sim import catalog
+
     assert math_rate(catalog.gpu("b200"), "nvfp4").math == "fp4"
     assert math_rate(catalog.gpu("h100-sxm"), "mxfp4").math == "bf16"  # weight-only before Blackwell

@@ -12,9 +12,9 @@ from inside_llm.sim.transformer import load_model
 
 
 def test_lookup_follows_the_most_recent_longest_match():
-    assert lookup([5, 6, 7, 9, 5, 6, 7, 8, 1, 5, 6]) == 7         # "5 6" -> 7 (most recent "5 6" came before 7)
-    assert lookup([1, 2, 3, 1, 2, 4, 9, 2]) == 4                  # 1-gram "2": most recent earlier 2 was followed by 4
-    assert lookup([1, 2, 3, 4]) is None                           # nothing repeats
+    assert lookup([5, 6, 7, 9, 5, 6, 7, 8, 1, 5, 6]) == 7  # "5 6" -> 7 (most recent "5 6" came before 7)
+    assert lookup([1, 2, 3, 1, 2, 4, 9, 2]) == 4  # 1-gram "2": most recent earlier 2 was followed by 4
+    assert lookup([1, 2, 3, 4]) is None  # nothing repeats
     assert lookup([3, 1, 2, 9, 1, 2], max_ngram=2) == 9
 
 
@@ -22,7 +22,7 @@ def test_lookup_forward_guesses_one_hot_or_nothing():
     fwd, cache = lookup_forward(10), TokenCache()
     row = fwd([1, 2, 3, 1, 2], cache)
     assert row.shape == (5, 10) and row[-1].argmax() == 3 and np.isfinite(row[-1]).sum() == 1
-    assert not np.isfinite(fwd([7], cache)[-1]).any()            # "7" never seen: no guess
+    assert not np.isfinite(fwd([7], cache)[-1]).any()  # "7" never seen: no guess
     cache.truncate(2)
     assert cache.ids == [1, 2]
 
@@ -31,11 +31,12 @@ def test_lookup_drafted_output_equals_the_targets_greedy_output():
     target = load_model("draft")
     prompt = target.encode("ROMEO:\nI am a man, and I am a man, and I am a man of")
     fwd = demo.forward_fn(target)
-    spec = sp.speculative_generate(fwd, lookup_forward(target.config.vocab_size), prompt, 20, 4,
-                                   demo.DemoCache(target), TokenCache())
+    spec = sp.speculative_generate(
+        fwd, lookup_forward(target.config.vocab_size), prompt, 20, 4, demo.DemoCache(target), TokenCache()
+    )
     greedy = sp.greedy_generate(fwd, prompt, 20, demo.DemoCache(target))["output_ids"]
     assert spec.output_ids == greedy
-    assert spec.num_proposed <= 4 * (spec.num_target_passes - 1)   # steps with no match propose fewer
+    assert spec.num_proposed <= 4 * (spec.num_target_passes - 1)  # steps with no match propose fewer
     assert any(f["kind"] == "plain" for f in spec.frames) or spec.num_proposed == 4 * (spec.num_target_passes - 1)
 
 
@@ -44,8 +45,9 @@ def test_early_exit_draft_is_the_first_layers_with_the_same_head():
     ee = early_exit(target, 1)
     assert ee.config.n_layers == 1 and ee.layers[0] is target.layers[0] and ee.norm is target.norm
     ids = target.encode("KING:\nWhat")
-    spec = sp.speculative_generate(demo.forward_fn(target), demo.forward_fn(ee), ids, 12, 3,
-                                   demo.DemoCache(target), demo.DemoCache(ee))
+    spec = sp.speculative_generate(
+        demo.forward_fn(target), demo.forward_fn(ee), ids, 12, 3, demo.DemoCache(target), demo.DemoCache(ee)
+    )
     assert spec.output_ids == sp.greedy_generate(demo.forward_fn(target), ids, 12, demo.DemoCache(target))["output_ids"]
 
 
@@ -57,11 +59,11 @@ def test_stored_draft_comparison_says_why_prompt_lookup():
     lookup_row, *exits = dc["drafts"]
     assert lookup_row["draft"] == "prompt lookup" and lookup_row["cost_ratio"] == 0 and len(exits) >= 2
     for r in dc["drafts"]:
-        assert all(x["matches_greedy"] for x in r["runs"])       # every draft keeps the target's answer
-    for i in range(2):                                          # on both examples lookup beats every early exit
+        assert all(x["matches_greedy"] for x in r["runs"])  # every draft keeps the target's answer
+    for i in range(2):  # on both examples lookup beats every early exit
         assert lookup_row["runs"][i]["gpu_time_speedup"] > max(r["runs"][i]["gpu_time_speedup"] for r in exits)
     model = modelfile.served_smollm()
-    if model is not None:                                        # c of an early exit is its weight share, recomputed
+    if model is not None:  # c of an early exit is its weight share, recomputed
         s = demo.early_exit_setup(demo.real_setup(model), 6)
         assert s.cost_ratio == pytest.approx(next(r for r in exits if r["draft"].startswith("first 6 "))["cost_ratio"])
 

@@ -82,8 +82,12 @@ def test_without_paging_60_to_80_percent_wasted_with_16_token_pages_about_4(seed
     pols = by_name(sim(seed=seed))
     assert 0.60 <= pols["contiguous"]["waste_fraction"] <= 0.80
     assert pols["paged"]["waste_fraction"] <= 0.04
-    assert (pols["contiguous"]["waste_fraction"] > pols["pow2"]["waste_fraction"]
-            > pols["oracle"]["waste_fraction"] > pols["paged"]["waste_fraction"])
+    assert (
+        pols["contiguous"]["waste_fraction"]
+        > pols["pow2"]["waste_fraction"]
+        > pols["oracle"]["waste_fraction"]
+        > pols["paged"]["waste_fraction"]
+    )
     assert pols["paged"]["max_concurrent_requests"] > 2 * pols["contiguous"]["max_concurrent_requests"]
 
 
@@ -162,8 +166,10 @@ def test_deterministic_per_seed():
 
 
 def test_block_size_trades_waste():
-    wastes = [by_name(simulate_kv(block_size=b, num_requests=100, policies=("paged",)))["paged"]["waste_fraction"]
-              for b in (8, 16, 32, 64)]
+    wastes = [
+        by_name(simulate_kv(block_size=b, num_requests=100, policies=("paged",)))["paged"]["waste_fraction"]
+        for b in (8, 16, 32, 64)
+    ]
     assert wastes == sorted(wastes) and wastes[0] < 0.01
 
 
@@ -186,14 +192,22 @@ def test_residencies_give_the_residents_of_any_step_not_only_frames():
             assert sum(r["num_tokens"] for r in f["residents"]) == f["used_slots"]
 
 
-@pytest.mark.parametrize("kw, name", [
-    ({"block_size": 0}, "block_size"), ({"block_size": 257}, "block_size"),
-    ({"num_requests": 10_001}, "num_requests"), ({"num_requests": 0}, "num_requests"),
-    ({"capacity_tokens": 1000}, "capacity_tokens"), ({"capacity_tokens": 2100, "block_size": 200}, "capacity_tokens"),
-    ({"max_frames": 0}, "max_frames"), ({"frame_every": 0}, "frame_every"),
-    ({"workload": "nope"}, "workload"), ({"policies": ("buddy",)}, "policies"),
-    ({"max_seq_len": 8}, "max_seq_len"),
-])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"block_size": 0}, "block_size"),
+        ({"block_size": 257}, "block_size"),
+        ({"num_requests": 10_001}, "num_requests"),
+        ({"num_requests": 0}, "num_requests"),
+        ({"capacity_tokens": 1000}, "capacity_tokens"),
+        ({"capacity_tokens": 2100, "block_size": 200}, "capacity_tokens"),
+        ({"max_frames": 0}, "max_frames"),
+        ({"frame_every": 0}, "frame_every"),
+        ({"workload": "nope"}, "workload"),
+        ({"policies": ("buddy",)}, "policies"),
+        ({"max_seq_len": 8}, "max_seq_len"),
+    ],
+)
 def test_bounds_name_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
         simulate_kv(**kw)

@@ -13,9 +13,16 @@ from inside_llm.sim.models import (
 )
 
 LLAMA_31_70B_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "hidden_size": 8192, "intermediate_size": 28672,
-    "num_attention_heads": 64, "num_hidden_layers": 80, "num_key_value_heads": 8, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "tie_word_embeddings": False, "rope_theta": 500000.0,
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 80,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+    "rope_theta": 500000.0,
 }
 
 
@@ -72,8 +79,15 @@ def test_kv_bytes_per_token_gqa():
 
 
 def test_head_dim_not_hidden_over_heads():
-    cfg = {"hidden_size": 3072, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
-           "num_hidden_layers": 28, "intermediate_size": 24576, "vocab_size": 256000}
+    cfg = {
+        "hidden_size": 3072,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "num_hidden_layers": 28,
+        "intermediate_size": 24576,
+        "vocab_size": 256000,
+    }
     m = from_hf_config(cfg)
     assert m.q_dim == 4096 != m.hidden_size and m.kv_dim == 2048
     assert param_counts(m).attention_per_layer == 3072 * 4096 * 2 + 2 * 3072 * 2048
@@ -92,8 +106,9 @@ def test_from_hf_config_qwen_and_moe():
     assert moe.is_moe and moe.num_experts_per_tok == 2
 
 
-@pytest.mark.parametrize("missing", ["hidden_size", "num_hidden_layers", "num_attention_heads",
-                                     "intermediate_size", "vocab_size"])
+@pytest.mark.parametrize(
+    "missing", ["hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size"]
+)
 def test_from_hf_config_names_missing_field(missing):
     cfg = {k: v for k, v in LLAMA_31_70B_CONFIG.items() if k != missing}
     with pytest.raises(ValueError, match=missing):
@@ -112,7 +127,7 @@ def test_from_hf_config_rejects_bad_values():
 def test_expected_experts_touched():
     m = catalog.model("mixtral-8x7b")
     assert expected_experts_touched(m, 1) == pytest.approx(2.0)
-    assert expected_experts_touched(m, 8) == pytest.approx(8 * (1 - 0.75 ** 8))
+    assert expected_experts_touched(m, 8) == pytest.approx(8 * (1 - 0.75**8))
     assert expected_experts_touched(m, 1000) == pytest.approx(8.0)
     assert expected_experts_touched(catalog.model("llama-3.1-8b"), 100) == 1.0
 
@@ -124,16 +139,41 @@ def test_prefill_attention_keys_causal():
 
 def test_hf_configs_of_2025_models_keep_the_features_that_change_the_cost():
     """A pasted DeepSeek-V3 or gpt-oss config.json gives the catalog's parameter count and KV size."""
-    v3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
-          "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432, "vocab_size": 129280,
-          "max_position_embeddings": 163840, "n_routed_experts": 256, "num_experts_per_tok": 8,
-          "n_shared_experts": 1, "moe_intermediate_size": 2048, "first_k_dense_replace": 3, "kv_lora_rank": 512,
-          "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+    v3 = {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "hidden_size": 7168,
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "intermediate_size": 18432,
+        "vocab_size": 129280,
+        "max_position_embeddings": 163840,
+        "n_routed_experts": 256,
+        "num_experts_per_tok": 8,
+        "n_shared_experts": 1,
+        "moe_intermediate_size": 2048,
+        "first_k_dense_replace": 3,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
+        "v_head_dim": 128,
+    }
     m = from_hf_config(v3)
     assert param_counts(m).total == param_counts(catalog.model("deepseek-v3")).total
     assert kv_bytes_per_token(m, 2.0) == 61 * 576 * 2
-    oss = {"hidden_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64, "num_key_value_heads": 8,
-           "head_dim": 64, "intermediate_size": 2880, "vocab_size": 201088, "num_local_experts": 128,
-           "num_experts_per_tok": 4, "sliding_window": 128, "attention_bias": True,
-           "layer_types": ["sliding_attention", "full_attention"] * 18}
+    oss = {
+        "hidden_size": 2880,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "intermediate_size": 2880,
+        "vocab_size": 201088,
+        "num_local_experts": 128,
+        "num_experts_per_tok": 4,
+        "sliding_window": 128,
+        "attention_bias": True,
+        "layer_types": ["sliding_attention", "full_attention"] * 18,
+    }
     assert kv_bytes_per_token(from_hf_config(oss), 2.0) == kv_bytes_per_token(catalog.model("gpt-oss-120b"), 2.0)

@@ -12,7 +12,7 @@ from inside_llm.sim.parallelism import ParallelParams, bubble_fraction, gpu_map,
 
 def test_seventy_b_at_sixteen_bits_does_not_fit_one_gpu_but_fits_eight():
     one = parallelism(ParallelParams(gpus=1, tp=1, pp=1))
-    assert one["model_weights_gb"] == pytest.approx(141, abs=1)      # ~140 GB for 70B at FP16
+    assert one["model_weights_gb"] == pytest.approx(141, abs=1)  # ~140 GB for 70B at FP16
     assert one["weights_gb"] > one["capacity_gb"] == 80
     assert one["fits"] is False and one["single_gpu"]["fits"] is False and one["shortfall_gb"] > 60
     eight = parallelism()
@@ -24,17 +24,17 @@ def test_tensor_parallel_allreduce_volume_and_time():
     d = parallelism(ParallelParams(tp=8, pp=1, batch=16, prompt_tokens=1024))
     t = d["prefill"]["tensor"]
     m = catalog.model("llama-3.1-70b")
-    message = 16 * 1024 * m.hidden_size * 2                         # tokens x hidden x BF16
+    message = 16 * 1024 * m.hidden_size * 2  # tokens x hidden x BF16
     assert t["message_bytes"] == message
     assert d["allreduce_bytes_per_layer"] == t["allreduce_bytes_per_layer"] == 2 * message
     assert t["sent_bytes_per_gpu_per_layer"] == pytest.approx(2 * 2 * 7 / 8 * message)
     cfg = EngineConfig(m, catalog.gpu("h100-sxm"), 8, 1, "bf16")
     assert t["allreduce_ms"] == pytest.approx(allreduce_s(cfg, message) * 1e3)
     node = catalog.node("h100-sxm")
-    assert t["busbw_gb_s"] == pytest.approx(node.allreduce_bus_bandwidth_gb_s)     # 370, sourced
+    assert t["busbw_gb_s"] == pytest.approx(node.allreduce_bus_bandwidth_gb_s)  # 370, sourced
     assert t["line_rate_gb_s"] == node.nvlink_one_direction_gb_s == node.nvlink_bandwidth_gb_s / 2
     assert t["allreduce_ms_line_rate"] == pytest.approx(2 * 7 / 8 * message / 450e9 * 1e3)
-    assert t["allreduce_ms"] > t["allreduce_ms_line_rate"]             # achievable is slower than the line rate
+    assert t["allreduce_ms"] > t["allreduce_ms_line_rate"]  # achievable is slower than the line rate
     assert t["allreduce_ms_per_step"] == pytest.approx(2 * 80 * t["allreduce_ms"])
     assert d["prefill"]["comm_ms"] == pytest.approx(t["allreduce_ms_per_step"])
 
@@ -65,7 +65,7 @@ def test_pipeline_stages_hold_ten_of_eighty_layers():
     assert d["stages"][0]["first_layer"] == 1 and d["stages"][-1]["last_layer"] == 80
     assert d["bubble_fraction"] == pytest.approx(7 / 15)
     act = d["prefill"]["pipeline"]["activation_bytes_per_send"]
-    assert act == 2 * 1024 * 8192 * 2                                # one micro-batch of 2 chats x 1,024 tokens
+    assert act == 2 * 1024 * 8192 * 2  # one micro-batch of 2 chats x 1,024 tokens
     assert stage_layers(126, 8)[0] == (1, 16) and stage_layers(126, 8)[-1] == (112, 126)
 
 
@@ -100,14 +100,24 @@ def test_more_micro_batches_shrink_the_bubble_and_the_first_token_wait():
 
 
 def test_micro_batches_are_ignored_without_a_pipeline():
-    assert parallelism(ParallelParams(tp=8, pp=1, micro_batches=16)) == parallelism(ParallelParams(tp=8, pp=1, micro_batches=1))
+    assert parallelism(ParallelParams(tp=8, pp=1, micro_batches=16)) == parallelism(
+        ParallelParams(tp=8, pp=1, micro_batches=1)
+    )
 
 
-@pytest.mark.parametrize("kw,words", [
-    ({"tp": 4, "pp": 4}, ("tp", "pp", "gpus")), ({"tp": 3}, ("tp", "pp", "gpus")), ({"gpus": 9}, ("gpus", "8")),
-    ({"micro_batches": 17}, ("micro_batches", "16")), ({"gpu": "l40s"}, ("gpu", "h100-sxm")),
-    ({"model": "gpt-9"}, ("model",)), ({"precision": "fp4"}, ("precision",)), ({"batch": 0}, ("batch",)),
-])
+@pytest.mark.parametrize(
+    "kw,words",
+    [
+        ({"tp": 4, "pp": 4}, ("tp", "pp", "gpus")),
+        ({"tp": 3}, ("tp", "pp", "gpus")),
+        ({"gpus": 9}, ("gpus", "8")),
+        ({"micro_batches": 17}, ("micro_batches", "16")),
+        ({"gpu": "l40s"}, ("gpu", "h100-sxm")),
+        ({"model": "gpt-9"}, ("model",)),
+        ({"precision": "fp4"}, ("precision",)),
+        ({"batch": 0}, ("batch",)),
+    ],
+)
 def test_bad_input_names_the_field(kw, words):
     """The refusal names the parameter (SimError.fields) and says the bound in words."""
     with pytest.raises(SimError) as e:

@@ -12,6 +12,7 @@ def _weights(seed=0, shape=(32, 256)):
 
 # ---- bytes -----------------------------------------------------------------------------------------
 
+
 def test_bits_per_weight_include_scales():
     assert q.bits_per_weight("bf16") == q.bits_per_weight("fp16") == 16
     assert q.bits_per_weight("int4", 128) == 4.125
@@ -32,14 +33,15 @@ def test_unknown_precision_rejected():
 
 # ---- E4M3 ------------------------------------------------------------------------------------------
 
+
 def test_e4m3_grid_facts():
     g = q.e4m3_grid()
-    assert len(g) == 127 and len(np.unique(g)) == 127      # 0..0x7E; 0x7F is NaN
+    assert len(g) == 127 and len(np.unique(g)) == 127  # 0..0x7E; 0x7F is NaN
     assert g.max() == 448.0 and np.all(np.diff(g) > 0)
-    assert g[1] == 2.0 ** -9                                # smallest subnormal
-    assert 2.0 ** -6 in g and 240.0 in g and 464.0 not in g
+    assert g[1] == 2.0**-9  # smallest subnormal
+    assert 2.0**-6 in g and 240.0 in g and 464.0 not in g
     signed = np.unique(np.concatenate([g, -g]))
-    assert len(signed) == 253                               # +0 and -0 are one value
+    assert len(signed) == 253  # +0 and -0 are one value
 
 
 def test_e4m3_round_trip_is_exact():
@@ -56,14 +58,14 @@ def test_e4m3_rounds_to_nearest_even_and_saturates():
     np.testing.assert_allclose(np.abs(got - np.minimum(x, 448)), nearest, rtol=0, atol=1e-15)
     # ties: midpoints go to the neighbour with an even mantissa code
     assert q.round_e4m3(1.0625) == 1.0 and q.round_e4m3(1.1875) == 1.25
-    assert q.round_e4m3(2.0 ** -10) == 0.0 and q.round_e4m3(3 * 2.0 ** -10) == 2.0 ** -8
+    assert q.round_e4m3(2.0**-10) == 0.0 and q.round_e4m3(3 * 2.0**-10) == 2.0**-8
     assert q.round_e4m3(1e6) == 448.0 and q.round_e4m3(-1e6) == -448.0
 
 
 def test_e4m3_fields():
     assert q.e4m3_fields(448.0) == (0, 15, 6)
     assert q.e4m3_fields(1.0) == (0, 7, 0)
-    assert q.e4m3_fields(-2.0 ** -9) == (1, 0, 1)
+    assert q.e4m3_fields(-(2.0**-9)) == (1, 0, 1)
     for code in range(0x7F):
         s, e, m = q.e4m3_fields(float(q.e4m3_grid()[code]))
         assert (e << 3 | m) == code
@@ -71,14 +73,17 @@ def test_e4m3_fields():
 
 # ---- bf16 / fp16 ----------------------------------------------------------------------------------
 
+
 def test_bf16_relative_error_and_ties():
-    x = np.random.default_rng(3).standard_normal(20000).astype(np.float32) * 10.0 ** np.random.default_rng(4).integers(-8, 8, 20000)
+    x = np.random.default_rng(3).standard_normal(20000).astype(np.float32) * 10.0 ** np.random.default_rng(4).integers(
+        -8, 8, 20000
+    )
     r = q.round_bf16(x)
-    assert np.all(np.abs(r - x) <= np.abs(x) * 2.0 ** -8)
+    assert np.all(np.abs(r - x) <= np.abs(x) * 2.0**-8)
     assert np.all(r.view(np.uint32) & 0xFFFF == 0)
     # 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even -> 1; 1 + 3*2^-8 -> 1 + 2^-6
-    assert q.round_bf16(np.float32(1 + 2 ** -8)) == 1.0
-    assert q.round_bf16(np.float32(1 + 3 * 2 ** -8)) == np.float32(1 + 2 ** -6)
+    assert q.round_bf16(np.float32(1 + 2**-8)) == 1.0
+    assert q.round_bf16(np.float32(1 + 3 * 2**-8)) == np.float32(1 + 2**-6)
 
 
 def test_fp16_is_numpy_half():
@@ -87,6 +92,7 @@ def test_fp16_is_numpy_half():
 
 
 # ---- integers ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("symmetric, levels", [(True, 15), (False, 16)])
 def test_int4_has_at_most_16_levels_per_group(symmetric, levels):
@@ -117,12 +123,16 @@ def test_errors_shrink_with_more_bits():
     w = _weights()
     err = {p: q.weight_error(w, q.quantize_dequantize(w, p))["rms"] for p in q.PRECISIONS}
     assert err["int4"] > err["fp8"] > err["int8"] > err["bf16"] > err["fp16"] > 0
-    assert err["int4"] / err["int8"] > 8          # 4 fewer bits: ~16x the step
+    assert err["int4"] / err["int8"] > 8  # 4 fewer bits: ~16x the step
 
 
 def test_quantize_weights_selects_projection_matrices():
-    w = {"layers.0.attn.wq": _weights(1, (16, 128)), "layers.0.attn_norm": np.ones(16, np.float32),
-         "tok_embeddings": _weights(2, (16, 128)), "layers.0.mlp.w_down": _weights(3, (16, 128))}
+    w = {
+        "layers.0.attn.wq": _weights(1, (16, 128)),
+        "layers.0.attn_norm": np.ones(16, np.float32),
+        "tok_embeddings": _weights(2, (16, 128)),
+        "layers.0.mlp.w_down": _weights(3, (16, 128)),
+    }
     out = q.quantize_weights(w, "int4")
     assert out["tok_embeddings"] is w["tok_embeddings"] and out["layers.0.attn_norm"] is w["layers.0.attn_norm"]
     for k in ("layers.0.attn.wq", "layers.0.mlp.w_down"):
@@ -131,9 +141,10 @@ def test_quantize_weights_selects_projection_matrices():
 
 # ---- perplexity --------------------------------------------------------------------------------------
 
+
 def test_perplexity_helpers():
     assert q.perplexity(np.full(10, np.log(7.0))) == pytest.approx(7.0)
-    logits = np.zeros((3, 5))                      # uniform over 5 tokens
+    logits = np.zeros((3, 5))  # uniform over 5 tokens
     assert q.perplexity(q.nll_from_logits(logits, np.array([0, 3, 4]))) == pytest.approx(5.0)
     assert q.perplexity_math(np.full(4, 1.0)).value == pytest.approx(np.e)
     with pytest.raises(ValueError):
@@ -141,6 +152,7 @@ def test_perplexity_helpers():
 
 
 # ---- the tile ----------------------------------------------------------------------------------------
+
 
 def test_weight_tile_bits_decode_to_the_values():
     w = (np.random.default_rng(0).standard_t(4, size=(256, 12)) * 0.02).astype(np.float32)
@@ -162,10 +174,14 @@ def test_weight_tile_bits_decode_to_the_values():
     col = int(np.argmax(np.abs(w[:8, 0]))) if np.abs(w[:8, 0]).max() == np.abs(w[:, 0]).max() else None
     if col is not None:
         assert by["fp8"]["bits"][col][0][1:] == "1111110"
-    assert by["int4"]["bits_per_weight"] == 4.125 and by["int4"]["error"]["relative_rms"] > by["int8"]["error"]["relative_rms"]
+    assert (
+        by["int4"]["bits_per_weight"] == 4.125
+        and by["int4"]["error"]["relative_rms"] > by["int8"]["error"]["relative_rms"]
+    )
 
 
 # ---- published perplexities -----------------------------------------------------------------------
+
 
 def test_published_entries_have_sources_and_fields():
     rows = q.published_perplexities()
@@ -196,12 +212,12 @@ def test_published_fp16_beats_quantized_within_each_table():
 def test_a_ragged_last_group_is_quantized_on_its_own():
     """576 input rows in groups of 128: four full groups and one of 64, each with its own scale."""
     w = np.random.default_rng(1).standard_normal((576, 6)).astype(np.float32)
-    w[520, 2] = 9.0                                            # an outlier in the short last group only
+    w[520, 2] = 9.0  # an outlier in the short last group only
     codes, scale, _ = q.int_quantize(w, 4, 128, axis=0)
     assert codes.shape == w.shape and scale.shape == (6, 5, 1)
     assert scale[2, 4, 0] == pytest.approx(9.0 / 7, rel=1e-3) and scale[2, 3, 0] < 1.0
     wq = q.quantize_dequantize(w, "int4", 128, axis=0)
     assert wq.shape == w.shape and wq[520, 2] == pytest.approx(9.0, rel=1e-3)
     full = q.quantize_dequantize(w[:512], "int4", 128, axis=0)
-    assert np.array_equal(wq[:512], full)                      # the full groups are unchanged by the ragged one
+    assert np.array_equal(wq[:512], full)  # the full groups are unchanged by the ragged one
     assert np.abs(wq[512:] - w[512:]).max() <= scale[:, 4, 0].max() / 2 + 1e-6

@@ -31,14 +31,14 @@ def test_stored_numbers_are_consistent_and_say_where_they_come_from():
         assert v["perplexity"] == pytest.approx(math.exp(nll.mean()), rel=1e-5)
         assert v["relative_change"] == pytest.approx(v["perplexity"] / base["perplexity"] - 1)
     ppl = {v["variant"]: v["perplexity"] for v in STORED["variants"]}
-    assert ppl["file_q4_1"] < ppl["int8"] < ppl["int4"] < ppl["int3"] < ppl["int2"]   # fewer bits, worse
+    assert ppl["file_q4_1"] < ppl["int8"] < ppl["int4"] < ppl["int3"] < ppl["int2"]  # fewer bits, worse
     bits = {v["variant"]: v["bits_per_weight"] for v in STORED["variants"]}
     assert bits["file_q4_1"] == 5.0 and bits["int4"] == pytest.approx(4 + 16 * 5 / 576, rel=0.02)
 
 
 def test_a_subset_recomputes_to_the_stored_numbers():
     model = modelfile.served_smollm()
-    if model is None:    # no file: the same measurement code on the toy model, one short window
+    if model is None:  # no file: the same measurement code on the toy model, one short window
         toy = load_model("draft")
         ids = rq.text_ids(toy)
         a = rq.measure(toy, "file_q4_1", ids, num_windows=1, window=32)
@@ -47,7 +47,7 @@ def test_a_subset_recomputes_to_the_stored_numbers():
         return
     ids = rq.text_ids(model)
     assert len(ids) == STORED["text_tokens"]
-    for variant in ("file_q4_1", "int4"):               # the baseline and one quantized variant, first window
+    for variant in ("file_q4_1", "int4"):  # the baseline and one quantized variant, first window
         got = rq.window_nll(rq.quantized(model, variant), ids, 1, STORED["window_tokens"])[0]
         want = next(v for v in STORED["variants"] if v["variant"] == variant)["window_nll"][0]
         assert got == pytest.approx(want, abs=2e-4), variant

@@ -22,11 +22,21 @@ def by_name(result):
 
 
 @cache
-def engine(policy, num_blocks=2048, seats=4, num_requests=40, rate=3.0, budget=2048, fast_forward=True,
-           workload="alpaca", seed=0):
+def engine(
+    policy,
+    num_blocks=2048,
+    seats=4,
+    num_requests=40,
+    rate=3.0,
+    budget=2048,
+    fast_forward=True,
+    workload="alpaca",
+    seed=0,
+):
     trace = make_trace(workload, num_requests, seed, rate)
-    return Engine(policy, trace, seats, SimpleStepCost(), num_blocks, 16, budget, fast_forward,
-                  record_seat_tokens=True).run()
+    return Engine(
+        policy, trace, seats, SimpleStepCost(), num_blocks, 16, budget, fast_forward, record_seat_tokens=True
+    ).run()
 
 
 def all_frames(e):
@@ -38,8 +48,11 @@ def all_frames(e):
             ids = rec.seat_request_ids
             rows[rec.first_step + j].update(
                 seat_request_ids=ids,
-                seat_num_computed_tokens=[n + j if r is not None else 0 for r, n in zip(ids, rec.seat_num_computed_tokens)],
-                seat_num_output_tokens=[n + j if r is not None else 0 for r, n in zip(ids, rec.seat_num_output_tokens)])
+                seat_num_computed_tokens=[
+                    n + j if r is not None else 0 for r, n in zip(ids, rec.seat_num_computed_tokens)
+                ],
+                seat_num_output_tokens=[n + j if r is not None else 0 for r, n in zip(ids, rec.seat_num_output_tokens)],
+            )
     return rows
 
 
@@ -59,8 +72,14 @@ def test_response_shape():
     assert [p.name for p in result.policies] == ["static", "continuous"]
     assert len(result.requests.arrival_s) == len(result.requests.num_output_tokens) == 200
     for p in result.policies:
-        for key in ("throughput_tokens_per_s", "ttft_ms_p50", "ttft_ms_p99", "latency_ms_p50",
-                    "latency_ms_p99", "seat_utilization"):
+        for key in (
+            "throughput_tokens_per_s",
+            "ttft_ms_p50",
+            "ttft_ms_p99",
+            "latency_ms_p50",
+            "latency_ms_p99",
+            "seat_utilization",
+        ):
             assert isinstance(getattr(p, key), float) and getattr(p, key) > 0
         assert 0 < p.seat_utilization <= 1 and p.ttft_ms_p50 <= p.ttft_ms_p99
         assert len(p.requests.finish_s) == 200 and 0 < len(p.frames.time_s) <= 200
@@ -179,8 +198,9 @@ def test_step_time_is_pluggable():
     pol = result.policies[0]
     assert all(d == 0.01 for d in pol.frames.duration_s) and calls
     assert all(p >= 0 and d >= 0 and c >= d for p, d, c in calls)
-    obj = simulate_batching(num_requests=10, step_time=lambda p, d, c: SimpleNamespace(seconds=0.01),
-                            policies=("continuous",))
+    obj = simulate_batching(
+        num_requests=10, step_time=lambda p, d, c: SimpleNamespace(seconds=0.01), policies=("continuous",)
+    )
     assert obj.policies[0].requests == pol.requests
     with pytest.raises(ValueError, match="step_time"):
         simulate_batching(num_requests=5, step_time=lambda p, d, c: 0.0)
@@ -193,13 +213,23 @@ def test_simple_step_cost_is_memory_bound_for_decode_and_compute_bound_for_prefi
     assert cost(4096, 0, 0) > 5 * cost(0, 1, 500)  # a long prefill is math-bound
 
 
-@pytest.mark.parametrize("kw, name", [
-    ({"rate": 0}, "rate"), ({"rate": -1.0}, "rate"), ({"num_requests": 10_001}, "num_requests"),
-    ({"seats": 0}, "seats"), ({"seats": 257}, "seats"), ({"block_size": 0}, "block_size"),
-    ({"kv_capacity_tokens": 100}, "kv_capacity_tokens"), ({"max_frames": 0}, "max_frames"),
-    ({"max_num_batched_tokens": 0}, "max_num_batched_tokens"), ({"workload": "x"}, "workload"),
-    ({"step_time": 3}, "step_time"), ({"policies": ("fifo",)}, "policies"),
-])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"rate": 0}, "rate"),
+        ({"rate": -1.0}, "rate"),
+        ({"num_requests": 10_001}, "num_requests"),
+        ({"seats": 0}, "seats"),
+        ({"seats": 257}, "seats"),
+        ({"block_size": 0}, "block_size"),
+        ({"kv_capacity_tokens": 100}, "kv_capacity_tokens"),
+        ({"max_frames": 0}, "max_frames"),
+        ({"max_num_batched_tokens": 0}, "max_num_batched_tokens"),
+        ({"workload": "x"}, "workload"),
+        ({"step_time": 3}, "step_time"),
+        ({"policies": ("fifo",)}, "policies"),
+    ],
+)
 def test_bounds_name_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
         simulate_batching(**kw)

@@ -11,14 +11,32 @@ from inside_llm.sim.hardware import gpu_from_fields
 from inside_llm.sim.models import from_hf_config
 from inside_llm.sim.serving import ServingParams, estimate
 
-HEADLINES = ["ttft_ms", "tpot_ms", "tokens_per_s_per_user", "tokens_per_s_total", "cost_per_million_tokens_usd",
-             "weights_gb", "kv_cache_gb", "spare_gb", "max_batch", "mfu", "bandwidth_utilization"]
+HEADLINES = [
+    "ttft_ms",
+    "tpot_ms",
+    "tokens_per_s_per_user",
+    "tokens_per_s_total",
+    "cost_per_million_tokens_usd",
+    "weights_gb",
+    "kv_cache_gb",
+    "spare_gb",
+    "max_batch",
+    "mfu",
+    "bandwidth_utilization",
+]
 
 
 def test_defaults_are_the_guides_server():
     p = ServingParams()
-    assert (p.model, p.gpu, p.gpus, p.tp, p.pp, p.precision, p.price_per_gpu_hour) == \
-        ("llama-3.1-70b", "h100-sxm", 8, 8, 1, "bf16", 3.0)
+    assert (p.model, p.gpu, p.gpus, p.tp, p.pp, p.precision, p.price_per_gpu_hour) == (
+        "llama-3.1-70b",
+        "h100-sxm",
+        8,
+        8,
+        1,
+        "bf16",
+        3.0,
+    )
     e = estimate()
     assert e.memory.fits and e.bound == "memory" and e.replicas == 1
     assert e.memory.weights_gb * 8 == pytest.approx(141, abs=1)  # ~140 GB for 70B at FP16
@@ -67,13 +85,23 @@ def test_precisions_speed_up_decode():
     assert int4.tpot_ms < fp8.tpot_ms < bf16.tpot_ms
 
 
-@pytest.mark.parametrize("kw,field", [
-    ({"tp": 3}, "tp"), ({"gpus": 0}, "gpus"), ({"batch": 0}, "batch"),
-    ({"batch": 5000}, "batch"), ({"prompt_tokens": 0}, "prompt_tokens"), ({"output_tokens": 0}, "output_tokens"),
-    ({"prompt_tokens": 130000, "output_tokens": 2000}, "prompt_tokens"),
-    ({"price_per_gpu_hour": -1}, "price_per_gpu_hour"), ({"precision": "fp4"}, "precision"),
-    ({"kv_precision": "fp16"}, "kv_precision"), ({"model": "nope"}, "model"), ({"gpu": "nope"}, "gpu"),
-])
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        ({"tp": 3}, "tp"),
+        ({"gpus": 0}, "gpus"),
+        ({"batch": 0}, "batch"),
+        ({"batch": 5000}, "batch"),
+        ({"prompt_tokens": 0}, "prompt_tokens"),
+        ({"output_tokens": 0}, "output_tokens"),
+        ({"prompt_tokens": 130000, "output_tokens": 2000}, "prompt_tokens"),
+        ({"price_per_gpu_hour": -1}, "price_per_gpu_hour"),
+        ({"precision": "fp4"}, "precision"),
+        ({"kv_precision": "fp16"}, "kv_precision"),
+        ({"model": "nope"}, "model"),
+        ({"gpu": "nope"}, "gpu"),
+    ],
+)
 def test_bad_inputs_name_the_field(kw, field):
     with pytest.raises(SimError) as refused:
         estimate(ServingParams(**kw))
@@ -81,11 +109,27 @@ def test_bad_inputs_name_the_field(kw, field):
 
 
 def test_custom_model_and_gpu():
-    m = from_hf_config({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-                        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-                        "max_position_embeddings": 8192}, model_id="my-8b")
-    g = gpu_from_fields({"bf16_dense_tflops": 500, "hbm_capacity_gb": 96, "hbm_bandwidth_tb_s": 4.0,
-                         "interconnect_bandwidth_gb_s": 900}, gpu_id="my-gpu")
+    m = from_hf_config(
+        {
+            "hidden_size": 4096,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "intermediate_size": 14336,
+            "vocab_size": 128256,
+            "max_position_embeddings": 8192,
+        },
+        model_id="my-8b",
+    )
+    g = gpu_from_fields(
+        {
+            "bf16_dense_tflops": 500,
+            "hbm_capacity_gb": 96,
+            "hbm_bandwidth_tb_s": 4.0,
+            "interconnect_bandwidth_gb_s": 900,
+        },
+        gpu_id="my-gpu",
+    )
     e = estimate(ServingParams(model=m, gpu=g, gpus=1, tp=1))
     assert e.memory.fits and e.math["spare_gb"].inputs[0].source == "user input"
     assert serving.params_dict(ServingParams(model=m, gpu=g))["model"] == "my-8b"
@@ -112,17 +156,31 @@ def test_guide_hardware_figures_come_from_the_catalog():
     assert estimate().memory.capacity_gb == 80
 
 
-@pytest.mark.parametrize("model,gpus,tp,pp,prec,P,O", [
-    ("llama-3.1-70b", 8, 1, 8, "fp8", 8000, 128),
-    ("llama-3.1-70b", 8, 2, 4, "fp8", 8000, 128),
-    ("llama-3.1-405b", 16, 8, 2, "fp8", 2048, 256),
-])
+@pytest.mark.parametrize(
+    "model,gpus,tp,pp,prec,P,O",
+    [
+        ("llama-3.1-70b", 8, 1, 8, "fp8", 8000, 128),
+        ("llama-3.1-70b", 8, 2, 4, "fp8", 8000, 128),
+        ("llama-3.1-405b", 16, 8, 2, "fp8", 2048, 256),
+    ],
+)
 def test_pipeline_throughput_never_falls_as_the_batch_grows(model, gpus, tp, pp, prec, P, O):
     """Issue 16 item 4: uneven micro-batches, no padding to ceil(batch / pp)."""
     prev = 0.0
     for batch in range(1, 33):
-        e = serving.estimate(serving.ServingParams(model=model, gpus=gpus, tp=tp, pp=pp, precision=prec,
-                                                   kv_precision="fp8", batch=batch, prompt_tokens=P, output_tokens=O))
+        e = serving.estimate(
+            serving.ServingParams(
+                model=model,
+                gpus=gpus,
+                tp=tp,
+                pp=pp,
+                precision=prec,
+                kv_precision="fp8",
+                batch=batch,
+                prompt_tokens=P,
+                output_tokens=O,
+            )
+        )
         assert e.tokens_per_s_static >= prev * (1 - 1e-9), f"batch {batch}: {e.tokens_per_s_static} < {prev}"
         prev = e.tokens_per_s_static
 
@@ -153,13 +211,16 @@ def test_tensor_parallel_beyond_a_node_is_slower_than_at_nvlink_speed():
     import dataclasses
 
     from inside_llm.sim.costmodel import allreduce_s, step_time
+
     h100 = catalog.gpu("h100-sxm")
     flat = dataclasses.replace(h100, node_gpus=64)
     m = catalog.model("llama-3.1-70b")
     nodes, one = EngineConfig(m, h100, tp=64), EngineConfig(m, flat, tp=64)
     assert allreduce_s(nodes, 8192 * 2 * 16) > 2 * allreduce_s(one, 8192 * 2 * 16)
-    assert step_time(nodes, num_decode_seqs=16, decode_context_tokens_total=16 * 1152).seconds > \
-        1.2 * step_time(one, num_decode_seqs=16, decode_context_tokens_total=16 * 1152).seconds
+    assert (
+        step_time(nodes, num_decode_seqs=16, decode_context_tokens_total=16 * 1152).seconds
+        > 1.2 * step_time(one, num_decode_seqs=16, decode_context_tokens_total=16 * 1152).seconds
+    )
     # a pipeline hand-off between nodes goes over the NIC: tp=8 x pp=2 crosses once, tp=4 x pp=2 never
     assert serving.cross_node_sends(EngineConfig(m, h100, tp=8, pp=2)) == 1
     assert serving.cross_node_sends(EngineConfig(m, h100, tp=4, pp=2)) == 0

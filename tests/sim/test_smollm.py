@@ -22,15 +22,68 @@ from inside_llm.sim.transformer import KVCache
 PUBLISHED = {
     "Hello, we can use": [19556, 28, 392, 416, 722],
     "The capital of France is": [504, 3575, 282, 4649, 314],
-    "You are a helpful AI assistant named SmolLM, trained by Hugging Face":
-        [2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182],
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face": [
+        2683,
+        359,
+        253,
+        5356,
+        5646,
+        11173,
+        3365,
+        3511,
+        308,
+        34519,
+        28,
+        7018,
+        411,
+        407,
+        19712,
+        8182,
+    ],
     "\n": [198],
     "Hello world! 123": [19556, 905, 17, 216, 33, 34, 35],
     "Café déjà vu.": [51, 1939, 2756, 32564, 90, 16739, 386, 101, 30],
     "  multiple   spaces": [216, 2701, 256, 5600],
 }
-FRANCE_CHAT = [1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407,
-               19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
+FRANCE_CHAT = [
+    1,
+    9690,
+    198,
+    2683,
+    359,
+    253,
+    5356,
+    5646,
+    11173,
+    3365,
+    3511,
+    308,
+    34519,
+    28,
+    7018,
+    411,
+    407,
+    19712,
+    8182,
+    2,
+    198,
+    1,
+    4093,
+    198,
+    1780,
+    314,
+    260,
+    3575,
+    282,
+    4649,
+    47,
+    2,
+    198,
+    1,
+    520,
+    9531,
+    198,
+]
 FRANCE_GREEDY = [504, 3575, 282, 4649, 314, 7042, 30, 2]
 
 
@@ -63,10 +116,11 @@ def test_greedy_answer_matches_the_published_reference(smollm):
 
 def test_prefill_and_incremental_decode_give_the_same_logits(smollm):
     ids = smollm.encode("The quick brown fox jumps over the lazy dog. It")
-    full = smollm.forward(ids).logits                                      # [T, V] all at once
+    full = smollm.forward(ids).logits  # [T, V] all at once
     cache = KVCache(smollm.config)
-    steps = np.concatenate([smollm.forward(ids[:4], cache).logits] +
-                           [smollm.forward([t], cache).logits for t in ids[4:]])  # 4, then one by one
+    steps = np.concatenate(
+        [smollm.forward(ids[:4], cache).logits] + [smollm.forward([t], cache).logits for t in ids[4:]]
+    )  # 4, then one by one
     assert cache.num_tokens == len(ids)
     np.testing.assert_allclose(steps, full, rtol=0, atol=2e-3 * np.abs(full).max())
     assert (steps.argmax(-1) == full.argmax(-1)).all()
@@ -79,7 +133,7 @@ def test_batch_decode_equals_one_sequence_at_a_time(smollm):
     prompts = [smollm.chat_ids(q) for q in ("Hi!", "Name a colour.", "What is 2+2?")]
     caches = [KVCache(smollm.config) for _ in prompts]
     nxt = [int(smollm.forward(p, c, last_only=True).logits[-1].argmax()) for p, c in zip(prompts, caches)]
-    batch = smollm.decode_step_batch(nxt, caches)                          # [3, V] in one step
+    batch = smollm.decode_step_batch(nxt, caches)  # [3, V] in one step
     for b, (p, t) in enumerate(zip(prompts, nxt)):
         alone = smollm.forward(p + [t]).logits[-1]
         np.testing.assert_allclose(batch[b], alone, rtol=0, atol=2e-3 * np.abs(alone).max())
@@ -88,13 +142,13 @@ def test_batch_decode_equals_one_sequence_at_a_time(smollm):
 
 def test_panels_multiply_like_the_matrix():
     rng = np.random.default_rng(0)
-    w = rng.standard_normal((40, 192)).astype(np.float32)                  # [in, out]
+    w = rng.standard_normal((40, 192)).astype(np.float32)  # [in, out]
     x = rng.standard_normal((3, 40)).astype(np.float32)
     p = Panels(Panels.pack(w, cols=96))
     assert p.shape == (40, 192) and p.size == w.size
     np.testing.assert_allclose(x @ p, x @ w, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(x[0] @ p, x[0] @ w, rtol=1e-5, atol=1e-5)              # a vector
-    np.testing.assert_allclose(x[None] @ p, x[None] @ w, rtol=1e-5, atol=1e-5)        # a stack
+    np.testing.assert_allclose(x[0] @ p, x[0] @ w, rtol=1e-5, atol=1e-5)  # a vector
+    np.testing.assert_allclose(x[None] @ p, x[None] @ w, rtol=1e-5, atol=1e-5)  # a stack
     np.testing.assert_array_equal(np.asarray(p), w)
     with pytest.raises(ValueError, match="multiple of 96"):
         Panels.pack(w[:, :100], cols=96)
@@ -109,7 +163,7 @@ def test_missing_truncated_and_wrong_files_are_named(tmp_path):
     assert not s.ok and "1,004 bytes" in s.problem and f"{modelfile.SIZE_BYTES:,}" in s.problem
     wrong = tmp_path / "wrong.gguf"
     with open(wrong, "wb") as f:
-        f.truncate(modelfile.SIZE_BYTES)                                   # right size, all zeros
+        f.truncate(modelfile.SIZE_BYTES)  # right size, all zeros
     w = modelfile.check_file(wrong)
     assert not w.ok and "sha256" in w.problem
 
@@ -117,7 +171,7 @@ def test_missing_truncated_and_wrong_files_are_named(tmp_path):
 def test_absent_model_serves_none_and_logs_one_line(no_model, caplog):
     with caplog.at_level("WARNING", logger="inside_llm.model"):
         assert modelfile.served_smollm() is None
-        assert modelfile.served_smollm() is None                           # checked once per process
+        assert modelfile.served_smollm() is None  # checked once per process
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "toy model serves" in lines[0] and "inside-llm fetch-model" in lines[0]
 
@@ -127,6 +181,6 @@ def test_map_weights_changes_the_layer_matrices_only(smollm):
     same = smollm.map_weights(lambda f, w: w, name="copy")
     assert same.name == "copy" and same.tok_emb is smollm.tok_emb
     np.testing.assert_array_equal(same.forward(ids, last_only=True).logits, smollm.forward(ids, last_only=True).logits)
-    zeroed = smollm.map_weights(lambda f, w: np.zeros_like(w) if f == "w2" else w)   # no MLP output at all
+    zeroed = smollm.map_weights(lambda f, w: np.zeros_like(w) if f == "w2" else w)  # no MLP output at all
     assert not np.allclose(zeroed.forward(ids, last_only=True).logits, smollm.forward(ids, last_only=True).logits)
     assert np.asarray(zeroed.layers[0].w2).shape == (1536, 576) and not np.asarray(zeroed.layers[0].w2).any()

@@ -19,6 +19,7 @@ def test_pair_is_main_and_draft_when_main_is_installed():
     target, draft = demo.demo_pair()
     assert draft.name == "draft"
     from inside_llm.sim.transformer import DEMO_DIR
+
     assert target.name == ("main" if (DEMO_DIR / "main.npz").exists() else "draft")
     assert np.array_equal(target.vocab.cl100k, draft.vocab.cl100k)
 
@@ -103,7 +104,8 @@ def test_measurement_reports_times_and_the_prediction_for_what_it_measured():
     assert m["predicted_speedup"] == pytest.approx(sp.speedup(m["alpha_estimate"], 3, m["measured_cost_ratio"]))
     e = sp.expected_tokens_per_pass(m["alpha_estimate"], 3)
     assert m["predicted_speedup_with_verify_cost"] == pytest.approx(
-        e / (3 * m["measured_cost_ratio"] + m["verify_cost_steps"]))
+        e / (3 * m["measured_cost_ratio"] + m["verify_cost_steps"])
+    )
     assert set(m["math"]) == {"measured_speedup", "predicted_speedup", "predicted_speedup_with_verify_cost"}
 
 

@@ -40,10 +40,10 @@ def test_spans_rebuild_the_input(text, encoding):
     raw = text.encode("utf-8")
     assert b"".join(t.piece for t in toks) == raw
     for t in toks:
-        assert raw[t.byte_start:t.byte_end] == t.piece
+        assert raw[t.byte_start : t.byte_end] == t.piece
         assert 0 <= t.char_start < t.char_end <= len(text)
         if t.text is not None:
-            assert t.text in text[t.char_start:t.char_end]
+            assert t.text in text[t.char_start : t.char_end]
 
 
 def test_partial_utf8_pieces_are_bytes_not_replacement_chars():
@@ -95,15 +95,18 @@ def test_words_per_token_is_also_measured_on_the_shipped_shakespeare():
     assert "GREMIO" in text  # the decoded held-out split is the play text, not ids
 
 
-@pytest.mark.parametrize(("text", "kind"), [
-    ("It is a truth universally acknowledged, that a single man must be in want of a wife.", "A–Z letters"),
-    ("Der schnelle braune Fuchs springt über den faulen Hund.", "A–Z letters"),
-    ("日本語のテキストも分割されます。", "other script"),
-    ("Привет, как дела?", "other script"),
-    ("🦙🚀🎉 wow", "emoji"),
-    ("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)", "code"),
-    ("   ", "empty"),
-])
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("It is a truth universally acknowledged, that a single man must be in want of a wife.", "A–Z letters"),
+        ("Der schnelle braune Fuchs springt über den faulen Hund.", "A–Z letters"),
+        ("日本語のテキストも分割されます。", "other script"),
+        ("Привет, как дела?", "other script"),
+        ("🦙🚀🎉 wow", "emoji"),
+        ("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)", "code"),
+        ("   ", "empty"),
+    ],
+)
 def test_text_profile_says_when_the_three_quarter_rule_applies(text, kind):
     p = tk.text_profile(text)
     assert p["kind"] == kind and p["rule_applies"] == (kind == "A–Z letters")

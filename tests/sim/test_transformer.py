@@ -117,7 +117,7 @@ def test_greedy_generation_is_deterministic_and_matches_argmax(main, ids):
     seq = list(ids)
     for _ in range(3):
         seq.append(int(np.argmax(main.forward(seq).logits[-1])))
-    assert out[:3] == seq[len(ids):]
+    assert out[:3] == seq[len(ids) :]
     assert list(main.generate(ids, 8, temperature=0.8, top_k=1, seed=5)) == out
 
 
@@ -135,7 +135,7 @@ def test_attention_window_slides_past_the_trained_context():
     lag = np.arange(len(ids))[:, None] - np.arange(len(ids))[None, :]
     assert np.all(full.layers[0].attn[:, lag >= window] == 0)
     cache = KVCache(draft.config)
-    chunks = [draft.forward(ids[i:i + 70], cache).logits for i in range(0, len(ids), 70)]
+    chunks = [draft.forward(ids[i : i + 70], cache).logits for i in range(0, len(ids), 70)]
     np.testing.assert_allclose(np.concatenate(chunks), full.logits, atol=1e-4)
 
 
@@ -153,7 +153,7 @@ def test_reported_validation_loss_is_reproduced_by_numpy(main):
     if not SHARED_TEXT.exists():
         pytest.skip(f"held-out text not found at {SHARED_TEXT}; cannot recompute validation loss")
     text = SHARED_TEXT.read_text(encoding="utf-8")
-    val_ids = np.array(main.encode(text[int(len(text) * 0.9):]))
+    val_ids = np.array(main.encode(text[int(len(text) * 0.9) :]))
     entry = model_card()["models"]["main"]
     check = entry["check_slice"]
     n, T = check["num_tokens"], main.config.max_seq_len
@@ -164,7 +164,7 @@ def test_reported_validation_loss_is_reproduced_by_numpy(main):
     # their mean lands within ~0.3 nats of the whole held-out loss (one standard error).
     num_windows = (len(val_ids) - 1) // T
     picks = np.linspace(0, num_windows - 1, 8).round().astype(int)
-    sample_loss = float(np.mean([main.nll(val_ids[i * T:(i + 1) * T + 1]) for i in picks]))
+    sample_loss = float(np.mean([main.nll(val_ids[i * T : (i + 1) * T + 1]) for i in picks]))
     assert abs(sample_loss - val["loss_nats_per_token"]) < 0.3, "held-out sample far from the card's loss"
 
 

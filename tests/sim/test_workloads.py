@@ -47,11 +47,17 @@ def test_calibrated_mu_hits_the_clipped_mean():
     assert x.mean() == pytest.approx(338.0, rel=0.01)
 
 
-@pytest.mark.parametrize("kw, name", [
-    ({"num_requests": 0}, "num_requests"), ({"num_requests": 10_001}, "num_requests"),
-    ({"rate": 0.0}, "rate"), ({"rate": float("inf")}, "rate"), ({"workload": "x"}, "workload"),
-    ({"max_seq_len": 4}, "max_seq_len"),
-])
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        ({"num_requests": 0}, "num_requests"),
+        ({"num_requests": 10_001}, "num_requests"),
+        ({"rate": 0.0}, "rate"),
+        ({"rate": float("inf")}, "rate"),
+        ({"workload": "x"}, "workload"),
+        ({"max_seq_len": 4}, "max_seq_len"),
+    ],
+)
 def test_bounds(kw, name):
     with pytest.raises(ValueError, match=name):
         make_trace(**kw)

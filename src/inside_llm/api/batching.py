@@ -34,12 +34,16 @@ MODEL_ID, GPU_ID = "llama-3.1-8b", "h100-sxm"
 
 class BatchingParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
-    rate: float = Field(3.0, ge=MIN_RATE, le=MAX_RATE,
-                        description=f"Poisson arrival rate (requests/s; {MIN_RATE:g}-{MAX_RATE:g}).")
+    rate: float = Field(
+        3.0, ge=MIN_RATE, le=MAX_RATE, description=f"Poisson arrival rate (requests/s; {MIN_RATE:g}-{MAX_RATE:g})."
+    )
     requests: int = Field(200, ge=1, le=MAX_REQUESTS, description=f"Requests in the trace (1-{MAX_REQUESTS:,}).")
     seats: int = Field(8, ge=1, le=MAX_SEATS, description=f"Seats: requests decoded together at most (1-{MAX_SEATS}).")
-    workload: Workload = Field("sharegpt", description="Request lengths: sharegpt (161 in / 338 out tokens on "
-                                                       "average), alpaca (19 / 58) or fixed (161 / 338).")
+    workload: Workload = Field(
+        "sharegpt",
+        description="Request lengths: sharegpt (161 in / 338 out tokens on "
+        "average), alpaca (19 / 58) or fixed (161 / 338).",
+    )
     seed: int = seed_field("lengths and arrivals")
 
 
@@ -77,30 +81,56 @@ def engine(seats: int) -> dict:
     b1, full = step_seconds(0, 1, 500), step_seconds(0, seats, 500 * seats)
     gpu, model = cfg.gpu, cfg.model
     return {
-        "model": model.name, "model_id": MODEL_ID, "gpu": gpu.name, "gpu_id": GPU_ID, "tp": cfg.tp,
-        "precision": cfg.precision, "kv_precision": cfg.kv_precision, "kv_capacity_tokens": kv_tokens,
-        "block_size": BLOCK_SIZE, "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS, "max_seq_len": MAX_SEQ_LEN,
-        "decode_step_ms_batch_1": round(b1.seconds * 1e3, 3), "decode_step_ms_all_seats": round(full.seconds * 1e3, 3),
+        "model": model.name,
+        "model_id": MODEL_ID,
+        "gpu": gpu.name,
+        "gpu_id": GPU_ID,
+        "tp": cfg.tp,
+        "precision": cfg.precision,
+        "kv_precision": cfg.kv_precision,
+        "kv_capacity_tokens": kv_tokens,
+        "block_size": BLOCK_SIZE,
+        "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
+        "max_seq_len": MAX_SEQ_LEN,
+        "decode_step_ms_batch_1": round(b1.seconds * 1e3, 3),
+        "decode_step_ms_all_seats": round(full.seconds * 1e3, 3),
         "prefill_step_ms_2048_tokens": round(step_seconds(2048, 0, 0).seconds * 1e3, 3),
         "math": {
             "kv_capacity_tokens": derive(
-                kv_tokens, "tokens", "(HBM - weights - activations - runtime reserve) / KV bytes per token",
-                {"hbm": (gpu.hbm_capacity_gb, "GB", "vendor datasheet (data/gpus.toml)"),
-                 "weights": (round(mem.weights_gb, 3), "GB"), "activations": (round(mem.activations_gb, 3), "GB"),
-                 "runtime_reserve": (round(mem.reserve_gb, 3), "GB"), "kv_bytes_per_token": (kv_per_token, "bytes")},
-                ["KV cache in BF16: 2 (K and V) x layers x KV heads x head dim x 2 bytes",
-                 "runtime reserve as vLLM's gpu_memory_utilization = 0.9"]).to_dict(),
+                kv_tokens,
+                "tokens",
+                "(HBM - weights - activations - runtime reserve) / KV bytes per token",
+                {
+                    "hbm": (gpu.hbm_capacity_gb, "GB", "vendor datasheet (data/gpus.toml)"),
+                    "weights": (round(mem.weights_gb, 3), "GB"),
+                    "activations": (round(mem.activations_gb, 3), "GB"),
+                    "runtime_reserve": (round(mem.reserve_gb, 3), "GB"),
+                    "kv_bytes_per_token": (kv_per_token, "bytes"),
+                },
+                [
+                    "KV cache in BF16: 2 (K and V) x layers x KV heads x head dim x 2 bytes",
+                    "runtime reserve as vLLM's gpu_memory_utilization = 0.9",
+                ],
+            ).to_dict(),
             "decode_step_ms_all_seats": derive(
-                round(full.seconds * 1e3, 3), "ms",
+                round(full.seconds * 1e3, 3),
+                "ms",
                 "max(GEMM FLOPs / (peak x eff), weight bytes / (HBM x eff)) + max(attention FLOPs / (peak x eff), "
                 "KV bytes / (HBM x eff)) + per-layer and per-step overhead",
-                {"num_decode_seqs": (seats, "sequences"), "context_per_seq": (500, "tokens"),
-                 "hbm_bandwidth": (gpu.hbm_bandwidth_tb_s, "TB/s", "vendor datasheet"),
-                 "bf16_dense": (gpu.bf16_dense_tflops, "TFLOP/s", "vendor datasheet"),
-                 "memory_s": (round(full.memory_s * 1e3, 3), "ms"), "compute_s": (round(full.compute_s * 1e3, 3), "ms"),
-                 "overhead_s": (round(full.overhead_s * 1e3, 3), "ms")},
-                ["efficiency factors calibrated against published measurements (docs/calibration.md)",
-                 "a step's prefill tokens are costed as one prompt (its attention is an upper bound)"]).to_dict(),
+                {
+                    "num_decode_seqs": (seats, "sequences"),
+                    "context_per_seq": (500, "tokens"),
+                    "hbm_bandwidth": (gpu.hbm_bandwidth_tb_s, "TB/s", "vendor datasheet"),
+                    "bf16_dense": (gpu.bf16_dense_tflops, "TFLOP/s", "vendor datasheet"),
+                    "memory_s": (round(full.memory_s * 1e3, 3), "ms"),
+                    "compute_s": (round(full.compute_s * 1e3, 3), "ms"),
+                    "overhead_s": (round(full.overhead_s * 1e3, 3), "ms"),
+                },
+                [
+                    "efficiency factors calibrated against published measurements (docs/calibration.md)",
+                    "a step's prefill tokens are costed as one prompt (its attention is an upper bound)",
+                ],
+            ).to_dict(),
         },
     }
 
@@ -109,10 +139,19 @@ def engine(seats: int) -> dict:
 def batching_json(p: BatchingParams) -> bytes:
     """The response body for one parameter set (pure: same params, same bytes)."""
     eng = engine(p.seats)
-    result = simulate_batching(rate=p.rate, num_requests=p.requests, seats=p.seats, workload=p.workload, seed=p.seed,
-                               step_time=clock(), kv_capacity_tokens=eng["kv_capacity_tokens"],
-                               block_size=BLOCK_SIZE, max_frames=MAX_FRAMES,
-                               max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS, max_seq_len=MAX_SEQ_LEN)
+    result = simulate_batching(
+        rate=p.rate,
+        num_requests=p.requests,
+        seats=p.seats,
+        workload=p.workload,
+        seed=p.seed,
+        step_time=clock(),
+        kv_capacity_tokens=eng["kv_capacity_tokens"],
+        block_size=BLOCK_SIZE,
+        max_frames=MAX_FRAMES,
+        max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
+        max_seq_len=MAX_SEQ_LEN,
+    )
     fields = {**vars(result), "params": p.model_dump(), "engine": eng}
     return RESPONSE.dump_json(BatchingResponse(**fields))
 
@@ -130,9 +169,14 @@ def facts(p: BatchingParams | None = None) -> dict[str, str]:
     d = json.loads(batching_json(p))
     pols = {pol["name"]: pol for pol in d["policies"]}
     ratio = pols["continuous"]["throughput_tokens_per_s"] / pols["static"]["throughput_tokens_per_s"]
-    return {"num_requests": f"{d['params']['requests']:,}", "throughput_ratio": f"{ratio:.1f}",
-            "rate": f"{p.rate:g}",
-            "seats": str(d["params"]["seats"]), "model": d["engine"]["model"], "gpu": d["engine"]["gpu"]}
+    return {
+        "num_requests": f"{d['params']['requests']:,}",
+        "throughput_ratio": f"{ratio:.1f}",
+        "rate": f"{p.rate:g}",
+        "seats": str(d["params"]["seats"]),
+        "model": d["engine"]["model"],
+        "gpu": d["engine"]["gpu"],
+    }
 
 
 # ---- measured, not only simulated: the demo model on this server's CPU ------------------------
@@ -158,10 +202,12 @@ class MeasuredResponse(BaseModel):
     repeats: int = MEASURED_REPEATS
     rounds: int = MEASURED_ROUNDS
     batches: list[MeasuredBatch] = []
-    note: str = ("Wall-clock time of numpy decode steps of the tour's tiny demo transformer, measured once when this "
-                 "server process first answered this URL (per batch size: the fastest of `rounds` rounds, each the "
-                 "median of `repeats` runs of `steps` steps, so a busy neighbour on the CPU counts least). "
-                 "A batch shares every weight read, as on a GPU.")
+    note: str = (
+        "Wall-clock time of numpy decode steps of the tour's tiny demo transformer, measured once when this "
+        "server process first answered this URL (per batch size: the fastest of `rounds` rounds, each the "
+        "median of `repeats` runs of `steps` steps, so a busy neighbour on the CPU counts least). "
+        "A batch shares every weight read, as on a GPU."
+    )
 
 
 def _demo_model():
@@ -194,11 +240,20 @@ def _measure_demo_model() -> dict:
             r = demo_timing.time_batched_decode(model, b, prompt, steps=MEASURED_STEPS, repeats=MEASURED_REPEATS)
             if b not in best or r["ms_per_step"] < best[b]["ms_per_step"]:
                 best[b] = r
-    batches = [MeasuredBatch(batch_size=b, tokens_per_s=round(r["tokens_per_s"], 1), ms_per_step=round(r["ms_per_step"], 3))
-               for b, r in best.items()]
+    batches = [
+        MeasuredBatch(batch_size=b, tokens_per_s=round(r["tokens_per_s"], 1), ms_per_step=round(r["ms_per_step"], 3))
+        for b, r in best.items()
+    ]
     c = model.config
-    info = {"name": model.name, "num_params": model.num_params, "layers": c.n_layers, "dim": c.dim,
-            "heads": c.n_heads, "kv_heads": c.n_kv_heads, "vocab_size": c.vocab_size}
+    info = {
+        "name": model.name,
+        "num_params": model.num_params,
+        "layers": c.n_layers,
+        "dim": c.dim,
+        "heads": c.n_heads,
+        "kv_heads": c.n_kv_heads,
+        "vocab_size": c.vocab_size,
+    }
     return MeasuredResponse(available=True, cpu=cpu_info(), model=info, batches=batches).model_dump()
 
 

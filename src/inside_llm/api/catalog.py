@@ -20,13 +20,31 @@ from ..sim.models import ModelSpec, from_hf_config, kv_bytes_per_token, param_co
 router = APIRouter(tags=["catalog"])
 
 # The ModelSpec fields /api/dials accepts with model=custom (Hugging Face config.json names).
-CUSTOM_MODEL_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-                       "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
-                       "num_local_experts", "num_experts_per_tok", "tie_word_embeddings")
+CUSTOM_MODEL_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "tie_word_embeddings",
+)
 LLAMA_31_8B_CONFIG = {  # meta-llama/Llama-3.1-8B config.json, architecture fields (the OpenAPI example)
-    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
-    "max_position_embeddings": 131072, "num_attention_heads": 32, "num_hidden_layers": 32,
-    "num_key_value_heads": 8, "tie_word_embeddings": False, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "tie_word_embeddings": False,
+    "vocab_size": 128256,
+    "torch_dtype": "bfloat16",
+}
 
 
 class ParamBreakdown(BaseModel):
@@ -34,8 +52,9 @@ class ParamBreakdown(BaseModel):
 
     embedding: int
     attention_per_layer: int
-    mlp_per_layer: float = Field(description="All MLP weights (experts, shared experts, dense layers) per layer, "
-                                 "averaged over the layers.")
+    mlp_per_layer: float = Field(
+        description="All MLP weights (experts, shared experts, dense layers) per layer, averaged over the layers."
+    )
     router_per_layer: float
     norms_per_layer: int
     lm_head: int
@@ -79,17 +98,23 @@ def derived_model(m: ModelSpec) -> DerivedModel:
         **{k: row[k] for k in keep},
         params=ParamBreakdown(**{k: getattr(pc, k) for k in ParamBreakdown.model_fields}),
         kv_bytes_per_token=kv_bytes_per_token(m, kv_bytes_per_value("bf16")),
-        weights_gb_bf16=round(pc.total * 2 / 1e9, 3), dials_params=dials)
+        weights_gb_bf16=round(pc.total * 2 / 1e9, 3),
+        dials_params=dials,
+    )
 
 
 @router.get("/api/catalog")
 def get_catalog() -> dict[str, Any]:
     """Every GPU, model, 8-GPU node and published reference measurement, each figure with its source."""
-    return {**catalog.catalog_dict(),
-            "references": [asdict(r) for r in catalog.references()],
-            "precisions": {"weights": list(WEIGHT_PRECISIONS), "kv": list(KV_PRECISIONS),
-                           "formats": {k: {**asdict(f), "bytes_per_value": f.bytes_per_value}
-                                       for k, f in FORMATS.items()}}}
+    return {
+        **catalog.catalog_dict(),
+        "references": [asdict(r) for r in catalog.references()],
+        "precisions": {
+            "weights": list(WEIGHT_PRECISIONS),
+            "kv": list(KV_PRECISIONS),
+            "formats": {k: {**asdict(f), "bytes_per_value": f.bytes_per_value} for k, f in FORMATS.items()},
+        },
+    }
 
 
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -101,9 +126,15 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.post("/api/catalog/models", response_model=DerivedModel)
-def post_model(config: Annotated[dict[str, Any], Body(
-        description="A Hugging Face config.json (only the architecture fields are read; body at most 1 MB).",
-        examples=[LLAMA_31_8B_CONFIG])]) -> DerivedModel:
+def post_model(
+    config: Annotated[
+        dict[str, Any],
+        Body(
+            description="A Hugging Face config.json (only the architecture fields are read; body at most 1 MB).",
+            examples=[LLAMA_31_8B_CONFIG],
+        ),
+    ],
+) -> DerivedModel:
     """Derive a model from its config.json: shape, computed parameters, KV bytes per token, dials fields.
 
     Required: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size.

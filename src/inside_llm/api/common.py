@@ -42,6 +42,7 @@ def seed_field(what: str) -> Any:
 
 # ---- show-the-math: the response form of sim.derivation.Derivation ------------------------------
 
+
 class DerivationInput(BaseModel):
     """One named input of a formula."""
 
@@ -70,32 +71,62 @@ class Derivation(BaseModel):
     sources: list[str]
 
 
-Math = Annotated[dict[str, Derivation], Field(description="Show-the-math: each headline field's name -> how it "
-                                               "was computed.")]
+Math = Annotated[
+    dict[str, Derivation], Field(description="Show-the-math: each headline field's name -> how it was computed.")
+]
 
 
 # ---- 422s in words -------------------------------------------------------------------------------
 
 # How a parameter is called in a sentence; others read as their name with spaces ("prompt tokens").
 LABELS = {
-    "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)", "gpus": "The GPU count", "gpu": "The GPU",
-    "model": "The model", "precision": "The weight precision", "kv_precision": "The KV-cache precision",
-    "batch": "The batch", "prompt_tokens": "The prompt length", "output_tokens": "The answer length",
-    "context": "The context", "micro_batches": "Micro-batches", "price_per_gpu_hour": "The price per GPU-hour",
-    "rate": "The arrival rate", "requests": "Requests", "seats": "Seats", "seed": "The seed",
-    "workload": "The workload", "block_size": "The block size", "compare": "The compared policy",
-    "text": "The text", "encoding": "The vocabulary", "prompt": "The prompt", "layer": "The layer",
-    "alpha": "The acceptance rate (alpha)", "gamma": "Draft tokens per check (gamma)",
-    "cost_ratio": "The draft's cost ratio", "max_tokens": "Tokens to write", "tokens_per_s": "The pace",
-    "temperature": "The temperature", "top_k": "Top-k", "hidden_size": "The hidden size (hidden_size)",
-    "num_hidden_layers": "Layers (num_hidden_layers)", "num_attention_heads": "Query heads (num_attention_heads)",
-    "num_key_value_heads": "Key/value heads (num_key_value_heads)", "head_dim": "The head dimension (head_dim)",
-    "intermediate_size": "The MLP width (intermediate_size)", "vocab_size": "The vocabulary size (vocab_size)",
+    "tp": "Tensor parallel (tp)",
+    "pp": "Pipeline stages (pp)",
+    "gpus": "The GPU count",
+    "gpu": "The GPU",
+    "model": "The model",
+    "precision": "The weight precision",
+    "kv_precision": "The KV-cache precision",
+    "batch": "The batch",
+    "prompt_tokens": "The prompt length",
+    "output_tokens": "The answer length",
+    "context": "The context",
+    "micro_batches": "Micro-batches",
+    "price_per_gpu_hour": "The price per GPU-hour",
+    "rate": "The arrival rate",
+    "requests": "Requests",
+    "seats": "Seats",
+    "seed": "The seed",
+    "workload": "The workload",
+    "block_size": "The block size",
+    "compare": "The compared policy",
+    "text": "The text",
+    "encoding": "The vocabulary",
+    "prompt": "The prompt",
+    "layer": "The layer",
+    "alpha": "The acceptance rate (alpha)",
+    "gamma": "Draft tokens per check (gamma)",
+    "cost_ratio": "The draft's cost ratio",
+    "max_tokens": "Tokens to write",
+    "tokens_per_s": "The pace",
+    "temperature": "The temperature",
+    "top_k": "Top-k",
+    "hidden_size": "The hidden size (hidden_size)",
+    "num_hidden_layers": "Layers (num_hidden_layers)",
+    "num_attention_heads": "Query heads (num_attention_heads)",
+    "num_key_value_heads": "Key/value heads (num_key_value_heads)",
+    "head_dim": "The head dimension (head_dim)",
+    "intermediate_size": "The MLP width (intermediate_size)",
+    "vocab_size": "The vocabulary size (vocab_size)",
     "max_position_embeddings": "The context window (max_position_embeddings)",
-    "num_local_experts": "Experts (num_local_experts)", "num_experts_per_tok": "Experts per token "
-    "(num_experts_per_tok)", "bf16_dense_tflops": "BF16 throughput", "fp8_dense_tflops": "FP8 throughput",
-    "int8_dense_tops": "INT8 throughput", "hbm_capacity_gb": "Memory capacity", "hbm_bandwidth_tb_s":
-    "Memory bandwidth", "interconnect_bandwidth_gb_s": "GPU-to-GPU bandwidth",
+    "num_local_experts": "Experts (num_local_experts)",
+    "num_experts_per_tok": "Experts per token (num_experts_per_tok)",
+    "bf16_dense_tflops": "BF16 throughput",
+    "fp8_dense_tflops": "FP8 throughput",
+    "int8_dense_tops": "INT8 throughput",
+    "hbm_capacity_gb": "Memory capacity",
+    "hbm_bandwidth_tb_s": "Memory bandwidth",
+    "interconnect_bandwidth_gb_s": "GPU-to-GPU bandwidth",
 }
 
 
@@ -106,7 +137,7 @@ def label(field: str | None) -> str:
 
 
 def _got(value: Any) -> str:
-    """", not 999" for a short input a visitor can recognise; nothing for long or structured ones."""
+    """ ", not 999" for a short input a visitor can recognise; nothing for long or structured ones."""
     if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
         return ""
     text = str(value)
@@ -139,8 +170,11 @@ def in_words(err: dict) -> tuple[str, str | None, tuple[str, ...]]:
         "greater_than_equal": lambda: f"{name} must be at least {words(bound)}{got}.",
         "less_than": lambda: f"{name} must be less than {words(bound)}{got}.",
         "greater_than": lambda: f"{name} must be more than {words(bound)}{got}.",
-        "string_too_short": lambda: f"{name} must not be empty." if ctx.get("min_length") == 1 else
-        f"{name} must be at least {words(ctx['min_length'])} characters long.",
+        "string_too_short": lambda: (
+            f"{name} must not be empty."
+            if ctx.get("min_length") == 1
+            else f"{name} must be at least {words(ctx['min_length'])} characters long."
+        ),
         "string_too_long": lambda: f"{name} must be at most {words(ctx['max_length'])} characters long.",
         "literal_error": lambda: f"{name} must be one of {_choices(ctx.get('expected', ''))}{got}.",
         "enum": lambda: f"{name} must be one of {_choices(ctx.get('expected', ''))}{got}.",
@@ -167,10 +201,10 @@ def in_words(err: dict) -> tuple[str, str | None, tuple[str, ...]]:
     return f"{name} is not valid{got}.", field, (field,) if field else ()
 
 
-def _entry(where: str, t: str, message: str, field: str | None, fields: tuple[str, ...], value: Any,
-           extra: dict | None = None) -> dict:
-    err: dict = {"type": t, "loc": [where, field] if field else [where], "field": field, "msg": message,
-                 "input": value}
+def _entry(
+    where: str, t: str, message: str, field: str | None, fields: tuple[str, ...], value: Any, extra: dict | None = None
+) -> dict:
+    err: dict = {"type": t, "loc": [where, field] if field else [where], "field": field, "msg": message, "input": value}
     ctx = {**(extra or {}), **({"fields": list(fields)} if fields else {})}  # every field the limit joins
     if ctx:
         err["ctx"] = ctx

@@ -59,9 +59,18 @@ def check_prompt(text: str, max_tokens: int, min_tokens: int = 1) -> str:
 
 def model_info(m: DemoModel) -> dict:
     c = m.config
-    return {"name": m.name, "dim": c.dim, "n_layers": c.n_layers, "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads,
-            "head_dim": c.head_dim, "ffn_dim": c.ffn_dim, "vocab_size": c.vocab_size, "max_seq_len": c.max_seq_len,
-            "num_params": m.num_params}
+    return {
+        "name": m.name,
+        "dim": c.dim,
+        "n_layers": c.n_layers,
+        "n_heads": c.n_heads,
+        "n_kv_heads": c.n_kv_heads,
+        "head_dim": c.head_dim,
+        "ffn_dim": c.ffn_dim,
+        "vocab_size": c.vocab_size,
+        "max_seq_len": c.max_seq_len,
+        "num_params": m.num_params,
+    }
 
 
 def piece_text(piece: bytes) -> str | None:
@@ -86,8 +95,17 @@ def prompt_tokens(m: DemoModel, text: str) -> tuple[list[int], list[dict], list[
         pieces.append({"id": c, "text": piece_text(raw), "bytes": raw.hex(" ").upper(), "in_vocab": in_vocab})
         for mid in [j] if in_vocab else _byte_ids(m, raw):
             p = m.piece(mid)
-            rows.append({"index": len(ids), "id": mid, "cl100k_id": int(known[mid]), "text": piece_text(p),
-                         "bytes": p.hex(" ").upper(), "piece": pi, "fallback": not in_vocab})
+            rows.append(
+                {
+                    "index": len(ids),
+                    "id": mid,
+                    "cl100k_id": int(known[mid]),
+                    "text": piece_text(p),
+                    "bytes": p.hex(" ").upper(),
+                    "piece": pi,
+                    "fallback": not in_vocab,
+                }
+            )
             ids.append(mid)
     return ids, pieces, rows
 
@@ -110,22 +128,25 @@ def sig(a, digits: int = 4):
 
 # ---- which model reads the prompt ------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Served:
     """The model behind `model=`: the one asked for when it is on this server, else the toy, and why."""
 
     requested: str
-    served: str            # "smollm2" | "toy"
-    model: object          # the model object (the demo transformer's interface)
-    note: str | None       # why the toy serves when smollm2 was asked for; None otherwise
+    served: str  # "smollm2" | "toy"
+    model: object  # the model object (the demo transformer's interface)
+    note: str | None  # why the toy serves when smollm2 was asked for; None otherwise
 
 
 def _real_model():
     """(SmolLM2-135M-Instruct, None) when its file is on this server, else (None, why not)."""
     m = modelfile.served_smollm()
     if m is None:
-        return None, (f"SmolLM2-135M-Instruct is not on this server ({modelfile.HOW_TO_FETCH}); "
-                      "the toy model trained here serves meanwhile.")
+        return None, (
+            f"SmolLM2-135M-Instruct is not on this server ({modelfile.HOW_TO_FETCH}); "
+            "the toy model trained here serves meanwhile."
+        )
     return m, None
 
 
@@ -153,8 +174,9 @@ def check_model_prompt(text: str, info: ValidationInfo, max_tokens: int) -> str:
     s = served_model(info.data.get("model", "smollm2"))
     n = len(s.model.encode(text))
     if n > max_tokens:
-        raise SimError("prompt", f"The prompt must be at most {max_tokens} tokens for {served_name(s)}; this one "
-                       f"is {n}.")
+        raise SimError(
+            "prompt", f"The prompt must be at most {max_tokens} tokens for {served_name(s)}; this one is {n}."
+        )
     return text
 
 
@@ -163,22 +185,40 @@ def model_tokens(s: Served, prompt: str) -> tuple[list[int], list[dict], list[di
     if s.served == "toy":
         return prompt_tokens(s.model, prompt)
     m, ids = s.model, s.model.encode(prompt)
-    rows = [{"index": i, "id": t, "cl100k_id": None, "text": piece_text(m.piece(t)), "bytes": m.piece(t).hex(" ").upper(),
-             "piece": i, "fallback": False} for i, t in enumerate(ids)]
+    rows = [
+        {
+            "index": i,
+            "id": t,
+            "cl100k_id": None,
+            "text": piece_text(m.piece(t)),
+            "bytes": m.piece(t).hex(" ").upper(),
+            "piece": i,
+            "fallback": False,
+        }
+        for i, t in enumerate(ids)
+    ]
     return ids, [], rows
 
 
-MODEL_FIELD = Field("smollm2", description="Which model reads the prompt: smollm2 (SmolLM2-135M-Instruct, when its "
-                    "file is on this server; otherwise the toy serves and the response says so) or toy (the 6M-parameter "
-                    "model trained here). No unit.")
+MODEL_FIELD = Field(
+    "smollm2",
+    description="Which model reads the prompt: smollm2 (SmolLM2-135M-Instruct, when its "
+    "file is on this server; otherwise the toy serves and the response says so) or toy (the 6M-parameter "
+    "model trained here). No unit.",
+)
 
 
 class PromptParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: Literal["smollm2", "toy"] = MODEL_FIELD
-    prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"Text the model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
-        "tokens of the model that serves; empty gives an empty picture)."))
+    prompt: str = Field(
+        DEFAULT_PROMPT,
+        max_length=MAX_PROMPT_CHARS,
+        description=(
+            f"Text the model reads (characters; at most {MAX_PROMPT_CHARS:,}, and at most {MAX_PROMPT_TOKENS} "
+            "tokens of the model that serves; empty gives an empty picture)."
+        ),
+    )
 
     @field_validator("prompt")
     @classmethod

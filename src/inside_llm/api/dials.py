@@ -32,8 +32,14 @@ CURVE_POINTS = 33
 CURVE_MIN_CONTEXT = 16
 _M = catalog.model(catalog.DEFAULT_MODEL)  # defaults of the custom-model fields
 _G = catalog.gpu(catalog.DEFAULT_GPU)  # defaults of the custom-GPU fields
-CUSTOM_GPU_FIELDS = ("bf16_dense_tflops", "fp8_dense_tflops", "int8_dense_tops", "hbm_capacity_gb",
-                     "hbm_bandwidth_tb_s", "interconnect_bandwidth_gb_s")
+CUSTOM_GPU_FIELDS = (
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "int8_dense_tops",
+    "hbm_capacity_gb",
+    "hbm_bandwidth_tb_s",
+    "interconnect_bandwidth_gb_s",
+)
 CUSTOM_MODEL_FIELDS = catalog_api.CUSTOM_MODEL_FIELDS
 
 
@@ -51,21 +57,38 @@ class DialsParams(BaseModel):
     model: ModelOrCustom = Field(catalog.DEFAULT_MODEL, description="Catalog model id, or `custom` (fields below).")
     gpu: GpuOrCustom = Field(catalog.DEFAULT_GPU, description="Catalog GPU id, or `custom` (fields below).")
     gpus: int = Field(8, ge=1, le=serving.MAX_GPUS, description=f"GPUs in the server (1-{serving.MAX_GPUS}).")
-    tp: int = Field(8, ge=1, le=64, description="Tensor-parallel GPUs per replica (1-64); tp x pp must divide gpus. "
-                    "Beyond one node (8 GPUs; 72 on GB200 NVL72) its all-reduces cross the network.")
+    tp: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Tensor-parallel GPUs per replica (1-64); tp x pp must divide gpus. "
+        "Beyond one node (8 GPUs; 72 on GB200 NVL72) its all-reduces cross the network.",
+    )
     pp: int = Field(1, ge=1, le=128, description="Pipeline stages per replica (1-128, at most the model's layers).")
     precision: WeightPrecision = Field("bf16", description="Weight storage and GEMM math: bf16|fp16|fp8|int8|int4.")
     kv_precision: KvPrecision = Field("bf16", description="KV-cache storage: bf16|fp8|int8|int4.")
-    batch: int = Field(16, ge=1, le=serving.MAX_BATCH, description=f"Requests run together per replica "
-                       f"(sequences; 1-{serving.MAX_BATCH:,}).")
-    prompt_tokens: int = Field(1024, ge=1, le=serving.MAX_TOKENS, description="Prompt length per request "
-                               f"(tokens; 1-{serving.MAX_TOKENS:,}; prompt + output <= the model's context).")
-    output_tokens: int = Field(256, ge=1, le=serving.MAX_TOKENS, description="Answer length per request "
-                               f"(tokens; 1-{serving.MAX_TOKENS:,}).")
+    batch: int = Field(
+        16,
+        ge=1,
+        le=serving.MAX_BATCH,
+        description=f"Requests run together per replica (sequences; 1-{serving.MAX_BATCH:,}).",
+    )
+    prompt_tokens: int = Field(
+        1024,
+        ge=1,
+        le=serving.MAX_TOKENS,
+        description="Prompt length per request "
+        f"(tokens; 1-{serving.MAX_TOKENS:,}; prompt + output <= the model's context).",
+    )
+    output_tokens: int = Field(
+        256, ge=1, le=serving.MAX_TOKENS, description=f"Answer length per request (tokens; 1-{serving.MAX_TOKENS:,})."
+    )
     price_per_gpu_hour: float = Field(3.0, ge=0, le=1000, description="Rental price (USD per GPU-hour; 0-1000).")
     throughput_mode: Literal["static", "continuous"] = Field(
-        "static", description="Which batching `tokens_per_s_total` and the cost assume: static batches (the "
-        "next starts when the last ends) or continuous batching (every seat refilled as a chat ends).")
+        "static",
+        description="Which batching `tokens_per_s_total` and the cost assume: static batches (the "
+        "next starts when the last ends) or continuous batching (every seat refilled as a chat ends).",
+    )
     hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size, numbers per token")
     num_hidden_layers: int = _shape(_M.num_hidden_layers, 1024, "layers")
     num_attention_heads: int = _shape(_M.num_attention_heads, 1024, "query heads")
@@ -78,21 +101,32 @@ class DialsParams(BaseModel):
     num_experts_per_tok: int = _shape(_M.num_experts_per_tok, 64, "experts each token uses")
     tie_word_embeddings: bool = Field(False, description="model=custom only: lm_head shares the embedding table.")
     bf16_dense_tflops: float = _hw(_G.bf16_dense_tflops, 1, 1e5, "dense BF16 tensor throughput (TFLOP/s)")
-    fp8_dense_tflops: float = _hw(_G.fp8_dense_tflops, 0, 1e5, "dense FP8 tensor throughput (TFLOP/s; 0 = no FP8 "
-                                  "tensor cores, FP8 weights then use BF16 math; else at least 1)")
-    int8_dense_tops: float = _hw(_G.int8_dense_tops, 0, 1e5, "dense INT8 tensor throughput (TOP/s; 0 = none, "
-                                 "else at least 1)")
+    fp8_dense_tflops: float = _hw(
+        _G.fp8_dense_tflops,
+        0,
+        1e5,
+        "dense FP8 tensor throughput (TFLOP/s; 0 = no FP8 "
+        "tensor cores, FP8 weights then use BF16 math; else at least 1)",
+    )
+    int8_dense_tops: float = _hw(
+        _G.int8_dense_tops, 0, 1e5, "dense INT8 tensor throughput (TOP/s; 0 = none, else at least 1)"
+    )
     hbm_capacity_gb: float = _hw(_G.hbm_capacity_gb, 1, 1e4, "memory capacity (decimal GB)")
     hbm_bandwidth_tb_s: float = _hw(_G.hbm_bandwidth_tb_s, 0.01, 1e3, "memory bandwidth (TB/s)")
-    interconnect_bandwidth_gb_s: float = _hw(_G.interconnect_bandwidth_gb_s, 1, 1e5, "GPU-to-GPU bandwidth per "
-                                             "GPU, both directions added (GB/s; H100 NVLink: 900)")
+    interconnect_bandwidth_gb_s: float = _hw(
+        _G.interconnect_bandwidth_gb_s,
+        1,
+        1e5,
+        "GPU-to-GPU bandwidth per GPU, both directions added (GB/s; H100 NVLink: 900)",
+    )
 
     @field_validator("fp8_dense_tflops", "int8_dense_tops")
     @classmethod
     def _none_or_real(cls, v: float, info: ValidationInfo) -> float:
         if 0 < v < 1:
-            raise SimError(info.field_name, f"{label(info.field_name)} must be 0 (no such tensor path) or at least "
-                           f"1, not {v:g}.")
+            raise SimError(
+                info.field_name, f"{label(info.field_name)} must be 0 (no such tensor path) or at least 1, not {v:g}."
+            )
         return v
 
 
@@ -124,8 +158,9 @@ class GpuOut(BaseModel):
     hbm_capacity_gb: float
     hbm_bandwidth_tb_s: float
     bf16_dense_tflops: float
-    dials_params: dict[str, Any] = Field(description="Query fields for GET /api/dials with gpu=custom "
-                                         "(0 TFLOP/s: no tensor path for that format).")
+    dials_params: dict[str, Any] = Field(
+        description="Query fields for GET /api/dials with gpu=custom (0 TFLOP/s: no tensor path for that format)."
+    )
 
 
 class NodesOut(BaseModel):
@@ -164,19 +199,27 @@ class DialsResponse(BaseModel):
     params: dict[str, Any] = Field(description="The inputs as used (custom model/GPU reduced to `custom`).")
     model: dict[str, Any] = Field(description="The model: shape and computed parameters (as POST /api/catalog/models).")
     gpu: GpuOut
-    fits: bool = Field(description="Whether the batch fits in memory; when not, every time, rate and cost figure is "
-                       "null and the would-be figures sit under `hypothetical`.")
+    fits: bool = Field(
+        description="Whether the batch fits in memory; when not, every time, rate and cost figure is "
+        "null and the would-be figures sit under `hypothetical`."
+    )
     hypothetical: HypotheticalOut | None
     ttft_ms: float | None = Field(description="Prefill of one batch of `batch` prompts (ms)." + _NULL_WHEN_NO_FIT)
-    tpot_ms: float | None = Field(description="Mean decode step over the answer (ms per output token)." + _NULL_WHEN_NO_FIT)
+    tpot_ms: float | None = Field(
+        description="Mean decode step over the answer (ms per output token)." + _NULL_WHEN_NO_FIT
+    )
     e2e_latency_ms: float | None
     tokens_per_s_per_user: float | None
-    tokens_per_s_total: float | None = Field(description="Output tokens/s of all replicas together, under "
-                                             "`throughput_mode`." + _NULL_WHEN_NO_FIT)
+    tokens_per_s_total: float | None = Field(
+        description="Output tokens/s of all replicas together, under `throughput_mode`." + _NULL_WHEN_NO_FIT
+    )
     tokens_per_s_static: float | None = Field(description="Static batches: the next batch starts when this one ends.")
-    tokens_per_s_continuous: float | None = Field(description="Continuous batching: every seat refilled as a chat ends.")
-    throughput_mode: Literal["static", "continuous"] = Field(description="Which of the two `tokens_per_s_total` "
-                                                            "and the cost show.")
+    tokens_per_s_continuous: float | None = Field(
+        description="Continuous batching: every seat refilled as a chat ends."
+    )
+    throughput_mode: Literal["static", "continuous"] = Field(
+        description="Which of the two `tokens_per_s_total` and the cost show."
+    )
     nodes: NodesOut
     cost_per_million_tokens_usd: float | None
     memory: MemoryOut
@@ -204,10 +247,20 @@ def serving_params(p: DialsParams) -> serving.ServingParams:
     """The sim's params for a query (custom model/GPU built from their fields); SimError names a field."""
     model = _custom_model(p) if p.model == "custom" else p.model
     gpu = _custom_gpu(p) if p.gpu == "custom" else p.gpu
-    return serving.ServingParams(model=model, gpu=gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision,
-                                 kv_precision=p.kv_precision, batch=p.batch, prompt_tokens=p.prompt_tokens,
-                                 output_tokens=p.output_tokens, price_per_gpu_hour=p.price_per_gpu_hour,
-                                 throughput_mode=p.throughput_mode)
+    return serving.ServingParams(
+        model=model,
+        gpu=gpu,
+        gpus=p.gpus,
+        tp=p.tp,
+        pp=p.pp,
+        precision=p.precision,
+        kv_precision=p.kv_precision,
+        batch=p.batch,
+        prompt_tokens=p.prompt_tokens,
+        output_tokens=p.output_tokens,
+        price_per_gpu_hour=p.price_per_gpu_hour,
+        throughput_mode=p.throughput_mode,
+    )
 
 
 def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:
@@ -222,8 +275,7 @@ def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:
     lo, hi = math.log2(CURVE_MIN_CONTEXT), math.log2(top)
     grid = {round(2 ** (lo + (hi - lo) * i / (CURVE_POINTS - 1))) for i in range(CURVE_POINTS)}
     xs = sorted(grid)
-    tpot = [step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=per_mb * x).seconds * 1e3
-            for x in xs]
+    tpot = [step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=per_mb * x).seconds * 1e3 for x in xs]
     fits = [memory_per_gpu(cfg, sp.batch, x).fits for x in xs]
     return CurveOut(context_tokens=xs, tpot_ms=tpot, fits=fits, mean_context_tokens=mean)
 
@@ -235,11 +287,19 @@ def dials(p: DialsParams) -> DialsResponse:
     g = cfg.gpu
     d = est.to_dict()
     return DialsResponse(
-        **d, params=serving.params_dict(sp), model=derived_model(cfg.model).model_dump(),
-        gpu=GpuOut(id=g.id, name=g.name, hbm_capacity_gb=g.hbm_capacity_gb, hbm_bandwidth_tb_s=g.hbm_bandwidth_tb_s,
-                   bf16_dense_tflops=g.bf16_dense_tflops,
-                   dials_params={"gpu": "custom", **{k: float(getattr(g, k) or 0) for k in CUSTOM_GPU_FIELDS}}),
-        tpot_curve=tpot_curve(cfg, sp))
+        **d,
+        params=serving.params_dict(sp),
+        model=derived_model(cfg.model).model_dump(),
+        gpu=GpuOut(
+            id=g.id,
+            name=g.name,
+            hbm_capacity_gb=g.hbm_capacity_gb,
+            hbm_bandwidth_tb_s=g.hbm_bandwidth_tb_s,
+            bf16_dense_tflops=g.bf16_dense_tflops,
+            dials_params={"gpu": "custom", **{k: float(getattr(g, k) or 0) for k in CUSTOM_GPU_FIELDS}},
+        ),
+        tpot_curve=tpot_curve(cfg, sp),
+    )
 
 
 @router.get("/api/dials", response_model=DialsResponse)
@@ -253,10 +313,17 @@ def facts(p: DialsParams | None = None) -> dict[str, str]:
     """The chosen configuration's figures, for the scene's fact sentence."""
     p = p or DialsParams()
     e, r = serving.estimate(serving_params(p)), dials(p)
-    return {"model_name": r.model["name"], "gpu_name": r.gpu.name, "gpus": str(p.gpus),
-            "price_per_gpu_hour": f"{p.price_per_gpu_hour:g}", "batch": str(p.batch),
-            "prompt_tokens": f"{p.prompt_tokens:,}", "output_tokens": f"{p.output_tokens:,}",
-            "ttft_ms": f"{e.ttft_ms:,.0f}", "tokens_per_s_per_user": f"{e.tokens_per_s_per_user:.0f}",
-            "tokens_per_s_total": f"{e.tokens_per_s_total:,.0f}",
-            "cost_per_million_tokens_usd": f"{e.cost_per_million_tokens_usd:.2f}",
-            "spare_gb": f"{e.memory.spare_gb:.0f}"}
+    return {
+        "model_name": r.model["name"],
+        "gpu_name": r.gpu.name,
+        "gpus": str(p.gpus),
+        "price_per_gpu_hour": f"{p.price_per_gpu_hour:g}",
+        "batch": str(p.batch),
+        "prompt_tokens": f"{p.prompt_tokens:,}",
+        "output_tokens": f"{p.output_tokens:,}",
+        "ttft_ms": f"{e.ttft_ms:,.0f}",
+        "tokens_per_s_per_user": f"{e.tokens_per_s_per_user:.0f}",
+        "tokens_per_s_total": f"{e.tokens_per_s_total:,.0f}",
+        "cost_per_million_tokens_usd": f"{e.cost_per_million_tokens_usd:.2f}",
+        "spare_gb": f"{e.memory.spare_gb:.0f}",
+    }

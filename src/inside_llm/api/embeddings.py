@@ -55,17 +55,24 @@ class Guess(BaseModel):
 class Floor(BaseModel):
     after_layer: int = Field(description="0 = the embedding rows (before any layer); l = after layer l (1-based).")
     drawn: bool = Field(description="Whether this floor is drawn (its vectors are sent).")
-    vectors: list[list[float]] = Field(description="[tokens][dim] the residual stream here (4 significant digits); "
-                                       "[] on a floor that is not drawn.")
-    scale: float = Field(description=f"This floor's own colour scale: the {SCALE_QUANTILE:.0%} quantile of |value| in "
-                         "each token's vector, median over the tokens (one outsized token saturates).")
+    vectors: list[list[float]] = Field(
+        description="[tokens][dim] the residual stream here (4 significant digits); [] on a floor that is not drawn."
+    )
+    scale: float = Field(
+        description=f"This floor's own colour scale: the {SCALE_QUANTILE:.0%} quantile of |value| in "
+        "each token's vector, median over the tokens (one outsized token saturates)."
+    )
     norm: list[float] = Field(description="[tokens] L2 norm of each vector.")
-    change: list[float] | None = Field(description="[tokens] ||out - in|| / ||in||: how much this layer changed each "
-                                       "token's vector (null for the embedding floor).")
-    lens: list[list[Guess] | None] = Field(description=f"[tokens] each token's top {TOP_K} logit-lens guesses (the "
-                                           "likeliest next tokens if the model stopped here: final RMSNorm + tied head); "
-                                           f"computed for the last {LENS_TOKENS} tokens on drawn floors (the most columns "
-                                           "the stage draws) and the last token on the others; null elsewhere.")
+    change: list[float] | None = Field(
+        description="[tokens] ||out - in|| / ||in||: how much this layer changed each "
+        "token's vector (null for the embedding floor)."
+    )
+    lens: list[list[Guess] | None] = Field(
+        description=f"[tokens] each token's top {TOP_K} logit-lens guesses (the "
+        "likeliest next tokens if the model stopped here: final RMSNorm + tied head); "
+        f"computed for the last {LENS_TOKENS} tokens on drawn floors (the most columns "
+        "the stage draws) and the last token on the others; null elsewhere."
+    )
 
 
 class EmbeddingsResponse(BaseModel):
@@ -74,27 +81,40 @@ class EmbeddingsResponse(BaseModel):
     num_tokens: int
     num_pieces: int
     num_fallback_pieces: int = Field(description="cl100k pieces outside the toy vocabulary, spelled byte by byte.")
-    pieces: list[dict] = Field(description="Chapter 1's cl100k_base pieces (toy model only): id, text, bytes, in_vocab.")
+    pieces: list[dict] = Field(
+        description="Chapter 1's cl100k_base pieces (toy model only): id, text, bytes, in_vocab."
+    )
     tokens: list[dict] = Field(description="The model's tokens: index, id, cl100k_id, text, bytes, piece, fallback.")
     floors: list[Floor] = Field(description="n_layers + 1 floors, bottom (embedding rows) to top.")
     drawn_floors: list[int] = Field(description="The floors drawn (after_layer values), bottom to top.")
     shared_scale: float = Field(description="One colour scale for every drawn floor: the largest of their own scales.")
-    next_token: Guess | None = Field(description="The model's actual prediction after the last token (argmax); "
-                                     "null for an empty prompt.")
+    next_token: Guess | None = Field(
+        description="The model's actual prediction after the last token (argmax); null for an empty prompt."
+    )
     real_model: dict = Field(description="The real thing from the catalog: name, hidden_size, num_layers, source.")
     math: Math
 
 
 def _guess(m, i: int, p: float) -> dict:
     text = piece_text(m.piece(i))
-    return {"id": i, "text": text, "bytes": None if text is not None else m.piece(i).hex(" ").upper(),
-            "p": float(f"{p:.4g}")}
+    return {
+        "id": i,
+        "text": text,
+        "bytes": None if text is not None else m.piece(i).hex(" ").upper(),
+        "p": float(f"{p:.4g}"),
+    }
 
 
 def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, lens: list) -> dict:
-    return {"after_layer": l, "drawn": drawn, "vectors": sig(x) if drawn else [],
-            "scale": float(f"{colour_scale(x, SCALE_QUANTILE):.3g}"), "norm": sig(np.linalg.norm(x, axis=-1)),
-            "change": None if change is None else sig(change), "lens": lens}
+    return {
+        "after_layer": l,
+        "drawn": drawn,
+        "vectors": sig(x) if drawn else [],
+        "scale": float(f"{colour_scale(x, SCALE_QUANTILE):.3g}"),
+        "norm": sig(np.linalg.norm(x, axis=-1)),
+        "change": None if change is None else sig(change),
+        "lens": lens,
+    }
 
 
 def _floors(m, xs: list[np.ndarray], changes: list, drawn: list[int]) -> list[dict]:
@@ -115,8 +135,13 @@ def _floors(m, xs: list[np.ndarray], changes: list, drawn: list[int]) -> list[di
 
 def real_model() -> dict:
     r = catalog.model(SCALE_MODEL)
-    return {"id": r.id, "name": r.name, "hidden_size": r.hidden_size, "num_layers": r.num_hidden_layers,
-            "source": r.source}
+    return {
+        "id": r.id,
+        "name": r.name,
+        "hidden_size": r.hidden_size,
+        "num_layers": r.num_hidden_layers,
+        "source": r.source,
+    }
 
 
 def _math(m, floors: list[dict], real: dict) -> dict:
@@ -124,24 +149,46 @@ def _math(m, floors: list[dict], real: dict) -> dict:
     c, src = m.config, real["source"]
     changes = [v for f in floors[1:] for v in f["change"]]
     out = math_dict(
-        real_numbers_per_token=derive(real["hidden_size"], "numbers/token", "hidden_size (the residual stream's width)",
-                                      {"hidden_size": (real["hidden_size"], "numbers", src)}, sources=[src]),
-        width_ratio=derive(round(real["hidden_size"] / c.dim, 1), "x", "real hidden_size / demo dim",
-                           {"hidden_size": (real["hidden_size"], "numbers", src), "dim": (c.dim, "numbers")}),
-        depth_ratio=derive(round(real["num_layers"] / c.n_layers, 1), "x", "real num_layers / demo n_layers",
-                           {"num_layers": (real["num_layers"], "layers", src), "n_layers": (c.n_layers, "layers")}))
+        real_numbers_per_token=derive(
+            real["hidden_size"],
+            "numbers/token",
+            "hidden_size (the residual stream's width)",
+            {"hidden_size": (real["hidden_size"], "numbers", src)},
+            sources=[src],
+        ),
+        width_ratio=derive(
+            round(real["hidden_size"] / c.dim, 1),
+            "x",
+            "real hidden_size / demo dim",
+            {"hidden_size": (real["hidden_size"], "numbers", src), "dim": (c.dim, "numbers")},
+        ),
+        depth_ratio=derive(
+            round(real["num_layers"] / c.n_layers, 1),
+            "x",
+            "real num_layers / demo n_layers",
+            {"num_layers": (real["num_layers"], "layers", src), "n_layers": (c.n_layers, "layers")},
+        ),
+    )
     if not changes:
         return out
     return out | math_dict(
-        layer_change=derive(float(f"{np.mean(changes):.4g}"), "", "change = ||x_out - x_in|| / ||x_in|| per token "
-                            "and layer (x = residual stream); the value is the mean over tokens and layers",
-                            {"tokens": (len(floors[0]["norm"]), "tokens"), "layers": (c.n_layers, "layers")}),
-        logit_lens=derive(floors[-1]["lens"][-1][0]["p"], "probability",
-                          "p = softmax(RMSNorm_final(x_l) @ W_embed^T) on floor l; the value is the top guess "
-                          "after the last layer, i.e. the model's real prediction",
-                          {"vocab_size": (c.vocab_size, "tokens")},
-                          ["the output head is tied to the embedding table (weight tying)"],
-                          ["nostalgebraist, 'interpreting GPT: the logit lens' (LessWrong, 2020)"]))
+        layer_change=derive(
+            float(f"{np.mean(changes):.4g}"),
+            "",
+            "change = ||x_out - x_in|| / ||x_in|| per token "
+            "and layer (x = residual stream); the value is the mean over tokens and layers",
+            {"tokens": (len(floors[0]["norm"]), "tokens"), "layers": (c.n_layers, "layers")},
+        ),
+        logit_lens=derive(
+            floors[-1]["lens"][-1][0]["p"],
+            "probability",
+            "p = softmax(RMSNorm_final(x_l) @ W_embed^T) on floor l; the value is the top guess "
+            "after the last layer, i.e. the model's real prediction",
+            {"vocab_size": (c.vocab_size, "tokens")},
+            ["the output head is tied to the embedding table (weight tying)"],
+            ["nostalgebraist, 'interpreting GPT: the logit lens' (LessWrong, 2020)"],
+        ),
+    )
 
 
 def embeddings_json(prompt: str, model: str = "smollm2") -> bytes:
@@ -161,15 +208,39 @@ def _embeddings_json(prompt: str, model: str, served: str) -> bytes:
         floors = _floors(m, xs, changes, drawn)
         shared = max(f["scale"] for f in floors if f["drawn"])
     else:  # an empty prompt (e.g. while the box is cleared): empty floors, nothing to predict from
-        floors = [{"after_layer": i, "drawn": i in drawn, "vectors": [], "scale": 0.0, "norm": [],
-                   "change": [] if i else None, "lens": []} for i in range(m.config.n_layers + 1)]
+        floors = [
+            {
+                "after_layer": i,
+                "drawn": i in drawn,
+                "vectors": [],
+                "scale": 0.0,
+                "norm": [],
+                "change": [] if i else None,
+                "lens": [],
+            }
+            for i in range(m.config.n_layers + 1)
+        ]
         shared = 0.0
     real = real_model()
-    return EmbeddingsResponse(
-        prompt=prompt, model=served_info(s), num_tokens=len(ids), num_pieces=len(pieces),
-        num_fallback_pieces=sum(not p["in_vocab"] for p in pieces), pieces=pieces, tokens=rows, floors=floors,
-        drawn_floors=drawn, shared_scale=shared, next_token=floors[-1]["lens"][-1][0] if ids else None,
-        real_model=real, math=_math(m, floors, real)).model_dump_json().encode()
+    return (
+        EmbeddingsResponse(
+            prompt=prompt,
+            model=served_info(s),
+            num_tokens=len(ids),
+            num_pieces=len(pieces),
+            num_fallback_pieces=sum(not p["in_vocab"] for p in pieces),
+            pieces=pieces,
+            tokens=rows,
+            floors=floors,
+            drawn_floors=drawn,
+            shared_scale=shared,
+            next_token=floors[-1]["lens"][-1][0] if ids else None,
+            real_model=real,
+            math=_math(m, floors, real),
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 @router.get("/api/embeddings", response_model=EmbeddingsResponse)
@@ -183,8 +254,16 @@ def facts(p: PromptParams | None = None) -> dict[str, str]:
     s = served_model(p.model)
     real, c = real_model(), s.model.config
     num_tokens = json.loads(embeddings_json(p.prompt, p.model))["num_tokens"]
-    return {"num_tokens": f"{num_tokens:,} token{'' if num_tokens == 1 else 's'}", "num_numbers": f"{num_tokens * c.dim:,}", "served_name": served_name(s), "model_name": real["name"], "hidden_size": f"{real['hidden_size']:,}", "num_layers": str(real["num_layers"]),
-            "demo_dim": f"{c.dim:,}", "demo_layers": str(c.n_layers)}
+    return {
+        "num_tokens": f"{num_tokens:,} token{'' if num_tokens == 1 else 's'}",
+        "num_numbers": f"{num_tokens * c.dim:,}",
+        "served_name": served_name(s),
+        "model_name": real["name"],
+        "hidden_size": f"{real['hidden_size']:,}",
+        "num_layers": str(real["num_layers"]),
+        "demo_dim": f"{c.dim:,}",
+        "demo_layers": str(c.n_layers),
+    }
 
 
 # ---- measured on this server's CPU: prefill vs decode time per token ---------------------------
@@ -200,15 +279,27 @@ def _measure() -> dict:
     runs = [demo_timing.time_prefill_decode(m, prompt, num_decode_tokens=32, repeats=3) for _ in range(ROUNDS)]
     prefill = min(r["prefill_ms_per_token"] for r in runs)  # a busy neighbour on the CPU only ever slows a round
     decode = min(r["decode_ms_per_token"] for r in runs)
-    out = {"prompt_tokens": runs[0]["prompt_tokens"], "decode_tokens": runs[0]["decode_tokens"],
-           "prefill_ms_per_token": prefill, "decode_ms_per_token": decode, "prefill_tokens_per_s": 1e3 / prefill,
-           "decode_tokens_per_s": 1e3 / decode, "decode_over_prefill_time_per_token": decode / prefill}
-    return {"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
-            **{k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()}, "rounds": ROUNDS,
-            "note": f"Wall-clock time in numpy, measured once when this server process first answered this URL "
-                    f"(each figure: the fastest of {ROUNDS} rounds, each the median of 3 runs): a 64-token prompt in "
-                    "one forward pass (prefill), then 32 tokens one at a time with the KV cache (decode). Prefill "
-                    "shares each weight read across the prompt's tokens; decode does not."}
+    out = {
+        "prompt_tokens": runs[0]["prompt_tokens"],
+        "decode_tokens": runs[0]["decode_tokens"],
+        "prefill_ms_per_token": prefill,
+        "decode_ms_per_token": decode,
+        "prefill_tokens_per_s": 1e3 / prefill,
+        "decode_tokens_per_s": 1e3 / decode,
+        "decode_over_prefill_time_per_token": decode / prefill,
+    }
+    return {
+        "available": True,
+        "measured_on": "this server's CPU",
+        "cpu": cpu_info(),
+        "model": model_info(m),
+        **{k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()},
+        "rounds": ROUNDS,
+        "note": f"Wall-clock time in numpy, measured once when this server process first answered this URL "
+        f"(each figure: the fastest of {ROUNDS} rounds, each the median of 3 runs): a 64-token prompt in "
+        "one forward pass (prefill), then 32 tokens one at a time with the KV cache (decode). Prefill "
+        "shares each weight read across the prompt's tokens; decode does not.",
+    }
 
 
 MEASURED = Measured(_measure)

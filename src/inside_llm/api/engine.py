@@ -28,22 +28,32 @@ FEED_MAX_S = 120.0  # a feed ends after this; the page reopens it while it is sh
 DEMO_CLIENT = "demo"
 DEMO_CHATS = 12  # more than the engine's 8 seats: a lone visitor sees the seats fill, a queue form, seats refill
 DEMO_MAX_TOKENS = 48
-DEMO_QUESTIONS = ("What is the capital of France?", "Name three primary colours.", "What is 12 times 12?",
-                  "Who wrote Romeo and Juliet?", "Say good morning in Spanish.", "What is the largest planet?",
-                  "Why is the sky blue?", "What does a GPU do?")
+DEMO_QUESTIONS = (
+    "What is the capital of France?",
+    "Name three primary colours.",
+    "What is 12 times 12?",
+    "Who wrote Romeo and Juliet?",
+    "Say good morning in Spanish.",
+    "What is the largest planet?",
+    "Why is the sky blue?",
+    "What does a GPU do?",
+)
 
 
 class ChatProgress(BaseModel):
     id: int = Field(description="the chat's number in this engine (no unit)")
     state: Literal["waiting", "prefill", "decode", "done"] = Field(
-        description="waiting in the queue, reading its prompt (prefill), writing (decode)")
+        description="waiting in the queue, reading its prompt (prefill), writing (decode)"
+    )
     prompt_tokens: int = Field(description="tokens of its prompt, the chat template included (tokens)")
     written_tokens: int = Field(description="tokens written so far (tokens)")
     max_tokens: int = Field(description="most tokens it may write (tokens)")
     cached_tokens: int = Field(description="tokens whose keys and values are in its pages now (tokens)")
     pages: int = Field(description="pages of the pool it holds (pages)")
-    page_ids: list[int] = Field(description="which pages of the pool it holds, in the order of its tokens "
-                                            "(its block table: physical page numbers, 0 to pages - 1)")
+    page_ids: list[int] = Field(
+        description="which pages of the pool it holds, in the order of its tokens "
+        "(its block table: physical page numbers, 0 to pages - 1)"
+    )
     preemptions: int = Field(description="times it gave its pages back and was recomputed (no unit)")
 
 
@@ -81,11 +91,18 @@ def get_engine() -> dict:
     return _engine().snapshot()
 
 
-@router.get("/api/engine/feed", summary="The engine's snapshot as server-sent events, twice a second",
-            response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
-                             "description": f"An `engine` event every {FEED_INTERVAL_S:g} s with GET /api/engine's "
-                                            f"body, for at most {FEED_MAX_S:g} s."}})
+@router.get(
+    "/api/engine/feed",
+    summary="The engine's snapshot as server-sent events, twice a second",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": f"An `engine` event every {FEED_INTERVAL_S:g} s with GET /api/engine's "
+            f"body, for at most {FEED_MAX_S:g} s.",
+        }
+    },
+)
 async def get_engine_feed(request: Request) -> StreamingResponse:
     engine = _engine()
 
@@ -94,8 +111,10 @@ async def get_engine_feed(request: Request) -> StreamingResponse:
         while time.monotonic() < end and not await request.is_disconnected():
             yield f"event: engine\ndata: {json.dumps(engine.snapshot(), separators=(',', ':'))}\n\n".encode()
             await asyncio.sleep(FEED_INTERVAL_S)
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"}
+    )
 
 
 @router.post("/api/engine/demo", response_model=DemoOut, summary="Start a few demo chats to watch batching")

@@ -42,13 +42,16 @@ ModelName = Literal["auto", "smollm2", "toy"]
 
 # ---- the served model and prompts ------------------------------------------------------------
 
+
 def generation_model(name: str = "auto") -> DemoModel:
     """The model that writes: auto (smollm2 when this server has it, else the toy), or exactly the one
     named; smollm2 asked for by name on a server without it is a SimError on `model` (a 422 in words)."""
     s = served_model("toy" if name == "toy" else "smollm2")  # demo_model.served_model: falls back to the toy
     if name == "smollm2" and s.served != "smollm2":
-        raise SimError("model", f"SmolLM2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
-                       "the toy model works without it.")
+        raise SimError(
+            "model",
+            f"SmolLM2 is not installed on this server ({modelfile.HOW_TO_FETCH}); the toy model works without it.",
+        )
     return s.model
 
 
@@ -62,8 +65,9 @@ def generation_ids(m: DemoModel, prompt: str) -> list[int]:
     else:
         ids, where = m.encode(prompt), "the demo model"
     if len(ids) > MAX_GENERATE_PROMPT_TOKENS:
-        raise SimError("prompt", f"The prompt must be at most {MAX_GENERATE_PROMPT_TOKENS} tokens; it is "
-                       f"{len(ids)} in {where}.")
+        raise SimError(
+            "prompt", f"The prompt must be at most {MAX_GENERATE_PROMPT_TOKENS} tokens; it is {len(ids)} in {where}."
+        )
     return ids
 
 
@@ -105,34 +109,57 @@ es.addEventListener('done', (e) => { es.close(); finish(JSON.parse(e.data)); });
 
 class GenerateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    prompt: str = Field(DEFAULT_PROMPT, max_length=MAX_PROMPT_CHARS, description=(
-        f"The question (smollm2) or text to continue (toy) (characters; at most {MAX_PROMPT_CHARS:,}, and "
-        f"1-{MAX_GENERATE_PROMPT_TOKENS} tokens of what the model reads, the chat template included)."))
-    model: ModelName = Field("auto", description=(
-        "smollm2 (SmolLM2-135M-Instruct, a real chat model), toy (the demo transformer), or auto: "
-        "smollm2 when the server has fetched it, else toy."))
-    max_tokens: int = Field(64, ge=1, le=MAX_NEW_TOKENS, description=f"Tokens to generate (tokens; 1-{MAX_NEW_TOKENS}).")
-    tokens_per_s: float = Field(0.0, ge=0, le=MAX_TOKENS_PER_S, description=(
-        f"Pace of the stream (tokens/s; 0 = as fast as possible, else {MIN_TOKENS_PER_S:g}-{MAX_TOKENS_PER_S:g})."))
-    temperature: float = Field(0.0, ge=0, le=2, description=(
-        f"Sampling temperature (no unit; 0 = greedy, else {MIN_TEMPERATURE:g}-2)."))
+    prompt: str = Field(
+        DEFAULT_PROMPT,
+        max_length=MAX_PROMPT_CHARS,
+        description=(
+            f"The question (smollm2) or text to continue (toy) (characters; at most {MAX_PROMPT_CHARS:,}, and "
+            f"1-{MAX_GENERATE_PROMPT_TOKENS} tokens of what the model reads, the chat template included)."
+        ),
+    )
+    model: ModelName = Field(
+        "auto",
+        description=(
+            "smollm2 (SmolLM2-135M-Instruct, a real chat model), toy (the demo transformer), or auto: "
+            "smollm2 when the server has fetched it, else toy."
+        ),
+    )
+    max_tokens: int = Field(
+        64, ge=1, le=MAX_NEW_TOKENS, description=f"Tokens to generate (tokens; 1-{MAX_NEW_TOKENS})."
+    )
+    tokens_per_s: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_TOKENS_PER_S,
+        description=(
+            f"Pace of the stream (tokens/s; 0 = as fast as possible, else {MIN_TOKENS_PER_S:g}-{MAX_TOKENS_PER_S:g})."
+        ),
+    )
+    temperature: float = Field(
+        0.0, ge=0, le=2, description=(f"Sampling temperature (no unit; 0 = greedy, else {MIN_TEMPERATURE:g}-2).")
+    )
     top_k: int = Field(40, ge=1, le=1000, description="Sample among the k likeliest tokens (tokens; 1-1000).")
-    seed: int = Field(0, ge=0, le=2**31 - 1, description="Sampling seed (no unit; 0-2147483647; same seed, same tokens).")
+    seed: int = Field(
+        0, ge=0, le=2**31 - 1, description="Sampling seed (no unit; 0-2147483647; same seed, same tokens)."
+    )
 
     @field_validator("tokens_per_s")
     @classmethod
     def _pace(cls, v: float) -> float:
         if 0 < v < MIN_TOKENS_PER_S:
-            raise SimError("tokens_per_s", f"The pace must be 0 (as fast as possible) or at least "
-                           f"{MIN_TOKENS_PER_S:g} tokens/s, not {v:g}.")
+            raise SimError(
+                "tokens_per_s",
+                f"The pace must be 0 (as fast as possible) or at least {MIN_TOKENS_PER_S:g} tokens/s, not {v:g}.",
+            )
         return v
 
     @field_validator("temperature")
     @classmethod
     def _temperature(cls, v: float) -> float:
         if 0 < v < MIN_TEMPERATURE:
-            raise SimError("temperature", f"The temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, "
-                           f"not {v:g}.")
+            raise SimError(
+                "temperature", f"The temperature must be 0 (greedy) or at least {MIN_TEMPERATURE:g}, not {v:g}."
+            )
         return v
 
 
@@ -148,35 +175,63 @@ def sse(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
 
 
-@router.get("/api/generate", response_class=StreamingResponse, description=CONTRACT,
-                     summary="Stream the demo model's tokens (server-sent events)",
-                     responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
-                                      "description": "Events start, token…, done (see above)."},
-                                429: {"description": "The engine's queue is full, or this client has its "
-                                                      "share of chats; retry after Retry-After seconds."}})
+@router.get(
+    "/api/generate",
+    response_class=StreamingResponse,
+    description=CONTRACT,
+    summary="Stream the demo model's tokens (server-sent events)",
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "Events start, token…, done (see above).",
+        },
+        429: {
+            "description": "The engine's queue is full, or this client has its "
+            "share of chats; retry after Retry-After seconds."
+        },
+    },
+)
 async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
     client = request.client.host if request.client else "?"
     m = await anyio.to_thread.run_sync(generation_model, p.model)  # the first call loads it: not on the event loop
     ids = generation_ids(m, p.prompt)
     try:  # the engine batches every chat of this model into one forward pass per step (engine.py)
-        steps = engine_for(m).submit(ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k,
-                                     p.seed, client=client)
+        steps = engine_for(m).submit(
+            ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k, p.seed, client=client
+        )
     except (QueueFull, ClientBusy) as busy:
-        return JSONResponse({"detail": f"The server is busy: {busy}. Try again in a few seconds."},
-                            status_code=429, headers={"retry-after": str(RETRY_AFTER_S)})
-    return StreamingResponse(_events(request, m, ids, p, steps, client), media_type="text/event-stream",
-                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+        return JSONResponse(
+            {"detail": f"The server is busy: {busy}. Try again in a few seconds."},
+            status_code=429,
+            headers={"retry-after": str(RETRY_AFTER_S)},
+        )
+    return StreamingResponse(
+        _events(request, m, ids, p, steps, client),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+    )
 
 
-async def _events(request: Request, m: DemoModel, ids: list[int], p: GenerateParams, steps: Stream,
-                  client: str = "local") -> AsyncIterator[bytes]:
+async def _events(
+    request: Request, m: DemoModel, ids: list[int], p: GenerateParams, steps: Stream, client: str = "local"
+) -> AsyncIterator[bytes]:
     _active["streams"] += 1
     try:
         t0 = time.perf_counter()
         ms = lambda t: round(1e3 * (t - t0), 2)  # noqa: E731
-        yield sse("start", {"model": m.name, "num_prompt_tokens": len(ids), "max_tokens": p.max_tokens,
-                            "tokens_per_s": p.tokens_per_s, "temperature": p.temperature, "top_k": p.top_k,
-                            "seed": p.seed, "template": m.decode(ids) if hasattr(m, "chat_ids") else None})
+        yield sse(
+            "start",
+            {
+                "model": m.name,
+                "num_prompt_tokens": len(ids),
+                "max_tokens": p.max_tokens,
+                "tokens_per_s": p.tokens_per_s,
+                "temperature": p.temperature,
+                "top_k": p.top_k,
+                "seed": p.seed,
+                "template": m.decode(ids) if hasattr(m, "chat_ids") else None,
+            },
+        )
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         first = last = t0
         n, finish, stops = 0, "length", getattr(m, "stop_ids", frozenset())
@@ -206,14 +261,24 @@ async def _events(request: Request, m: DemoModel, ids: list[int], p: GeneratePar
                 await anyio.sleep(wait)
                 last = time.perf_counter()
             text = utf8.decode(m.piece(token), final=n + 1 == p.max_tokens)
-            yield sse("token", {"index": n, "id": token, "cl100k_id": m.cl100k_ids([token])[0], "text": text,
-                                "elapsed_ms": ms(last)})
+            yield sse(
+                "token",
+                {"index": n, "id": token, "cl100k_id": m.cl100k_ids([token])[0], "text": text, "elapsed_ms": ms(last)},
+            )
             n += 1
         elapsed = max(last - t0, 1e-9)
-        yield sse("done", {"num_prompt_tokens": len(ids), "num_tokens": n, "finish_reason": finish,
-                           "elapsed_ms": ms(last), "ttft_ms": ms(first) if n else None,
-                           "tokens_per_s": round(n / elapsed, 2),
-                           "decode_tokens_per_s": round((n - 1) / (last - first), 2) if n > 1 and last > first else None})
+        yield sse(
+            "done",
+            {
+                "num_prompt_tokens": len(ids),
+                "num_tokens": n,
+                "finish_reason": finish,
+                "elapsed_ms": ms(last),
+                "ttft_ms": ms(first) if n else None,
+                "tokens_per_s": round(n / elapsed, 2),
+                "decode_tokens_per_s": round((n - 1) / (last - first), 2) if n > 1 and last > first else None,
+            },
+        )
     finally:
         _active["streams"] -= 1
         steps.close()

@@ -39,8 +39,11 @@ def check_context(value: int, info: ValidationInfo, name: str) -> int:
     if model_id is not None:
         window = catalog.model(model_id).max_position_embeddings
         if value > window:
-            raise SimError(name, f"{label(name)} must be at most {window:,} tokens, the context window of "
-                                 f"{catalog.model(model_id).name}, not {value:,}.")
+            raise SimError(
+                name,
+                f"{label(name)} must be at most {window:,} tokens, the context window of "
+                f"{catalog.model(model_id).name}, not {value:,}.",
+            )
     return value
 
 
@@ -48,13 +51,21 @@ class GpuParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id (h100-sxm, h200, b200, mi300x, ...).")
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id whose decode step is streamed.")
-    precision: WeightPrecision = Field("bf16", description="Weight storage (bytes per weight): bf16|fp16|fp8|int8|int4.")
+    precision: WeightPrecision = Field(
+        "bf16", description="Weight storage (bytes per weight): bf16|fp16|fp8|int8|int4."
+    )
     batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}).")
-    context: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True,
-                         description="Tokens already in each chat, read from the KV cache every step "
-                         f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).")
-    tp: int = Field(8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). "
-                    "Figures are per GPU.")
+    context: int = Field(
+        1024,
+        ge=1,
+        le=MAX_CONTEXT,
+        validate_default=True,
+        description="Tokens already in each chat, read from the KV cache every step "
+        f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).",
+    )
+    tp: int = Field(
+        8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). Figures are per GPU."
+    )
 
     @field_validator("tp")
     @classmethod
@@ -78,9 +89,13 @@ class StreamOut(BaseModel):
     effective_tb_s: float = Field(description="bytes_per_step / step time: the average rate over the step, TB/s.")
     peak_tb_s: float
     bandwidth_share: float = Field(description="effective_tb_s / peak_tb_s: how busy HBM is over the whole step.")
-    ideal_ms: float = Field(description="bytes_per_step at the datasheet peak bandwidth, ms: the step if HBM never paused.")
-    kernel_ms: float = Field(description="The kernels' time (each the longer of its reads and its math), ms; "
-                             "the part over memory_ms is math the reads wait for.")
+    ideal_ms: float = Field(
+        description="bytes_per_step at the datasheet peak bandwidth, ms: the step if HBM never paused."
+    )
+    kernel_ms: float = Field(
+        description="The kernels' time (each the longer of its reads and its math), ms; "
+        "the part over memory_ms is math the reads wait for."
+    )
     comm_ms: float = Field(description="All-reduces with the other tensor-parallel GPUs in the step, ms (HBM idle).")
     overhead_ms: float = Field(description="Kernel launches and per-step work in the step, ms (HBM idle).")
     hbm_efficiency: float = Field(description="Share of the peak bandwidth a streaming kernel reaches (calibrated).")
@@ -118,13 +133,24 @@ def gpu_view(p: GpuParams) -> GpuResponse:
     return GpuResponse(
         gpu={"id": g.id, "name": g.name, "vendor": g.vendor, "architecture": g.architecture},
         model={"id": m.id, "name": m.name, "max_context": m.max_position_embeddings},
-        precision=p.precision, batch=p.batch, context=p.context, tp=p.tp,
-        layout=gpu_layout.layout(g), package=gpu_layout.package(g),
-        stream=StreamOut(**stream, bandwidth_share=share, slow_motion=slow["factor"], screen_step_s=slow["screen_step_s"],
-                         tiles_per_step=TILES_PER_STEP, tile_bytes=stream["bytes_per_step"] / TILES_PER_STEP,
-                         kv_tiles=kv_tiles),
+        precision=p.precision,
+        batch=p.batch,
+        context=p.context,
+        tp=p.tp,
+        layout=gpu_layout.layout(g),
+        package=gpu_layout.package(g),
+        stream=StreamOut(
+            **stream,
+            bandwidth_share=share,
+            slow_motion=slow["factor"],
+            screen_step_s=slow["screen_step_s"],
+            tiles_per_step=TILES_PER_STEP,
+            tile_bytes=stream["bytes_per_step"] / TILES_PER_STEP,
+            kv_tiles=kv_tiles,
+        ),
         memory=mem.to_dict(),
-        math=math_dict(**gpu_layout.decode_stream_math(cfg, p.batch, p.context)))
+        math=math_dict(**gpu_layout.decode_stream_math(cfg, p.batch, p.context)),
+    )
 
 
 @router.get("/api/gpu", response_model=GpuResponse)
@@ -138,8 +164,16 @@ def facts(p: GpuParams | None = None) -> dict[str, str]:
     p = p or GpuParams()
     d = gpu_view(p)
     lay, s = d.layout, d.stream
-    return {"gpu_name": d.gpu["name"], "hbm_capacity_gb": f"{lay['hbm_capacity_gb']:g}",
-            "memory_type": lay["memory_type"], "hbm_stacks": str(lay["hbm_stacks"]),
-            "hbm_bandwidth_tb_s": f"{lay['hbm_bandwidth_tb_s']:g}", "sm_count": str(lay["sm_count"]),
-            "tensor_cores_per_sm": str(lay["tensor_cores_per_sm"]), "model_name": d.model["name"],
-            "tp": str(d.tp), "step_gb": f"{s.bytes_per_step / 1e9:.1f}", "step_ms": f"{s.step_ms:.1f}"}
+    return {
+        "gpu_name": d.gpu["name"],
+        "hbm_capacity_gb": f"{lay['hbm_capacity_gb']:g}",
+        "memory_type": lay["memory_type"],
+        "hbm_stacks": str(lay["hbm_stacks"]),
+        "hbm_bandwidth_tb_s": f"{lay['hbm_bandwidth_tb_s']:g}",
+        "sm_count": str(lay["sm_count"]),
+        "tensor_cores_per_sm": str(lay["tensor_cores_per_sm"]),
+        "model_name": d.model["name"],
+        "tp": str(d.tp),
+        "step_gb": f"{s.bytes_per_step / 1e9:.1f}",
+        "step_ms": f"{s.step_ms:.1f}",
+    }

@@ -39,23 +39,36 @@ RESERVATIONS = ("contiguous", "pow2", "oracle")
 class KVCacheParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
     block_size: int = Field(16, ge=8, le=128, description="Tokens per KV page (slots): 8, 16, 32, 64 or 128.")
-    workload: Workload = Field("sharegpt", description="Request lengths: sharegpt (161 in / 338 out tokens "
-                                                       "on average), alpaca (19 / 58) or fixed (161 / 338).")
-    requests: int = Field(300, ge=1, le=MAX_REQUESTS,
-                          description=f"Requests in the trace, all queued at step 0 (requests; 1-{MAX_REQUESTS:,}).")
+    workload: Workload = Field(
+        "sharegpt",
+        description="Request lengths: sharegpt (161 in / 338 out tokens "
+        "on average), alpaca (19 / 58) or fixed (161 / 338).",
+    )
+    requests: int = Field(
+        300,
+        ge=1,
+        le=MAX_REQUESTS,
+        description=f"Requests in the trace, all queued at step 0 (requests; 1-{MAX_REQUESTS:,}).",
+    )
     seed: int = seed_field("the request lengths")
-    compare: Reservation = Field("contiguous", description="Reservation policy drawn beside paging: contiguous "
-                                                           "(max_seq_len per request), pow2 or oracle.")
-    model: ModelId = Field(DEFAULT_MODEL, description="Catalog model whose shape sizes one token's keys and "
-                                                      "values in bytes (BF16); the simulation itself is in tokens.")
+    compare: Reservation = Field(
+        "contiguous",
+        description="Reservation policy drawn beside paging: contiguous (max_seq_len per request), pow2 or oracle.",
+    )
+    model: ModelId = Field(
+        DEFAULT_MODEL,
+        description="Catalog model whose shape sizes one token's keys and "
+        "values in bytes (BF16); the simulation itself is in tokens.",
+    )
 
     @field_validator("block_size")
     @classmethod
     def _power_of_two(cls, v: int) -> int:
         """Pages tile the drawn 512-slot rows exactly, as engines' block sizes do."""
         if v & (v - 1):
-            raise SimError("block_size", f"The block size must be a power of two (8, 16, 32, 64 or 128 tokens), "
-                           f"not {v}.")
+            raise SimError(
+                "block_size", f"The block size must be a power of two (8, 16, 32, 64 or 128 tokens), not {v}."
+            )
         return v
 
 
@@ -78,31 +91,68 @@ def kv_per_token(model_id: str) -> dict:
     b = int(kv_bytes_per_token(m, KV_BYTES_PER_VALUE))
     per = {"bytes_per_value": (KV_BYTES_PER_VALUE, "bytes (BF16)")}
     if m.is_mla:  # multi-head latent attention: one compressed latent + a rotary key per layer
-        math = derive(b, "bytes per token", "layers x (latent + rotary key) x bytes per value",
-                      {"layers": (m.num_hidden_layers, "layers"), "latent": (m.kv_lora_rank, "values"),
-                       "rotary_key": (m.qk_rope_head_dim, "values"), **per},
-                      ["latent attention caches one small latent per token and layer, shared by all heads, "
-                       "instead of K and V for every head"], ["model config (data/models.toml)"])
+        math = derive(
+            b,
+            "bytes per token",
+            "layers x (latent + rotary key) x bytes per value",
+            {
+                "layers": (m.num_hidden_layers, "layers"),
+                "latent": (m.kv_lora_rank, "values"),
+                "rotary_key": (m.qk_rope_head_dim, "values"),
+                **per,
+            },
+            [
+                "latent attention caches one small latent per token and layer, shared by all heads, "
+                "instead of K and V for every head"
+            ],
+            ["model config (data/models.toml)"],
+        )
     else:
         full = m.full_attention_layers
         notes = ["grouped-query attention: only the KV heads are cached, not every query head"]
         if full < m.num_hidden_layers:
-            notes.append(f"{m.num_hidden_layers - full} sliding-window layers keep at most {m.sliding_window} "
-                         "tokens each, so they do not grow with the chat")
-        math = derive(b, "bytes per token", "2 (K and V) x full-attention layers x KV heads x head dim x bytes per value",
-                      {"layers": (full, "layers"), "kv_heads": (m.num_key_value_heads, "heads"),
-                       "head_dim": (m.head_dim, "values"), **per}, notes, ["model config (data/models.toml)"])
-    return {"model": m.name, "model_id": model_id, "bytes": b, "layers": m.num_hidden_layers,
-            "kv_heads": m.num_key_value_heads, "head_dim": m.head_dim, "bytes_per_value": KV_BYTES_PER_VALUE,
-            "math": math.to_dict()}
+            notes.append(
+                f"{m.num_hidden_layers - full} sliding-window layers keep at most {m.sliding_window} "
+                "tokens each, so they do not grow with the chat"
+            )
+        math = derive(
+            b,
+            "bytes per token",
+            "2 (K and V) x full-attention layers x KV heads x head dim x bytes per value",
+            {
+                "layers": (full, "layers"),
+                "kv_heads": (m.num_key_value_heads, "heads"),
+                "head_dim": (m.head_dim, "values"),
+                **per,
+            },
+            notes,
+            ["model config (data/models.toml)"],
+        )
+    return {
+        "model": m.name,
+        "model_id": model_id,
+        "bytes": b,
+        "layers": m.num_hidden_layers,
+        "kv_heads": m.num_key_value_heads,
+        "head_dim": m.head_dim,
+        "bytes_per_value": KV_BYTES_PER_VALUE,
+        "math": math.to_dict(),
+    }
 
 
 def simulate(p: KVCacheParams) -> KVResult:
     """simulate_kv for every policy on one clock. The reservation policies run first (cheap); their
     frame stride is then given to the paged run, which saves it the adaptive stride's extra frames.
     If paging ran past the frames that stride allows, everything reruns with a common stride."""
-    common = dict(block_size=p.block_size, workload=p.workload, num_requests=p.requests, seed=p.seed,
-                  capacity_tokens=CAPACITY_TOKENS, max_seq_len=MAX_SEQ_LEN, max_frames=MAX_FRAMES)
+    common = dict(
+        block_size=p.block_size,
+        workload=p.workload,
+        num_requests=p.requests,
+        seed=p.seed,
+        capacity_tokens=CAPACITY_TOKENS,
+        max_seq_len=MAX_SEQ_LEN,
+        max_frames=MAX_FRAMES,
+    )
     result = simulate_kv(**common, policies=RESERVATIONS)
     paged = simulate_kv(**common, frame_every=result.frame_every, policies=("paged",)).policies[0]
     if paged.num_steps > MAX_FRAMES * result.frame_every:
@@ -140,10 +190,17 @@ def kv_cache_json(p: KVCacheParams) -> bytes:
     """The response body for one parameter set (pure: same params, same bytes)."""
     drawn = ["paged", p.compare]
     result = simulate(p)
-    policies = [wire(pol) if pol.name in drawn else replace(pol, frames=NO_FRAMES, residencies=NO_RESIDENCIES)
-                for pol in result.policies]
-    fields = {**vars(result), "params": p.model_dump(), "policies": policies, "drawn": drawn,
-              "kv_per_token": kv_per_token(p.model)}
+    policies = [
+        wire(pol) if pol.name in drawn else replace(pol, frames=NO_FRAMES, residencies=NO_RESIDENCIES)
+        for pol in result.policies
+    ]
+    fields = {
+        **vars(result),
+        "params": p.model_dump(),
+        "policies": policies,
+        "drawn": drawn,
+        "kv_per_token": kv_per_token(p.model),
+    }
     return RESPONSE.dump_json(KVCacheResponse(**fields), exclude_none=True)
 
 
@@ -153,8 +210,11 @@ def get_kv_cache(p: Annotated[KVCacheParams, Query()]) -> Response:
     return Response(content=kv_cache_json(p), media_type="application/json")
 
 
-COMPARE_WORDS = {"contiguous": "a full-length region per chat", "pow2": "a power-of-two region per chat",
-                 "oracle": "exactly each chat's final length"}
+COMPARE_WORDS = {
+    "contiguous": "a full-length region per chat",
+    "pow2": "a power-of-two region per chat",
+    "oracle": "exactly each chat's final length",
+}
 
 
 def facts(p: KVCacheParams | None = None) -> dict[str, str]:
@@ -163,7 +223,10 @@ def facts(p: KVCacheParams | None = None) -> dict[str, str]:
     import json
 
     pols = {pol["name"]: pol for pol in json.loads(kv_cache_json(p))["policies"]}
-    return {"num_requests": f"{p.requests:,}", "compare_words": COMPARE_WORDS[p.compare],
-            "compare_waste_pct": f"{pols[p.compare]['waste_fraction']:.0%}",
-            "paged_waste_pct": f"{pols['paged']['waste_fraction']:.1%}",
-            "block_size": str(pols["paged"]["block_size"])}
+    return {
+        "num_requests": f"{p.requests:,}",
+        "compare_words": COMPARE_WORDS[p.compare],
+        "compare_waste_pct": f"{pols[p.compare]['waste_fraction']:.0%}",
+        "paged_waste_pct": f"{pols['paged']['waste_fraction']:.1%}",
+        "block_size": str(pols["paged"]["block_size"]),
+    }

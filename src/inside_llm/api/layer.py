@@ -54,8 +54,13 @@ MAX_LAYER = _slider_max()
 
 
 class LayerParams(PromptParams):
-    layer: int = Field(0, ge=0, le=MAX_LAYER, description=f"Which layer to open (0-based: 0-{MAX_LAYER} layers, "
-                       "and at most the last layer of the model that serves: a 422 says which).")
+    layer: int = Field(
+        0,
+        ge=0,
+        le=MAX_LAYER,
+        description=f"Which layer to open (0-based: 0-{MAX_LAYER} layers, "
+        "and at most the last layer of the model that serves: a 422 says which).",
+    )
 
     @field_validator("layer", mode="before")
     @classmethod
@@ -71,16 +76,19 @@ class LayerParams(PromptParams):
         n = s.model.config.n_layers
         if v >= n:
             who = served_name(s)
-            raise SimError("layer", f"{who[:1].upper()}{who[1:]} has {n} layers: the layer must be 0 to {n - 1}, "
-                           f"not {v}.")
+            raise SimError(
+                "layer", f"{who[:1].upper()}{who[1:]} has {n} layers: the layer must be 0 to {n - 1}, not {v}."
+            )
         return v
 
 
 class Head(BaseModel):
     head: int
     kv_head: int = Field(description="The KV head whose keys and values this query head reads.")
-    weights: list[list[float]] = Field(description="Lower triangle of the [T, T] attention weights: row i holds "
-                                       "query token i's weights on keys 0..i (they sum to 1).")
+    weights: list[list[float]] = Field(
+        description="Lower triangle of the [T, T] attention weights: row i holds "
+        "query token i's weights on keys 0..i (they sum to 1)."
+    )
 
 
 class LayerResponse(BaseModel):
@@ -90,11 +98,15 @@ class LayerResponse(BaseModel):
     num_tokens: int
     tokens: list[dict] = Field(description="The model's tokens: index, id, cl100k_id, text, bytes, piece, fallback.")
     groups: list[dict] = Field(description="Grouped-query attention: for each KV head, the query heads sharing it.")
-    qkv: dict = Field(description="q [T][H*hd], k and v [T][Hkv*hd] (head after head; after RoPE for q, k), their "
-                      "per-head L2 norms q_norm [T][H], k_norm/v_norm [T][Hkv], and colour scales.")
+    qkv: dict = Field(
+        description="q [T][H*hd], k and v [T][Hkv*hd] (head after head; after RoPE for q, k), their "
+        "per-head L2 norms q_norm [T][H], k_norm/v_norm [T][Hkv], and colour scales."
+    )
     heads: list[Head]
-    mlp: dict = Field(description="input [T][dim] (after RMSNorm), hidden [T][ffn_dim] = silu(gate) * up, "
-                      "out [T][dim] (what the MLP adds), colour scales.")
+    mlp: dict = Field(
+        description="input [T][dim] (after RMSNorm), hidden [T][ffn_dim] = silu(gate) * up, "
+        "out [T][dim] (what the MLP adds), colour scales."
+    )
     residual: dict = Field(description="L2 norms [T]: stream in, attention's update, MLP's update, stream out.")
     math: Math
 
@@ -114,16 +126,31 @@ def _math(m, T: int) -> dict:
     c = m.config
     g = c.n_heads // c.n_kv_heads
     return math_dict(
-        attention=derive(c.head_dim, "numbers/head", "w[h, i, j] = softmax_j(q_h,i . k_g(h),j / sqrt(head_dim)) "
-                         "over j <= i (causal); g(h) = h // (n_heads / n_kv_heads)",
-                         {"head_dim": (c.head_dim, "numbers"), "tokens": (T, "tokens")},
-                         ["rotary position embeddings rotate q and k before the dot product"]),
-        kv_numbers_per_token=derive(2 * c.n_kv_heads * c.head_dim, "numbers/token/layer", "2 * n_kv_heads * head_dim",
-                                    {"n_kv_heads": (c.n_kv_heads, "heads"), "head_dim": (c.head_dim, "numbers")},
-                                    [f"without grouping it would be 2 * n_heads * head_dim = {2 * c.n_heads * c.head_dim}; "
-                                     f"{g} query heads share each KV head"]),
-        mlp_stretch=derive(round(c.ffn_dim / c.dim, 2), "x", "ffn_dim / dim; out = (silu(x W1) * (x W3)) W2",
-                           {"dim": (c.dim, "numbers"), "ffn_dim": (c.ffn_dim, "numbers")}))
+        attention=derive(
+            c.head_dim,
+            "numbers/head",
+            "w[h, i, j] = softmax_j(q_h,i . k_g(h),j / sqrt(head_dim)) "
+            "over j <= i (causal); g(h) = h // (n_heads / n_kv_heads)",
+            {"head_dim": (c.head_dim, "numbers"), "tokens": (T, "tokens")},
+            ["rotary position embeddings rotate q and k before the dot product"],
+        ),
+        kv_numbers_per_token=derive(
+            2 * c.n_kv_heads * c.head_dim,
+            "numbers/token/layer",
+            "2 * n_kv_heads * head_dim",
+            {"n_kv_heads": (c.n_kv_heads, "heads"), "head_dim": (c.head_dim, "numbers")},
+            [
+                f"without grouping it would be 2 * n_heads * head_dim = {2 * c.n_heads * c.head_dim}; "
+                f"{g} query heads share each KV head"
+            ],
+        ),
+        mlp_stretch=derive(
+            round(c.ffn_dim / c.dim, 2),
+            "x",
+            "ffn_dim / dim; out = (silu(x W1) * (x W3)) W2",
+            {"dim": (c.dim, "numbers"), "ffn_dim": (c.ffn_dim, "numbers")},
+        ),
+    )
 
 
 def layer_json(prompt: str, layer: int, model: str = "smollm2") -> bytes:
@@ -140,31 +167,70 @@ def _layer_json(prompt: str, layer: int, model: str, served: str) -> bytes:
     tr = m.forward(ids, intermediates=True).layers[layer] if T else _empty_trace(m)
     q, k, v = (a.transpose(1, 0, 2) for a in (tr.q, tr.k, tr.v))  # [T, heads, hd]
     g = c.n_heads // c.n_kv_heads
-    heads = [{"head": h, "kv_head": h // g, "weights": [sig(tr.attn[h, i, :i + 1]) for i in range(T)]}
-             for h in range(c.n_heads)]
+    heads = [
+        {"head": h, "kv_head": h // g, "weights": [sig(tr.attn[h, i, : i + 1]) for i in range(T)]}
+        for h in range(c.n_heads)
+    ]
     mlp_in = rms_norm(tr.resid_mid, m.layers[layer].mlp_norm, c.norm_eps)  # [T, dim]
-    return LayerResponse(
-        prompt=prompt, layer=layer, model=served_info(s), num_tokens=T, tokens=rows,
-        groups=[{"kv_head": j, "query_heads": list(range(j * g, (j + 1) * g))} for j in range(c.n_kv_heads)],
-        qkv={"q": sig(q.reshape(T, c.n_heads * c.head_dim)), "k": sig(k.reshape(T, c.n_kv_heads * c.head_dim)),
-             "v": sig(v.reshape(T, c.n_kv_heads * c.head_dim)),
-             "q_norm": _norm(q), "k_norm": _norm(k), "v_norm": _norm(v),
-             "q_scale": _scale(q), "k_scale": _scale(k), "v_scale": _scale(v)},
-        heads=heads,
-        mlp={"input": sig(mlp_in), "hidden": sig(tr.mlp_hidden, 3), "out": sig(tr.mlp_out),
-             "input_scale": _scale(mlp_in), "hidden_scale": _scale(tr.mlp_hidden), "out_scale": _scale(tr.mlp_out)},
-        residual={"in_norm": _norm(tr.resid_in), "attn_out_norm": _norm(tr.attn_out), "mlp_out_norm": _norm(tr.mlp_out),
-                  "out_norm": _norm(tr.resid_out)},
-        math=_math(m, T)).model_dump_json().encode()
+    return (
+        LayerResponse(
+            prompt=prompt,
+            layer=layer,
+            model=served_info(s),
+            num_tokens=T,
+            tokens=rows,
+            groups=[{"kv_head": j, "query_heads": list(range(j * g, (j + 1) * g))} for j in range(c.n_kv_heads)],
+            qkv={
+                "q": sig(q.reshape(T, c.n_heads * c.head_dim)),
+                "k": sig(k.reshape(T, c.n_kv_heads * c.head_dim)),
+                "v": sig(v.reshape(T, c.n_kv_heads * c.head_dim)),
+                "q_norm": _norm(q),
+                "k_norm": _norm(k),
+                "v_norm": _norm(v),
+                "q_scale": _scale(q),
+                "k_scale": _scale(k),
+                "v_scale": _scale(v),
+            },
+            heads=heads,
+            mlp={
+                "input": sig(mlp_in),
+                "hidden": sig(tr.mlp_hidden, 3),
+                "out": sig(tr.mlp_out),
+                "input_scale": _scale(mlp_in),
+                "hidden_scale": _scale(tr.mlp_hidden),
+                "out_scale": _scale(tr.mlp_out),
+            },
+            residual={
+                "in_norm": _norm(tr.resid_in),
+                "attn_out_norm": _norm(tr.attn_out),
+                "mlp_out_norm": _norm(tr.mlp_out),
+                "out_norm": _norm(tr.resid_out),
+            },
+            math=_math(m, T),
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 def _empty_trace(m) -> LayerTrace:
     """What a layer computes for no tokens: every array with a 0-long token axis (an empty prompt)."""
     c = m.config
     z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
-    return LayerTrace(z(0, c.dim), z(c.n_heads, 0, c.head_dim), z(c.n_kv_heads, 0, c.head_dim),
-                      z(c.n_kv_heads, 0, c.head_dim), z(c.n_heads, 0, 0), z(0, c.dim), z(0, c.dim),
-                      z(0, c.ffn_dim), z(0, c.ffn_dim), z(0, c.ffn_dim), z(0, c.dim), z(0, c.dim))
+    return LayerTrace(
+        z(0, c.dim),
+        z(c.n_heads, 0, c.head_dim),
+        z(c.n_kv_heads, 0, c.head_dim),
+        z(c.n_kv_heads, 0, c.head_dim),
+        z(c.n_heads, 0, 0),
+        z(0, c.dim),
+        z(0, c.dim),
+        z(0, c.ffn_dim),
+        z(0, c.ffn_dim),
+        z(0, c.ffn_dim),
+        z(0, c.dim),
+        z(0, c.dim),
+    )
 
 
 @router.get("/api/layer", response_model=LayerResponse)
@@ -176,9 +242,19 @@ def get_layer(p: Annotated[LayerParams, Query()]) -> Response:
 def facts(p: LayerParams | None = None) -> dict[str, str]:
     p = p or LayerParams()
     r, d = catalog.model(SCALE_MODEL), json.loads(layer_json(p.prompt, p.layer, p.model))
-    return {"layer": str(p.layer), "served_name": served_name(served_model(p.model)), "demo_layers": str(d["model"]["n_layers"]), "num_tokens": f"{d['num_tokens']:,} token{'' if d['num_tokens'] == 1 else 's'}",
-            "demo_heads": str(d["model"]["n_heads"]), "demo_kv_heads": str(d["model"]["n_kv_heads"]), "model_name": r.name, "num_heads": str(r.num_attention_heads), "num_kv_heads": str(r.num_key_value_heads),
-            "hidden_size": f"{r.hidden_size:,}", "ffn_dim": f"{r.intermediate_size:,}"}
+    return {
+        "layer": str(p.layer),
+        "served_name": served_name(served_model(p.model)),
+        "demo_layers": str(d["model"]["n_layers"]),
+        "num_tokens": f"{d['num_tokens']:,} token{'' if d['num_tokens'] == 1 else 's'}",
+        "demo_heads": str(d["model"]["n_heads"]),
+        "demo_kv_heads": str(d["model"]["n_kv_heads"]),
+        "model_name": r.name,
+        "num_heads": str(r.num_attention_heads),
+        "num_kv_heads": str(r.num_key_value_heads),
+        "hidden_size": f"{r.hidden_size:,}",
+        "ffn_dim": f"{r.intermediate_size:,}",
+    }
 
 
 # ---- measured on this server's CPU: decoding with the KV cache vs recomputing the prefix --------
@@ -193,16 +269,28 @@ def _measure() -> dict:
     runs = [demo_timing.time_kv_cache(m, prompt, num_new_tokens=32, repeats=1) for _ in range(ROUNDS)]
     cached = min(r["cached_ms_per_token"] for r in runs)  # a busy neighbour on the CPU only ever slows a round
     recompute = min(r["recompute_ms_per_token"] for r in runs)
-    out = {"prompt_tokens": runs[0]["prompt_tokens"], "new_tokens": runs[0]["new_tokens"],
-           "cached_ms_per_token": cached, "recompute_ms_per_token": recompute, "cached_tokens_per_s": 1e3 / cached,
-           "recompute_tokens_per_s": 1e3 / recompute, "speedup_x": recompute / cached}
+    out = {
+        "prompt_tokens": runs[0]["prompt_tokens"],
+        "new_tokens": runs[0]["new_tokens"],
+        "cached_ms_per_token": cached,
+        "recompute_ms_per_token": recompute,
+        "cached_tokens_per_s": 1e3 / cached,
+        "recompute_tokens_per_s": 1e3 / recompute,
+        "speedup_x": recompute / cached,
+    }
     out = {k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()}
     out |= {"same_tokens": all(r["same_tokens"] for r in runs), "rounds": ROUNDS}
-    return {"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": model_info(m),
-            **out, "note": "Wall-clock time in numpy, measured once when this server process first answered "
-            "this URL (each figure: the fastest of `rounds` rounds): 32 greedy tokens after a 64-token prompt, "
-            "keeping every layer's keys and values (cached; includes the one prefill) vs rerunning the whole "
-            "prefix for each new token."}
+    return {
+        "available": True,
+        "measured_on": "this server's CPU",
+        "cpu": cpu_info(),
+        "model": model_info(m),
+        **out,
+        "note": "Wall-clock time in numpy, measured once when this server process first answered "
+        "this URL (each figure: the fastest of `rounds` rounds): 32 greedy tokens after a 64-token prompt, "
+        "keeping every layer's keys and values (cached; includes the one prefill) vs rerunning the whole "
+        "prefix for each new token.",
+    }
 
 
 MEASURED = Measured(_measure)

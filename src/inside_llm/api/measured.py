@@ -42,8 +42,9 @@ class Measured:
     `on_failure(reason, *key)` says what to answer when measure raises (default: `unavailable`).
     """
 
-    def __init__(self, measure: Callable[..., dict], keys: int = 1,
-                 on_failure: Callable[..., dict] = unavailable) -> None:
+    def __init__(
+        self, measure: Callable[..., dict], keys: int = 1, on_failure: Callable[..., dict] = unavailable
+    ) -> None:
         self._measure, self._on_failure = measure, on_failure
         self._cached = lru_cache(maxsize=keys)(self._run)
 

@@ -27,15 +27,19 @@ router = APIRouter(tags=["8 · quantization"])
 
 Precision = Literal["bf16", "fp8", "int8", "int4"]
 PRECISIONS = ("bf16", "fp8", "int8", "int4")
-PROMPT_TOKENS, OUTPUT_TOKENS = 1024, 256      # the dials' default request
+PROMPT_TOKENS, OUTPUT_TOKENS = 1024, 256  # the dials' default request
 TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 MAX_BATCH = 256
-TILE = 8                                       # the tile is TILE x TILE weights
+TILE = 8  # the tile is TILE x TILE weights
 PUBLISHED_MODEL = "LLaMA-65B"
-DEMO_MODEL = "main"                            # the shipped demo transformer measured for the second needle
+DEMO_MODEL = "main"  # the shipped demo transformer measured for the second needle
 # which published row the large-model needle shows for each precision (same recipe family as the demo)
-NEEDLE_ROW = {"bf16": ("gptq-readme", "fp16"), "fp8": ("estimate-fp8", "fp8"),
-              "int8": ("smoothquant-table6", "int8"), "int4": ("awq-table4", "RTN")}
+NEEDLE_ROW = {
+    "bf16": ("gptq-readme", "fp16"),
+    "fp8": ("estimate-fp8", "fp8"),
+    "int8": ("smoothquant-table6", "int8"),
+    "int4": ("awq-table4", "RTN"),
+}
 DEMO_OF = {"bf16": "bf16", "fp8": "fp8", "int8": "int8", "int4": "int4"}
 
 
@@ -44,8 +48,13 @@ class QuantizationParams(BaseModel):
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id.")
     gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id.")
     precision: Precision = Field("int4", description="Weight format: bf16 | fp8 | int8 | int4 (group 128).")
-    batch: int = Field(16, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH}), "
-                       f"each {PROMPT_TOKENS} prompt + {OUTPUT_TOKENS} answer tokens.")
+    batch: int = Field(
+        16,
+        ge=1,
+        le=MAX_BATCH,
+        description=f"Chats decoded together (sequences; 1-{MAX_BATCH}), "
+        f"each {PROMPT_TOKENS} prompt + {OUTPUT_TOKENS} answer tokens.",
+    )
 
 
 class QuantizationResponse(BaseModel):
@@ -59,9 +68,13 @@ class QuantizationResponse(BaseModel):
     bits_per_weight: float
     size_ratio: float = Field(description="weights_gb / the 16-bit model's weights_gb.")
     gpus_needed: int | None = Field(description="Fewest GPUs (tensor parallel) that hold it; null if over 64.")
-    same_gpus: int | None = Field(description="GPU count every format is also compared on: the count the largest "
-                                  "format needs (null if that is over 64).")
-    tokens_per_s_per_user_same_gpus: float | None = Field(description="Tokens/s per chat at this precision on same_gpus.")
+    same_gpus: int | None = Field(
+        description="GPU count every format is also compared on: the count the largest "
+        "format needs (null if that is over 64)."
+    )
+    tokens_per_s_per_user_same_gpus: float | None = Field(
+        description="Tokens/s per chat at this precision on same_gpus."
+    )
     speedup_same_gpus: float | None = Field(description="tokens_per_s_per_user_same_gpus / BF16's on the same GPUs.")
     gpu_capacity_gb: float
     tokens_per_s_per_user: float | None
@@ -74,8 +87,10 @@ class QuantizationResponse(BaseModel):
     demo: list[dict]
     demo_extra: list[dict]
     demo_info: dict
-    real: dict | None = Field(description="SmolLM2 (the model on this server) measured offline: its file's Q4_1 "
-                              "weights as the baseline and each further quantization (demo/smollm2_quality.json)")
+    real: dict | None = Field(
+        description="SmolLM2 (the model on this server) measured offline: its file's Q4_1 "
+        "weights as the baseline and each further quantization (demo/smollm2_quality.json)"
+    )
     needles: dict
     math: Math
 
@@ -95,8 +110,10 @@ def _valid_tp(model: str, gpu: str, precision: str, tp: int) -> bool:
 def gpus_needed(model: str, gpu: str, precision: str, batch: int) -> int | None:
     """Fewest tensor-parallel GPUs whose memory holds weights + KV for `batch` chats + reserve."""
     for tp in TP_CHOICES:
-        if _valid_tp(model, gpu, precision, tp) and \
-                memory_per_gpu(_cfg(model, gpu, precision, tp), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits:
+        if (
+            _valid_tp(model, gpu, precision, tp)
+            and memory_per_gpu(_cfg(model, gpu, precision, tp), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits
+        ):
             return tp
     return None
 
@@ -104,14 +121,25 @@ def gpus_needed(model: str, gpu: str, precision: str, batch: int) -> int | None:
 def _serving(model: str, gpu: str, precision: str, batch: int, n: int | None) -> serving.ServingEstimate | None:
     if n is None:
         return None
-    return serving.estimate(serving.ServingParams(model=model, gpu=gpu, gpus=n, tp=n, precision=precision,
-                                                  batch=batch, prompt_tokens=PROMPT_TOKENS,
-                                                  output_tokens=OUTPUT_TOKENS))
+    return serving.estimate(
+        serving.ServingParams(
+            model=model,
+            gpu=gpu,
+            gpus=n,
+            tp=n,
+            precision=precision,
+            batch=batch,
+            prompt_tokens=PROMPT_TOKENS,
+            output_tokens=OUTPUT_TOKENS,
+        )
+    )
 
 
 def _fits(model: str, gpu: str, precision: str, batch: int, n: int) -> bool:
-    return _valid_tp(model, gpu, precision, n) and \
-        memory_per_gpu(_cfg(model, gpu, precision, n), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits
+    return (
+        _valid_tp(model, gpu, precision, n)
+        and memory_per_gpu(_cfg(model, gpu, precision, n), batch, PROMPT_TOKENS + OUTPUT_TOKENS).fits
+    )
 
 
 def _row(model: str, gpu: str, precision: str, batch: int, same_gpus: int | None = None) -> dict[str, Any]:
@@ -119,14 +147,22 @@ def _row(model: str, gpu: str, precision: str, batch: int, same_gpus: int | None
     cfg = _cfg(model, gpu, precision)
     n = gpus_needed(model, gpu, precision, batch)
     est = _serving(model, gpu, precision, batch, n)
-    same = _serving(model, gpu, precision, batch, same_gpus) \
-        if same_gpus and _fits(model, gpu, precision, batch, same_gpus) else None
-    return {"precision": precision, "bits_per_weight": cfg.shard.wbytes * 8, "weights_gb": cfg.shard.weight_bytes / GB,
-            "gpus_needed": n, "tokens_per_s_per_user": est.tokens_per_s_per_user if est else None,
-            "tokens_per_s_per_gpu": est.tokens_per_s_per_user * batch / n if est and n else None,
-            "ttft_ms": est.ttft_ms if est else None,
-            "cost_per_million_tokens_usd": est.cost_per_million_tokens_usd if est else None,
-            "tokens_per_s_per_user_same_gpus": same.tokens_per_s_per_user if same else None}
+    same = (
+        _serving(model, gpu, precision, batch, same_gpus)
+        if same_gpus and _fits(model, gpu, precision, batch, same_gpus)
+        else None
+    )
+    return {
+        "precision": precision,
+        "bits_per_weight": cfg.shard.wbytes * 8,
+        "weights_gb": cfg.shard.weight_bytes / GB,
+        "gpus_needed": n,
+        "tokens_per_s_per_user": est.tokens_per_s_per_user if est else None,
+        "tokens_per_s_per_gpu": est.tokens_per_s_per_user * batch / n if est and n else None,
+        "ttft_ms": est.ttft_ms if est else None,
+        "cost_per_million_tokens_usd": est.cost_per_million_tokens_usd if est else None,
+        "tokens_per_s_per_user_same_gpus": same.tokens_per_s_per_user if same else None,
+    }
 
 
 def rows_for(model: str, gpu: str, batch: int) -> tuple[list[dict[str, Any]], int | None]:
@@ -143,15 +179,19 @@ def rows_for(model: str, gpu: str, batch: int) -> tuple[list[dict[str, Any]], in
 
 # ---- the weight tile: real weights, every bit (sim.quantization.weight_tile) ---------------------
 
+
 @lru_cache(maxsize=1)
 def weight_tile() -> dict[str, Any]:
     """Top-left TILE x TILE of the demo model's layer-1 query matrix in each format."""
-    full = load_model(DEMO_MODEL).layers[0].wq                   # [dim_in, q_out] float32 of float16
-    return {"source": "demo model 'main', layer 1, query projection wq [in, out]: input rows 1-8 x output columns 1-8",
-            **qz.weight_tile(full, TILE, demo_quality.GROUP_SIZE)}
+    full = load_model(DEMO_MODEL).layers[0].wq  # [dim_in, q_out] float32 of float16
+    return {
+        "source": "demo model 'main', layer 1, query projection wq [in, out]: input rows 1-8 x output columns 1-8",
+        **qz.weight_tile(full, TILE, demo_quality.GROUP_SIZE),
+    }
 
 
 # ---- perplexities: published (with sources) and the demo model's own -----------------------------
+
 
 def published() -> list[dict[str, Any]]:
     """Every published row, each with its own table's 16-bit baseline (value and source) and the change from it."""
@@ -161,11 +201,19 @@ def published() -> list[dict[str, Any]]:
     for r in rows:
         b = fp16.get((r["source_key"], r["model"]))
         value = r.get("baseline") or (b["perplexity"] if b else None)
-        origin = b or next((x for x in rows if x["model"] == r["model"] and x["precision"] == "fp16"
-                            and x["perplexity"] == value), None)
-        out.append({**r, "baseline": value, "relative_change": r["perplexity"] / value - 1 if value else None,
-                    "baseline_source": origin["source"] if origin else None,
-                    "baseline_context_tokens": origin["context_tokens"] if origin else None})
+        origin = b or next(
+            (x for x in rows if x["model"] == r["model"] and x["precision"] == "fp16" and x["perplexity"] == value),
+            None,
+        )
+        out.append(
+            {
+                **r,
+                "baseline": value,
+                "relative_change": r["perplexity"] / value - 1 if value else None,
+                "baseline_source": origin["source"] if origin else None,
+                "baseline_context_tokens": origin["context_tokens"] if origin else None,
+            }
+        )
     return out
 
 
@@ -173,15 +221,20 @@ def _baseline_note(pick: dict[str, Any], reference: float) -> str:
     """Which 16-bit perplexity this row is measured against, and why (in words, numbers from the rows)."""
     b = pick["baseline"]
     paper = ",".join((pick["baseline_source"] or "").split(",")[:2])
-    where = f"FP16 in {paper}" if pick["estimate"] or pick["precision"] == "fp16" \
+    where = (
+        f"FP16 in {paper}"
+        if pick["estimate"] or pick["precision"] == "fp16"
         else f"the FP16 row of the same table ({paper})"
+    )
     ctx = pick["baseline_context_tokens"]
     note = f"Baseline {b:.2f}: {where}" + (f", scored in windows of {ctx:,} tokens." if ctx else ".")
     if pick["precision"] == "fp16":
         note += " The tables report FP16, which stores 16 bits like BF16."
     if abs(b - reference) > 1e-9:
-        note += (f" Not the {reference:.2f} of GPTQ and AWQ: {pick.get('context_note') or 'another evaluation setting'}."
-                 " A paper's quantized result is compared only with its own FP16, so the change is what carries over.")
+        note += (
+            f" Not the {reference:.2f} of GPTQ and AWQ: {pick.get('context_note') or 'another evaluation setting'}."
+            " A paper's quantized result is compared only with its own FP16, so the change is what carries over."
+        )
     if pick.get("note"):
         note += f" {pick['note']}"
     return note
@@ -190,11 +243,14 @@ def _baseline_note(pick: dict[str, Any], reference: float) -> str:
 def _published_needle(precision: str, rows: list[dict]) -> dict[str, Any]:
     key, method = NEEDLE_ROW[precision]
     mine = [r for r in rows if r["model"] == PUBLISHED_MODEL]
-    pick = next(r for r in mine if r["source_key"] == key and (r["precision"] == method or r["method"].startswith(method)))
+    pick = next(
+        r for r in mine if r["source_key"] == key and (r["precision"] == method or r["method"].startswith(method))
+    )
     others = [r for r in mine if r["precision"] == pick["precision"] and r is not pick and r["precision"] != "fp16"]
-    reference = next(r["perplexity"] for r in mine if r["source_key"] == NEEDLE_ROW["bf16"][0] and r["precision"] == "fp16")
-    return {**pick, "others": others, "reference_baseline": reference,
-            "baseline_note": _baseline_note(pick, reference)}
+    reference = next(
+        r["perplexity"] for r in mine if r["source_key"] == NEEDLE_ROW["bf16"][0] and r["precision"] == "fp16"
+    )
+    return {**pick, "others": others, "reference_baseline": reference, "baseline_note": _baseline_note(pick, reference)}
 
 
 def demo_rows() -> tuple[list[dict], list[dict], dict]:
@@ -204,15 +260,29 @@ def demo_rows() -> tuple[list[dict], list[dict], dict]:
     base = by["fp16"]["perplexity"]
 
     def row(v: dict, precision: str) -> dict:
-        return {"precision": precision, "variant": v["variant"], "perplexity": v["perplexity"],
-                "relative_change": v["perplexity"] / base - 1, "relative_change_se": v["delta_nll_se"],
-                "bits_per_weight": v["bits_per_weight"], "method": v["method"], "tokens": v["tokens"]}
+        return {
+            "precision": precision,
+            "variant": v["variant"],
+            "perplexity": v["perplexity"],
+            "relative_change": v["perplexity"] / base - 1,
+            "relative_change_se": v["delta_nll_se"],
+            "bits_per_weight": v["bits_per_weight"],
+            "method": v["method"],
+            "tokens": v["tokens"],
+        }
 
     demo = [row(by[p], p) for p in ("fp16", *PRECISIONS)]
     extra = [row(by[v], by[v]["variant"].split("_")[0]) for v in ("int4_per_channel", "int3", "int2")]
     card = load_model(DEMO_MODEL)
-    info = {"model": DEMO_MODEL, "params": card.num_params, "tokens": by["fp16"]["tokens"], "windows": by["fp16"]["windows"],
-            "window_tokens": q["window_tokens"], "recipe": q["recipe"], "text": "Tiny Shakespeare, held-out last 10%"}
+    info = {
+        "model": DEMO_MODEL,
+        "params": card.num_params,
+        "tokens": by["fp16"]["tokens"],
+        "windows": by["fp16"]["windows"],
+        "window_tokens": q["window_tokens"],
+        "recipe": q["recipe"],
+        "text": "Tiny Shakespeare, held-out last 10%",
+    }
     return demo, extra, info
 
 
@@ -222,13 +292,22 @@ def real_rows() -> dict[str, Any] | None:
     if q is None:
         return None
     keep = ("variant", "method", "bits_per_weight", "perplexity", "relative_change", "delta_nll", "delta_nll_se")
-    return {"model": q["model"], "file": q["file"], "file_sha256": q["file_sha256"], "num_params": q["num_params"],
-            "text": q["text"], "tokens": q["variants"][0]["tokens"], "windows": q["windows"],
-            "window_tokens": q["window_tokens"], "command": q["command"],
-            "rows": [{k: v[k] for k in keep} for v in q["variants"]]}
+    return {
+        "model": q["model"],
+        "file": q["file"],
+        "file_sha256": q["file_sha256"],
+        "num_params": q["num_params"],
+        "text": q["text"],
+        "tokens": q["variants"][0]["tokens"],
+        "windows": q["windows"],
+        "window_tokens": q["window_tokens"],
+        "command": q["command"],
+        "rows": [{k: v[k] for k in keep} for v in q["variants"]],
+    }
 
 
 # ---- the endpoint ---------------------------------------------------------------------------------
+
 
 @lru_cache(maxsize=256)
 def quantization(model: str, gpu: str, precision: str, batch: int) -> dict[str, Any]:
@@ -239,16 +318,39 @@ def quantization(model: str, gpu: str, precision: str, batch: int) -> dict[str, 
     m, g = catalog.model(model), catalog.gpu(gpu)
     d = next(x for x in demo if x["precision"] == precision)
     base_demo = demo[0]["perplexity"]
-    out = {"model": model, "model_name": m.name, "gpu": gpu, "gpu_name": g.name, "precision": precision,
-           "batch": batch, **{k: me[k] for k in ("weights_gb", "bits_per_weight", "gpus_needed", "tokens_per_s_per_user",
-                                                 "ttft_ms", "cost_per_million_tokens_usd")},
-           "size_ratio": me["weights_gb"] / rows[0]["weights_gb"], "gpu_capacity_gb": float(g.hbm_capacity_gb),
-           "rows": rows, "same_gpus": same_gpus,
-           "tokens_per_s_per_user_same_gpus": me["tokens_per_s_per_user_same_gpus"],
-           "speedup_same_gpus": me["speedup_same_gpus"], "tile": weight_tile(), "published": pub, "published_model": PUBLISHED_MODEL,
-           "demo": demo, "demo_extra": extra, "demo_info": info, "real": real_rows(),
-           "needles": {"published": _published_needle(precision, pub),
-                       "demo": {**d, "baseline": base_demo}}}
+    out = {
+        "model": model,
+        "model_name": m.name,
+        "gpu": gpu,
+        "gpu_name": g.name,
+        "precision": precision,
+        "batch": batch,
+        **{
+            k: me[k]
+            for k in (
+                "weights_gb",
+                "bits_per_weight",
+                "gpus_needed",
+                "tokens_per_s_per_user",
+                "ttft_ms",
+                "cost_per_million_tokens_usd",
+            )
+        },
+        "size_ratio": me["weights_gb"] / rows[0]["weights_gb"],
+        "gpu_capacity_gb": float(g.hbm_capacity_gb),
+        "rows": rows,
+        "same_gpus": same_gpus,
+        "tokens_per_s_per_user_same_gpus": me["tokens_per_s_per_user_same_gpus"],
+        "speedup_same_gpus": me["speedup_same_gpus"],
+        "tile": weight_tile(),
+        "published": pub,
+        "published_model": PUBLISHED_MODEL,
+        "demo": demo,
+        "demo_extra": extra,
+        "demo_info": info,
+        "real": real_rows(),
+        "needles": {"published": _published_needle(precision, pub), "demo": {**d, "baseline": base_demo}},
+    }
     out["math"] = _math(model, gpu, precision, batch, out)
     return out
 
@@ -259,18 +361,35 @@ def _math(model: str, gpu: str, precision: str, batch: int, o: dict) -> dict[str
     n = o["gpus_needed"]
     est = _serving(model, gpu, precision, batch, n)
     out = {
-        "weights_gb": derive(o["weights_gb"], "GB", "(layer params x bytes/weight + embedding, lm_head, norms x 2 B) / 1e9",
-                             {"bytes_per_weight": (cfg.shard.wbytes, "B"), "bits_per_weight": (cfg.shard.wbytes * 8, "bits")},
-                             ["int8/int4 store one fp16 scale per 128 weights (counted)",
-                              "embedding, lm_head and norms stay 16-bit, as GPTQ/AWQ checkpoints keep them"],
-                             list(qz.FORMAT_SOURCES)),
-        "gpus_needed": derive(n or 0, "GPUs", "fewest tp in 1, 2, 4, ... with weights/tp + KV + activations + reserve <= capacity",
-                              {"capacity": (o["gpu_capacity_gb"], "GB", cfg.gpu.source("hbm_capacity_gb") or None),
-                               "batch": (batch, "chats"), "context": (PROMPT_TOKENS + OUTPUT_TOKENS, "tokens")},
-                              ["10% of memory kept back for the runtime (vLLM gpu_memory_utilization = 0.9)"]),
-        "demo_perplexity": derive(d["perplexity"], "", "exp(mean NLL per token), weights quantized and dequantized",
-                                  {"tokens": (d["tokens"], "tokens"), "baseline_fp16": (d["baseline"], "")},
-                                  [o["demo_info"]["recipe"]]),
+        "weights_gb": derive(
+            o["weights_gb"],
+            "GB",
+            "(layer params x bytes/weight + embedding, lm_head, norms x 2 B) / 1e9",
+            {"bytes_per_weight": (cfg.shard.wbytes, "B"), "bits_per_weight": (cfg.shard.wbytes * 8, "bits")},
+            [
+                "int8/int4 store one fp16 scale per 128 weights (counted)",
+                "embedding, lm_head and norms stay 16-bit, as GPTQ/AWQ checkpoints keep them",
+            ],
+            list(qz.FORMAT_SOURCES),
+        ),
+        "gpus_needed": derive(
+            n or 0,
+            "GPUs",
+            "fewest tp in 1, 2, 4, ... with weights/tp + KV + activations + reserve <= capacity",
+            {
+                "capacity": (o["gpu_capacity_gb"], "GB", cfg.gpu.source("hbm_capacity_gb") or None),
+                "batch": (batch, "chats"),
+                "context": (PROMPT_TOKENS + OUTPUT_TOKENS, "tokens"),
+            },
+            ["10% of memory kept back for the runtime (vLLM gpu_memory_utilization = 0.9)"],
+        ),
+        "demo_perplexity": derive(
+            d["perplexity"],
+            "",
+            "exp(mean NLL per token), weights quantized and dequantized",
+            {"tokens": (d["tokens"], "tokens"), "baseline_fp16": (d["baseline"], "")},
+            [o["demo_info"]["recipe"]],
+        ),
     }
     if est is not None:
         out.update({k: est.math[k] for k in ("tokens_per_s_per_user", "cost_per_million_tokens_usd", "ttft_ms")})
@@ -285,25 +404,39 @@ def get_quantization(p: Annotated[QuantizationParams, Query()]) -> QuantizationR
     """Size, GPUs, speed and cost of the model at each weight precision; the bit tile; both perplexity needles."""
     context = catalog.model(p.model).max_position_embeddings
     if context < PROMPT_TOKENS + OUTPUT_TOKENS:
-        raise SimError("model", f"{catalog.model(p.model).name} holds {context:,} tokens of context, fewer than "
-                       f"this chapter's request of {PROMPT_TOKENS:,} prompt + {OUTPUT_TOKENS} answer tokens.")
+        raise SimError(
+            "model",
+            f"{catalog.model(p.model).name} holds {context:,} tokens of context, fewer than "
+            f"this chapter's request of {PROMPT_TOKENS:,} prompt + {OUTPUT_TOKENS} answer tokens.",
+        )
     return QuantizationResponse(**quantization(p.model, p.gpu, p.precision, p.batch))
 
 
 def facts(q: QuantizationParams | None = None) -> dict[str, str]:
     """Sizes of the chosen model at three precisions, the chosen one's GPU count, and the perplexity sources."""
     q = q or QuantizationParams()
-    weight_tile()                                   # warm the demo model once, before the stage asks
+    weight_tile()  # warm the demo model once, before the stage asks
     rows = {p: _row(q.model, q.gpu, p, q.batch) for p in ("bf16", "fp8", "int4", q.precision)}
     chosen = rows[q.precision]
-    pub = {(r["source_key"], r["precision"], r["method"].split(" ")[0]): r["perplexity"] for r in published()
-           if r["model"] == PUBLISHED_MODEL}
+    pub = {
+        (r["source_key"], r["precision"], r["method"].split(" ")[0]): r["perplexity"]
+        for r in published()
+        if r["model"] == PUBLISHED_MODEL
+    }
     demo, _, _ = demo_rows()
     dm = {d["precision"]: d["perplexity"] for d in demo}
-    return {"model_name": catalog.model(q.model).name, **{f"{p}_gb": f"{r['weights_gb']:.0f}" for p, r in rows.items()},
-            "precision": q.precision.upper(), "precision_gb": f"{chosen['weights_gb']:.0f}",
-            "gpus_needed": f"{chosen['gpus_needed']} {catalog.gpu(q.gpu).name} GPU{'s' if chosen['gpus_needed'] != 1 else ''}",
-            "published_model": PUBLISHED_MODEL, "benchmark": "WikiText-2", "ppl_fp16": f"{pub[('gptq-readme', 'fp16', 'none')]:.2f}",
-            "ppl_int4_rtn_g128": f"{pub[('awq-table4', 'int4', 'RTN')]:.2f}",
-            "ppl_int4_gptq": f"{pub[('gptq-readme', 'int4', 'GPTQ')]:.2f}",
-            "demo_fp16": f"{dm['fp16']:.1f}", "demo_int4": f"{dm['int4']:.1f}", "group_size": str(demo_quality.GROUP_SIZE)}
+    return {
+        "model_name": catalog.model(q.model).name,
+        **{f"{p}_gb": f"{r['weights_gb']:.0f}" for p, r in rows.items()},
+        "precision": q.precision.upper(),
+        "precision_gb": f"{chosen['weights_gb']:.0f}",
+        "gpus_needed": f"{chosen['gpus_needed']} {catalog.gpu(q.gpu).name} GPU{'s' if chosen['gpus_needed'] != 1 else ''}",
+        "published_model": PUBLISHED_MODEL,
+        "benchmark": "WikiText-2",
+        "ppl_fp16": f"{pub[('gptq-readme', 'fp16', 'none')]:.2f}",
+        "ppl_int4_rtn_g128": f"{pub[('awq-table4', 'int4', 'RTN')]:.2f}",
+        "ppl_int4_gptq": f"{pub[('gptq-readme', 'int4', 'GPTQ')]:.2f}",
+        "demo_fp16": f"{dm['fp16']:.1f}",
+        "demo_int4": f"{dm['int4']:.1f}",
+        "group_size": str(demo_quality.GROUP_SIZE),
+    }

@@ -29,12 +29,25 @@ from . import (
     tokens,
 )
 
-CHAPTERS = MappingProxyType({
-    "tokens": tokens, "embeddings": embeddings, "layer": layer, "gpu": gpu, "roofline": roofline,
-    "kv-cache": kv_cache, "batching": batching, "quantization": quantization, "speculative": speculative,
-    "parallelism": parallelism, "dials": dials,
-})
+CHAPTERS = MappingProxyType(
+    {
+        "tokens": tokens,
+        "embeddings": embeddings,
+        "layer": layer,
+        "gpu": gpu,
+        "roofline": roofline,
+        "kv-cache": kv_cache,
+        "batching": batching,
+        "quantization": quantization,
+        "speculative": speculative,
+        "parallelism": parallelism,
+        "dials": dials,
+    }
+)
 CHAPTER_SLUGS = tuple(CHAPTERS)
-ROUTERS: tuple[APIRouter, ...] = (*(m.router for m in CHAPTERS.values()), catalog.router, generate.router,
-                                  engine.router)
-
+ROUTERS: tuple[APIRouter, ...] = (
+    *(m.router for m in CHAPTERS.values()),
+    catalog.router,
+    generate.router,
+    engine.router,
+)

@@ -25,15 +25,26 @@ class RooflineParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: ModelId = Field(catalog.DEFAULT_MODEL, description="Catalog model id placed on the chart.")
     gpu: GpuId = Field(catalog.DEFAULT_GPU, description="Catalog GPU id whose roofs are drawn.")
-    precision: WeightPrecision = Field("bf16", description="Weight storage and GEMM math path (sets the compute roof): "
-                                 "bf16|fp16|fp8|int8|int4.")
-    batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}); "
-                       "prefill runs that many prompts.")
-    prompt_tokens: int = Field(1024, ge=1, le=MAX_CONTEXT, validate_default=True,
-                               description="Prompt length per chat; decode reads this much KV cache per chat "
-                               f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).")
-    tp: int = Field(8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). "
-                    "Points are per GPU.")
+    precision: WeightPrecision = Field(
+        "bf16", description="Weight storage and GEMM math path (sets the compute roof): bf16|fp16|fp8|int8|int4."
+    )
+    batch: int = Field(
+        1,
+        ge=1,
+        le=MAX_BATCH,
+        description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}); prefill runs that many prompts.",
+    )
+    prompt_tokens: int = Field(
+        1024,
+        ge=1,
+        le=MAX_CONTEXT,
+        validate_default=True,
+        description="Prompt length per chat; decode reads this much KV cache per chat "
+        f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).",
+    )
+    tp: int = Field(
+        8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). Points are per GPU."
+    )
 
     @field_validator("tp")
     @classmethod
@@ -85,12 +96,17 @@ class RooflineResponse(BaseModel):
     roof: RoofOut
     prefill: PointOut
     decode: PointOut
-    binding_roof: Literal["memory", "compute"] = Field(description="The roof above the decode point: memory left "
-                                                       "of the ridge, compute right of it.")
-    decode_curve: dict[str, Any] = Field(description="Decode for batch 1..1024: intensity, attained FLOP/s, share, "
-                                         "step ms, tokens/s, fits (memory) and max_batch.")
-    prefill_curve: dict[str, Any] = Field(description="Prefill of `batch` prompts of 128..4096 tokens: prompt_tokens, "
-                                          "tokens_per_step, intensity, attained FLOP/s, share of peak.")
+    binding_roof: Literal["memory", "compute"] = Field(
+        description="The roof above the decode point: memory left of the ridge, compute right of it."
+    )
+    decode_curve: dict[str, Any] = Field(
+        description="Decode for batch 1..1024: intensity, attained FLOP/s, share, "
+        "step ms, tokens/s, fits (memory) and max_batch."
+    )
+    prefill_curve: dict[str, Any] = Field(
+        description="Prefill of `batch` prompts of 128..4096 tokens: prompt_tokens, "
+        "tokens_per_step, intensity, attained FLOP/s, share of peak."
+    )
     roof_curve: dict[str, Any] = Field(description="Log-spaced points of min(peak, intensity x bandwidth); ridge.")
     math: Math
 
@@ -101,11 +117,20 @@ def roofline_view(p: RooflineParams) -> RooflineResponse:
     binds = "compute" if res.decode.arithmetic_intensity >= res.roof.ridge_flops_per_byte else "memory"
     m, g = catalog.model(p.model), catalog.gpu(p.gpu)
     return RooflineResponse(
-        model={"id": m.id, "name": m.name}, gpu={"id": g.id, "name": g.name},
-        batch=p.batch, prompt_tokens=p.prompt_tokens, tp=p.tp, roof=d["roof"], prefill=d["prefill"],
-        decode=d["decode"], binding_roof=binds, decode_curve=d["decode_curve"], prefill_curve=d["prefill_curve"],
+        model={"id": m.id, "name": m.name},
+        gpu={"id": g.id, "name": g.name},
+        batch=p.batch,
+        prompt_tokens=p.prompt_tokens,
+        tp=p.tp,
+        roof=d["roof"],
+        prefill=d["prefill"],
+        decode=d["decode"],
+        binding_roof=binds,
+        decode_curve=d["decode_curve"],
+        prefill_curve=d["prefill_curve"],
         roof_curve=d["roof_curve"],
-        math={**d["math"], **math_dict(**rl.point_math(res, p.tp))})
+        math={**d["math"], **math_dict(**rl.point_math(res, p.tp))},
+    )
 
 
 @router.get("/api/roofline", response_model=RooflineResponse)
@@ -120,6 +145,12 @@ def facts(p: RooflineParams | None = None) -> dict[str, str]:
     d = roofline_view(p)
     share, ai, ridge = d.decode.share_of_peak * 100, d.decode.arithmetic_intensity, d.roof.ridge_flops_per_byte
     side = "far left of" if ai < ridge / 10 else "left of" if ai < ridge else "right of"
-    return {"chats": "one chat" if p.batch == 1 else f"{p.batch:,} chats", "side": side, "model_name": d.model["name"], "gpu_name": d.gpu["name"], "decode_math_pct": f"{share:.2g}%",
-            "decode_intensity": f"{d.decode.arithmetic_intensity:.1f}",
-            "ridge": f"{d.roof.ridge_flops_per_byte:.0f}"}
+    return {
+        "chats": "one chat" if p.batch == 1 else f"{p.batch:,} chats",
+        "side": side,
+        "model_name": d.model["name"],
+        "gpu_name": d.gpu["name"],
+        "decode_math_pct": f"{share:.2g}%",
+        "decode_intensity": f"{d.decode.arithmetic_intensity:.1f}",
+        "ridge": f"{d.roof.ridge_flops_per_byte:.0f}",
+    }

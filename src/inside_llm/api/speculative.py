@@ -50,22 +50,33 @@ def setup_for(model: str) -> demo.Setup:
         if real is not None:
             return _real_setup(real)
         if model == "smollm2":
-            raise ValueError(f"model smollm2 is not installed on this server ({modelfile.HOW_TO_FETCH}); "
-                             "model=toy works without it")
+            raise ValueError(
+                f"model smollm2 is not installed on this server ({modelfile.HOW_TO_FETCH}); model=toy works without it"
+            )
     return _toy_setup()
 
 
 class DemoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # hashable: responses are cached per params
-    model: Literal["auto", "smollm2", "toy"] = Field("auto", description="Target: smollm2 (the real chat model, "
-                                                     "drafted by prompt lookup), toy (the demo transformers, the "
-                                                     "small one drafting), or auto: smollm2 when installed, else toy.")
+    model: Literal["auto", "smollm2", "toy"] = Field(
+        "auto",
+        description="Target: smollm2 (the real chat model, "
+        "drafted by prompt lookup), toy (the demo transformers, the "
+        "small one drafting), or auto: smollm2 when installed, else toy.",
+    )
     gamma: int = Field(4, ge=1, le=MAX_GAMMA, description=f"Draft tokens proposed per check (tokens; 1-{MAX_GAMMA}).")
-    prompt: str = Field("", max_length=MAX_PROMPT_CHARS,
-                        description=f"Text for the target (at most {MAX_PROMPT_CHARS:,} characters and "
-                        f"{demo.MAX_PROMPT_TOKENS} tokens); empty: the model's example where the draft is usually right.")
-    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=demo.MAX_NEW_TOKENS,
-                            description=f"New tokens the demo writes (tokens; 1-{demo.MAX_NEW_TOKENS}).")
+    prompt: str = Field(
+        "",
+        max_length=MAX_PROMPT_CHARS,
+        description=f"Text for the target (at most {MAX_PROMPT_CHARS:,} characters and "
+        f"{demo.MAX_PROMPT_TOKENS} tokens); empty: the model's example where the draft is usually right.",
+    )
+    max_tokens: int = Field(
+        DEFAULT_MAX_TOKENS,
+        ge=1,
+        le=demo.MAX_NEW_TOKENS,
+        description=f"New tokens the demo writes (tokens; 1-{demo.MAX_NEW_TOKENS}).",
+    )
 
     @field_validator("model")
     @classmethod
@@ -76,7 +87,7 @@ class DemoParams(BaseModel):
     @field_validator("prompt")
     @classmethod
     def _prompt(cls, v: str, info: ValidationInfo) -> str:
-        if "model" in info.data:                                  # else `model` already failed
+        if "model" in info.data:  # else `model` already failed
             setup = setup_for(info.data["model"])
             demo.encode_prompt(v if v.strip() else setup.examples[0], setup)  # ValueError names `prompt`
         return v
@@ -90,10 +101,19 @@ class DemoParams(BaseModel):
 
 
 class SpeculativeParams(DemoParams):
-    alpha: float = Field(0.8, ge=0.0, le=MAX_ALPHA, description=f"Acceptance rate: chance the target keeps a "
-                         f"draft token (probability; 0-{MAX_ALPHA}).")
-    cost_ratio: float = Field(0.1, gt=0.0, le=1.0, description="Draft pass time / target pass time (ratio; "
-                              "over 0, at most 1). 0.1: a draft a tenth the target's size.")
+    alpha: float = Field(
+        0.8,
+        ge=0.0,
+        le=MAX_ALPHA,
+        description=f"Acceptance rate: chance the target keeps a draft token (probability; 0-{MAX_ALPHA}).",
+    )
+    cost_ratio: float = Field(
+        0.1,
+        gt=0.0,
+        le=1.0,
+        description="Draft pass time / target pass time (ratio; "
+        "over 0, at most 1). 0.1: a draft a tenth the target's size.",
+    )
 
 
 class Tok(BaseModel):
@@ -112,8 +132,9 @@ class DemoFrame(BaseModel):
     rejected: Tok | None = Field(description="the first draft the target disagreed with")
     replacement: Tok | None = Field(description="the target's own token in place of the rejected draft")
     bonus: Tok | None = Field(description="when every draft is kept, the target's next token, free")
-    target_token: Tok = Field(description="the target's own token ending the pass (replacement, bonus, or "
-                              "prefill/plain: its next token)")
+    target_token: Tok = Field(
+        description="the target's own token ending the pass (replacement, bonus, or prefill/plain: its next token)"
+    )
     emitted: list[Tok] = Field(description="tokens this pass adds to the output: accepted + replacement or bonus")
 
 
@@ -136,17 +157,29 @@ class DemoOut(BaseModel):
     alpha_estimate: float = Field(description="accepted / (accepted + first rejections): Leviathan's alpha")
     tokens_per_target_pass: float
     weights_cost_ratio: float = Field(description="draft / target parameters: c on a memory-bound GPU")
-    predicted_speedup_memory_bound: float = Field(description="Theorem 3.8 at the measured alpha and weights_cost_ratio")
-    draft_choice: dict | None = Field(None, description="why this draft: prompt lookup against early exits on the "
-                                      "real model's two examples, measured offline (demo/smollm2_drafts.json)")
-    gpu_time: dict = Field(description="this run's GPU time in big-model passes (plain vs speculative, per pass), "
-                           "a pass costing its weight reads; speedup = plain / speculative")
+    predicted_speedup_memory_bound: float = Field(
+        description="Theorem 3.8 at the measured alpha and weights_cost_ratio"
+    )
+    draft_choice: dict | None = Field(
+        None,
+        description="why this draft: prompt lookup against early exits on the "
+        "real model's two examples, measured offline (demo/smollm2_drafts.json)",
+    )
+    gpu_time: dict = Field(
+        description="this run's GPU time in big-model passes (plain vs speculative, per pass), "
+        "a pass costing its weight reads; speedup = plain / speculative"
+    )
     frames: list[DemoFrame]
-    measured_speedup: float | None = Field(description=(
-        "greedy wall time / speculative wall time of the demo models on this server's CPU (x; the one wall-clock "
-        "figure here: measured once per server process for these settings, so it can differ between servers)"))
-    measured_url: str = Field(description="the full measurement on this CPU (cost ratio, verification cost, "
-                              "predicted_speedup at the measured alpha and c, rounds)")
+    measured_speedup: float | None = Field(
+        description=(
+            "greedy wall time / speculative wall time of the demo models on this server's CPU (x; the one wall-clock "
+            "figure here: measured once per server process for these settings, so it can differ between servers)"
+        )
+    )
+    measured_url: str = Field(
+        description="the full measurement on this CPU (cost ratio, verification cost, "
+        "predicted_speedup at the measured alpha and c, rounds)"
+    )
     math: Math
 
 
@@ -161,12 +194,16 @@ class SpeculativeResponse(BaseModel):
     curve: list[dict[str, float]]
     math: Math
     demo: DemoOut
-    example_prompts: dict[str, str] = Field(description="usually_right: the default, a run the draft mostly guesses; "
-                                            "often_wrong: one where it mostly misses")
+    example_prompts: dict[str, str] = Field(
+        description="usually_right: the default, a run the draft mostly guesses; "
+        "often_wrong: one where it mostly misses"
+    )
 
 
 def measured_url(p: DemoParams) -> str:
-    q = {"gamma": p.gamma, "prompt": p.prompt, "max_tokens": p.max_tokens} | ({"model": p.model} if p.model != "auto" else {})
+    q = {"gamma": p.gamma, "prompt": p.prompt, "max_tokens": p.max_tokens} | (
+        {"model": p.model} if p.model != "auto" else {}
+    )
     return "/api/speculative/measured?" + urlencode(q)
 
 
@@ -177,8 +214,7 @@ def _demo(setup: demo.Setup, prompt: str, gamma: int, max_tokens: int) -> dict:
 
 
 def demo_view(p: DemoParams, setup: demo.Setup) -> dict:
-    return {**_demo(setup, p.text(), p.gamma, p.max_tokens), "measured_url": measured_url(p),
-            "measured_speedup": None}
+    return {**_demo(setup, p.text(), p.gamma, p.max_tokens), "measured_url": measured_url(p), "measured_speedup": None}
 
 
 @lru_cache(maxsize=64)
@@ -186,8 +222,11 @@ def speculative_response(p: SpeculativeParams, setup: demo.Setup) -> Speculative
     """The response for one parameter set and target, without wall-clock figures (pure)."""
     a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
     good, bad = setup.examples
-    return SpeculativeResponse(**{k: a[k] for k in SpeculativeResponse.model_fields if k not in ("demo", "example_prompts")},
-                               demo=demo_view(p, setup), example_prompts={"usually_right": good, "often_wrong": bad})
+    return SpeculativeResponse(
+        **{k: a[k] for k in SpeculativeResponse.model_fields if k not in ("demo", "example_prompts")},
+        demo=demo_view(p, setup),
+        example_prompts={"usually_right": good, "often_wrong": bad},
+    )
 
 
 def speculative_json(p: SpeculativeParams) -> bytes:
@@ -212,8 +251,13 @@ def facts(p: SpeculativeParams | None = None) -> dict[str, str]:
     """The chosen settings' analytic numbers (the default: a draft a tenth the cost, accepted 80% of the time)."""
     p = p or SpeculativeParams()
     a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
-    return {"alpha": f"{p.alpha:.0%}", "gamma": str(p.gamma), "cost_ratio": f"{p.cost_ratio:.0%}",
-            "tokens_per_pass": f"{a['expected_tokens_per_pass']:.1f}", "speedup": f"{a['speedup']:.1f}"}
+    return {
+        "alpha": f"{p.alpha:.0%}",
+        "gamma": str(p.gamma),
+        "cost_ratio": f"{p.cost_ratio:.0%}",
+        "tokens_per_pass": f"{a['expected_tokens_per_pass']:.1f}",
+        "speedup": f"{a['speedup']:.1f}",
+    }
 
 
 # ---- wall clock on this CPU: measured once per process per (prompt, gamma, max_tokens) ----------
@@ -241,26 +285,36 @@ class MeasuredResponse(BaseModel):
     predicted_speedup: float | None = Field(None, description="Theorem 3.8 at the measured alpha and cost ratio")
     predicted_speedup_with_verify_cost: float | None = None
     math: Math = {}
-    note: str = ("Wall-clock time on this server's CPU, measured once when this server process first answered this "
-                 "URL: the target alone (one pass per token) against draft-then-verify; every figure is the fastest "
-                 "of a few rounds. On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "
-                 "tokens cost extra arithmetic), so the measured speed-up can fall below the prediction; on a "
-                 "memory-bound GPU it costs about one.")
+    note: str = (
+        "Wall-clock time on this server's CPU, measured once when this server process first answered this "
+        "URL: the target alone (one pass per token) against draft-then-verify; every figure is the fastest "
+        "of a few rounds. On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "
+        "tokens cost extra arithmetic), so the measured speed-up can fall below the prediction; on a "
+        "memory-bound GPU it costs about one."
+    )
 
 
-REAL_ROUNDS = 3   # the real model: each round is two generations of seconds each
+REAL_ROUNDS = 3  # the real model: each round is two generations of seconds each
 
 
 def _measure(setup: demo.Setup, p: DemoParams) -> dict:
     rounds = demo.MEASURE_ROUNDS if setup.cost_ratio else REAL_ROUNDS
     m = demo.measure_demo(p.text(), p.gamma, p.max_tokens, rounds, setup)
-    return MeasuredResponse(available=True, target_model=setup.target.name, draft_model=setup.draft_info["name"],
-                            cpu=cpu_info(), gamma=p.gamma, max_tokens=p.max_tokens, **m).model_dump()
+    return MeasuredResponse(
+        available=True,
+        target_model=setup.target.name,
+        draft_model=setup.draft_info["name"],
+        cpu=cpu_info(),
+        gamma=p.gamma,
+        max_tokens=p.max_tokens,
+        **m,
+    ).model_dump()
 
 
 def _unavailable(reason: str, setup: demo.Setup, p: DemoParams) -> dict:
-    return MeasuredResponse(available=False, reason=reason, cpu=cpu_info(), gamma=p.gamma,
-                            max_tokens=p.max_tokens).model_dump()
+    return MeasuredResponse(
+        available=False, reason=reason, cpu=cpu_info(), gamma=p.gamma, max_tokens=p.max_tokens
+    ).model_dump()
 
 
 MEASURED = Measured(_measure, keys=16, on_failure=_unavailable)
@@ -275,7 +329,7 @@ def measured_json(p: DemoParams) -> bytes:
     with MEASURED.lock:
         body = MEASURED.json(setup, p.demo_key())
         _measured_done[(setup.name, p.demo_key())] = json.loads(body).get("measured_speedup")
-        while len(_measured_done) > 64:                      # bounded like the measurement's cache
+        while len(_measured_done) > 64:  # bounded like the measurement's cache
             _measured_done.pop(next(iter(_measured_done)))
         return body
 

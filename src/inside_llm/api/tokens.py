@@ -24,13 +24,22 @@ CHAT_FORMATS = {"llama3": "Llama 3 format", "smollm2": "SmolLM2's ChatML, read f
 
 class TokensParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(DEFAULT_TEXT, max_length=MAX_TEXT_CHARS, description=(
-        f"Text to tokenize (characters; at most {MAX_TEXT_CHARS:,}). In a GET the whole URL is at most "
-        f"{Settings.max_url_bytes:,} bytes, and percent-encoding spends 3 bytes on a non-ASCII byte (a typical "
-        "non-Latin character takes 6-12), so send long text with POST /api/tokens."))
-    encoding: Encoding = Field("cl100k_base", description=(
-        "Vocabulary: cl100k_base (GPT-4), llama3 (Meta) or smollm2 (SmolLM2-135M-Instruct, the model on this "
-        "server; needs it fetched: inside-llm fetch-model)."))
+    text: str = Field(
+        DEFAULT_TEXT,
+        max_length=MAX_TEXT_CHARS,
+        description=(
+            f"Text to tokenize (characters; at most {MAX_TEXT_CHARS:,}). In a GET the whole URL is at most "
+            f"{Settings.max_url_bytes:,} bytes, and percent-encoding spends 3 bytes on a non-ASCII byte (a typical "
+            "non-Latin character takes 6-12), so send long text with POST /api/tokens."
+        ),
+    )
+    encoding: Encoding = Field(
+        "cl100k_base",
+        description=(
+            "Vocabulary: cl100k_base (GPT-4), llama3 (Meta) or smollm2 (SmolLM2-135M-Instruct, the model on this "
+            "server; needs it fetched: inside-llm fetch-model)."
+        ),
+    )
 
 
 class TokenOut(BaseModel):
@@ -54,8 +63,9 @@ class ChatTokenOut(BaseModel):
 
 
 class ChatView(BaseModel):
-    encoding: Literal["llama3", "smollm2"] = Field(description="The chat format's vocabulary: smollm2 when the "
-                                                   "text's encoding is smollm2, else llama3.")
+    encoding: Literal["llama3", "smollm2"] = Field(
+        description="The chat format's vocabulary: smollm2 when the text's encoding is smollm2, else llama3."
+    )
     format: str = Field(description="Which chat template wraps the message.")
     tokens: list[ChatTokenOut]
     num_tokens: int
@@ -72,10 +82,14 @@ class TokensResponse(BaseModel):
     tokens_per_word: float | None
     words_per_token: float | None
     chars_per_token: float | None = Field(description="num_chars / num_tokens: meaningful in every script.")
-    profile: dict = Field(description="What the text is made of (shares of non-space characters) and whether "
-                          "the 3/4-word rule of thumb applies to it (sim.tokenizer.text_profile).")
-    reference: dict = Field(description="Words and characters per token measured on public-domain English "
-                            "passages, and (corpus) on the held-out Shakespeare that ships with the package.")
+    profile: dict = Field(
+        description="What the text is made of (shares of non-space characters) and whether "
+        "the 3/4-word rule of thumb applies to it (sim.tokenizer.text_profile)."
+    )
+    reference: dict = Field(
+        description="Words and characters per token measured on public-domain English "
+        "passages, and (corpus) on the held-out Shakespeare that ships with the package."
+    )
     chat: ChatView
     math: Math
 
@@ -85,8 +99,11 @@ def _load(encoding: str) -> None:
     if encoding == "smollm2":
         m = modelfile.served_smollm()
         if m is None:
-            raise SimError("encoding", "The smollm2 vocabulary belongs to SmolLM2-135M-Instruct, which this server "
-                           f"has not fetched ({modelfile.HOW_TO_FETCH}); cl100k_base and llama3 work without it.")
+            raise SimError(
+                "encoding",
+                "The smollm2 vocabulary belongs to SmolLM2-135M-Instruct, which this server "
+                f"has not fetched ({modelfile.HOW_TO_FETCH}); cl100k_base and llama3 work without it.",
+            )
         tk.use_vocabulary("smollm2", m.vocab)
 
 
@@ -97,24 +114,45 @@ def tokenize_text(p: TokensParams) -> TokensResponse:
     chat_encoding = "smollm2" if p.encoding == "smollm2" else "llama3"
     chat = modelfile.served_smollm().vocab.chat_tokens(p.text) if chat_encoding == "smollm2" else tk.chat_tokens(p.text)
     ref = tk.reference_ratio(p.encoding)
-    wpt = derive(round(words / n, 3) if n else 0, "words/token", "words_per_token = num_words / num_tokens",
-                 {"num_words": (words, "words"), "num_tokens": (n, "tokens")},
-                 ["a word is a run of non-whitespace characters"],
-                 ["Rule of thumb: 1 token ≈ ¾ of an English word (OpenAI, 'What are tokens and how to count them?')"])
+    wpt = derive(
+        round(words / n, 3) if n else 0,
+        "words/token",
+        "words_per_token = num_words / num_tokens",
+        {"num_words": (words, "words"), "num_tokens": (n, "tokens")},
+        ["a word is a run of non-whitespace characters"],
+        ["Rule of thumb: 1 token ≈ ¾ of an English word (OpenAI, 'What are tokens and how to count them?')"],
+    )
     return TokensResponse(
-        encoding=p.encoding, tokens=[t.to_dict() for t in toks], num_tokens=n, num_words=words,
-        num_chars=len(p.text), num_bytes=len(p.text.encode("utf-8")),
+        encoding=p.encoding,
+        tokens=[t.to_dict() for t in toks],
+        num_tokens=n,
+        num_words=words,
+        num_chars=len(p.text),
+        num_bytes=len(p.text.encode("utf-8")),
         tokens_per_word=round(n / words, 3) if words else None,
         words_per_token=round(words / n, 3) if n else None,
-        chars_per_token=round(len(p.text) / n, 3) if n else None, profile=tk.text_profile(p.text), reference=ref,
-        chat=ChatView(encoding=chat_encoding, format=CHAT_FORMATS[chat_encoding], tokens=chat, num_tokens=len(chat),
-                      num_template_tokens=sum(t["kind"] == "template" for t in chat)),
-        math=math_dict(words_per_token=wpt))
+        chars_per_token=round(len(p.text) / n, 3) if n else None,
+        profile=tk.text_profile(p.text),
+        reference=ref,
+        chat=ChatView(
+            encoding=chat_encoding,
+            format=CHAT_FORMATS[chat_encoding],
+            tokens=chat,
+            num_tokens=len(chat),
+            num_template_tokens=sum(t["kind"] == "template" for t in chat),
+        ),
+        math=math_dict(words_per_token=wpt),
+    )
 
 
-@router.get("/api/tokens", response_model=TokensResponse, description=(
-    f"Tokenize text given in the query string. The URL is at most {Settings.max_url_bytes:,} bytes as sent (a "
-    f"longer one gets 414); for long text (up to {MAX_TEXT_CHARS:,} characters) use POST /api/tokens."))
+@router.get(
+    "/api/tokens",
+    response_model=TokensResponse,
+    description=(
+        f"Tokenize text given in the query string. The URL is at most {Settings.max_url_bytes:,} bytes as sent (a "
+        f"longer one gets 414); for long text (up to {MAX_TEXT_CHARS:,} characters) use POST /api/tokens."
+    ),
+)
 def get_tokens(p: Annotated[TokensParams, Query()]) -> TokensResponse:
     """Tokenize text given in the query string (see the description for the URL limit)."""
     return tokenize_text(p)
@@ -132,7 +170,13 @@ def facts(p: TokensParams | None = None) -> dict[str, str]:
     _load(p.encoding)
     ref = tk.reference_ratio(p.encoding)
     corpus = ref["corpus"]
-    return {"encoding": p.encoding, "text_tokens": f"{len(tk.tokenize(p.text, p.encoding)):,}",
-            "text_words": f"{tk.count_words(p.text):,}", "words_per_token": f"{ref['words_per_token']:.2f}",
-            "num_samples": str(len(ref["samples"])), "num_words": f"{ref['words']:,}",
-            "corpus_words": f"{corpus['words']:,}", "corpus_words_per_token": f"{corpus['words_per_token']:.2f}"}
+    return {
+        "encoding": p.encoding,
+        "text_tokens": f"{len(tk.tokenize(p.text, p.encoding)):,}",
+        "text_words": f"{tk.count_words(p.text):,}",
+        "words_per_token": f"{ref['words_per_token']:.2f}",
+        "num_samples": str(len(ref["samples"])),
+        "num_words": f"{ref['words']:,}",
+        "corpus_words": f"{corpus['words']:,}",
+        "corpus_words_per_token": f"{corpus['words_per_token']:.2f}",
+    }

@@ -91,9 +91,16 @@ def gpus() -> Mapping[str, GPU]:
     return MappingProxyType(out)
 
 
-_DEMO_KEYS = {"dim": "hidden_size", "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
-              "n_kv_heads": "num_key_value_heads", "head_dim": "head_dim", "ffn_dim": "intermediate_size",
-              "vocab_size": "vocab_size", "max_seq_len": "max_position_embeddings"}
+_DEMO_KEYS = {
+    "dim": "hidden_size",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "n_kv_heads": "num_key_value_heads",
+    "head_dim": "head_dim",
+    "ffn_dim": "intermediate_size",
+    "vocab_size": "vocab_size",
+    "max_seq_len": "max_position_embeddings",
+}
 
 
 def _demo_entries(card: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -115,8 +122,10 @@ def _demo_models() -> dict[str, ModelSpec]:
         return {}
     try:
         card = json.loads(DEMO_CARD.read_text())
-        return {mid: from_hf_config(cfg, model_id=mid, name=name, source="inside_llm/demo/model_card.json")
-                for mid, name, cfg in _demo_entries(card)}
+        return {
+            mid: from_hf_config(cfg, model_id=mid, name=name, source="inside_llm/demo/model_card.json")
+            for mid, name, cfg in _demo_entries(card)
+        }
     except (ValueError, KeyError, TypeError, AttributeError):
         return {}
 
@@ -175,8 +184,7 @@ def model_summary(m: ModelSpec) -> dict[str, Any]:
     """JSON-ready model row with computed parameter counts (billions) next to the published ones."""
     pc = param_counts(m)
     row = {k: getattr(m, k) for k in ModelSpec.__dataclass_fields__}
-    row.update(params_b=round(pc.total / 1e9, 3), active_params_b=round(pc.active / 1e9, 3),
-               is_moe=m.is_moe)
+    row.update(params_b=round(pc.total / 1e9, 3), active_params_b=round(pc.active / 1e9, 3), is_moe=m.is_moe)
     return row
 
 
@@ -193,6 +201,8 @@ def catalog_dict() -> dict[str, Any]:
         "defaults": {"gpu": DEFAULT_GPU, "model": DEFAULT_MODEL},
         "gpus": [gpu_summary(g) for g in gpus().values()],
         "models": [model_summary(m) for m in models().values()],
-        "nodes": [{**{k: getattr(n, k) for k in NodeSpec.__dataclass_fields__ if k != "sources"},
-                   "sources": dict(n.sources)} for n in nodes().values()],
+        "nodes": [
+            {**{k: getattr(n, k) for k in NodeSpec.__dataclass_fields__ if k != "sources"}, "sources": dict(n.sources)}
+            for n in nodes().values()
+        ],
     }

@@ -91,8 +91,9 @@ class Efficiency:
 
     def gemm(self, math_path: str) -> float:
         """GEMM efficiency for a math path ("bf16", "fp8", "int8" or "fp4")."""
-        return {"fp8": self.gemm_compute_fp8, "int8": self.gemm_compute_int8,
-                "fp4": self.gemm_compute_fp4}.get(math_path, self.gemm_compute_bf16)
+        return {"fp8": self.gemm_compute_fp8, "int8": self.gemm_compute_int8, "fp4": self.gemm_compute_fp4}.get(
+            math_path, self.gemm_compute_bf16
+        )
 
 
 DEFAULT_EFFICIENCY = Efficiency()
@@ -115,15 +116,23 @@ class EngineConfig:
         if not 1 <= self.tp <= 64:
             raise SimError("tp", f"Tensor parallel (tp) must be between 1 and 64 GPUs, not {self.tp}.")
         if not 1 <= self.pp <= m.num_hidden_layers:
-            raise SimError("pp", f"Pipeline stages (pp) must be between 1 and {m.name}'s {m.num_hidden_layers} "
-                           f"layers, not {self.pp}.")
+            raise SimError(
+                "pp",
+                f"Pipeline stages (pp) must be between 1 and {m.name}'s {m.num_hidden_layers} layers, not {self.pp}.",
+            )
         if m.num_attention_heads % self.tp:
-            raise SimError("tp", f"Tensor parallel (tp) must divide {m.name}'s {m.num_attention_heads} query heads "
-                           f"(num_attention_heads); {self.tp} does not.")
+            raise SimError(
+                "tp",
+                f"Tensor parallel (tp) must divide {m.name}'s {m.num_attention_heads} query heads "
+                f"(num_attention_heads); {self.tp} does not.",
+            )
         kv = m.num_key_value_heads
         if kv % self.tp and self.tp % kv:
-            raise SimError("tp", f"Tensor parallel (tp) must divide {m.name}'s {kv} key/value heads "
-                           f"(num_key_value_heads) or be a multiple of them; {self.tp} is neither.")
+            raise SimError(
+                "tp",
+                f"Tensor parallel (tp) must divide {m.name}'s {kv} key/value heads "
+                f"(num_key_value_heads) or be a multiple of them; {self.tp} is neither.",
+            )
         weight_bytes_per_param(self.precision)  # validates the names
         kv_bytes_per_value(self.kv_precision)
 
@@ -161,11 +170,13 @@ class Shard:
         pc = param_counts(m)
         wb = weight_bytes_per_param(cfg.precision)
         kv_heads = max(1, m.num_key_value_heads // tp)
-        layer_dense = (pc.attention_per_layer + pc.router_per_layer + pc.norms_per_layer
-                       + pc.always_on_mlp_per_layer) / tp
+        layer_dense = (
+            pc.attention_per_layer + pc.router_per_layer + pc.norms_per_layer + pc.always_on_mlp_per_layer
+        ) / tp
         lm_head = (pc.lm_head or pc.embedding) / tp
-        per_layer_bytes = ((pc.attention_per_layer + pc.mlp_per_layer + pc.router_per_layer) * wb
-                           + pc.norms_per_layer * 2.0) / tp
+        per_layer_bytes = (
+            (pc.attention_per_layer + pc.mlp_per_layer + pc.router_per_layer) * wb + pc.norms_per_layer * 2.0
+        ) / tp
         # stage s holds its layers; the first also the embedding, the last the lm_head (a tied model's
         # last stage keeps its own copy of the table when pp > 1) and the final norm, all 16-bit
         base, extra = divmod(m.num_hidden_layers, pp)
@@ -184,14 +195,26 @@ class Shard:
         full, win = m.full_attention_layers, m.num_hidden_layers - m.full_attention_layers
         full_stage = math.ceil(full / pp)
         win_stage = math.ceil(win / pp)
-        return cls(layers=m.num_hidden_layers, layers_per_stage=stage_layers, kv_heads_per_gpu=kv_heads,
-                   layer_dense_params=layer_dense, expert_params=pc.expert_per_layer / tp, lm_head_params=lm_head,
-                   weight_bytes=max(stages), wbytes=wb, kv_bytes_per_token=per_layer_kv * full,
-                   kv_bytes_per_token_stage=per_layer_kv * full_stage, math_flops_per_s=rate.flops_per_s,
-                   math=rate.math, bf16_flops_per_s=cfg.gpu.bf16_dense_tflops * 1e12,
-                   moe_layer_fraction=pc.moe_layer_fraction, window_kv_bytes_per_token=per_layer_kv * win,
-                   window_kv_bytes_per_token_stage=per_layer_kv * win_stage, stage_weight_bytes=tuple(stages),
-                   weight_only_4bit=number_format(cfg.precision).bits == 4 and rate.math == "bf16")
+        return cls(
+            layers=m.num_hidden_layers,
+            layers_per_stage=stage_layers,
+            kv_heads_per_gpu=kv_heads,
+            layer_dense_params=layer_dense,
+            expert_params=pc.expert_per_layer / tp,
+            lm_head_params=lm_head,
+            weight_bytes=max(stages),
+            wbytes=wb,
+            kv_bytes_per_token=per_layer_kv * full,
+            kv_bytes_per_token_stage=per_layer_kv * full_stage,
+            math_flops_per_s=rate.flops_per_s,
+            math=rate.math,
+            bf16_flops_per_s=cfg.gpu.bf16_dense_tflops * 1e12,
+            moe_layer_fraction=pc.moe_layer_fraction,
+            window_kv_bytes_per_token=per_layer_kv * win,
+            window_kv_bytes_per_token_stage=per_layer_kv * win_stage,
+            stage_weight_bytes=tuple(stages),
+            weight_only_4bit=number_format(cfg.precision).bits == 4 and rate.math == "bf16",
+        )
 
     def kv_bytes(self, model: ModelSpec, sequences: float, context_tokens: float, *, stage: bool = True) -> float:
         """KV bytes per GPU for `sequences` of `context_tokens` each (sliding-window layers capped)."""
@@ -259,9 +282,11 @@ def pp_send_s(cfg: EngineConfig, activation_bytes: float) -> float:
     eff, gpu = cfg.efficiency, cfg.gpu
     cross = cross_node_sends(cfg)
     local = cfg.pp - 1 - cross
-    return (local * (eff.pp_send_latency_s + activation_bytes / gpu.link_one_direction_bytes_per_s)
-            + cross * (eff.pp_send_latency_s + eff.scaleout_latency_s
-                       + activation_bytes / (gpu.scaleout_bytes_per_s * eff.scaleout_busbw_fraction)))
+    return local * (eff.pp_send_latency_s + activation_bytes / gpu.link_one_direction_bytes_per_s) + cross * (
+        eff.pp_send_latency_s
+        + eff.scaleout_latency_s
+        + activation_bytes / (gpu.scaleout_bytes_per_s * eff.scaleout_busbw_fraction)
+    )
 
 
 def _blend(compute_s: float, memory_s: float, p: float) -> float:
@@ -272,9 +297,15 @@ def _blend(compute_s: float, memory_s: float, p: float) -> float:
     return hi * ((compute_s / hi) ** p + (memory_s / hi) ** p) ** (1.0 / p)
 
 
-def step_time(cfg: EngineConfig, num_prefill_tokens: int = 0, num_decode_seqs: int = 0,
-              decode_context_tokens_total: int = 0, *, num_prefill_seqs: int | None = None,
-              prefill_attention_keys: int | None = None) -> StepTime:
+def step_time(
+    cfg: EngineConfig,
+    num_prefill_tokens: int = 0,
+    num_decode_seqs: int = 0,
+    decode_context_tokens_total: int = 0,
+    *,
+    num_prefill_seqs: int | None = None,
+    prefill_attention_keys: int | None = None,
+) -> StepTime:
     """Seconds for one engine step on a replica (see module docstring for the formula).
 
     num_prefill_tokens: prompt tokens processed this step (all prefilling sequences together).
@@ -328,9 +359,19 @@ def step_time(cfg: EngineConfig, num_prefill_tokens: int = 0, num_decode_seqs: i
     gemm_s, attention_s = _blend(gc, gm, eff.roofline_blend), _blend(ac, am, eff.roofline_blend)
     compute_limited = (gemm_s if gc >= gm else 0.0) + (attention_s if ac >= am else 0.0)
     bound = "compute" if compute_limited > (gemm_s + attention_s) / 2 else "memory"
-    return StepTime(gemm_s + attention_s + comm + overhead, gc + ac, gm + am, comm, overhead, gemm_s,
-                    attention_s, cfg.tp * (gemm_flops + attn_flops), cfg.tp * (gemm_bytes + attn_bytes),
-                    bound, n_tok)
+    return StepTime(
+        gemm_s + attention_s + comm + overhead,
+        gc + ac,
+        gm + am,
+        comm,
+        overhead,
+        gemm_s,
+        attention_s,
+        cfg.tp * (gemm_flops + attn_flops),
+        cfg.tp * (gemm_bytes + attn_bytes),
+        bound,
+        n_tok,
+    )
 
 
 @dataclass(frozen=True)

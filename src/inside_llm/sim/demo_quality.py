@@ -41,7 +41,7 @@ from .transformer import DEMO_DIR, DemoModel, load_model
 
 HELDOUT_FILE = DEMO_DIR / "heldout_ids.npy"
 QUALITY_FILE = DEMO_DIR / "quality.json"
-VAL_FRACTION = 0.1   # the trainer's split: last 10% of characters
+VAL_FRACTION = 0.1  # the trainer's split: last 10% of characters
 GROUP_SIZE = 128
 # name -> (format, group size, description)
 VARIANTS: dict[str, tuple[str | None, int, str]] = {
@@ -71,8 +71,8 @@ def heldout_text() -> str:
 
 def encode_heldout(text: str, model: DemoModel) -> np.ndarray:
     """The trainer's held-out split of the full corpus text, as uint16 model ids."""
-    ids = model.encode(text[int(len(text) * (1 - VAL_FRACTION)):])
-    if max(ids) >= 2 ** 16:
+    ids = model.encode(text[int(len(text) * (1 - VAL_FRACTION)) :])
+    if max(ids) >= 2**16:
         raise ValueError("vocabulary too large for uint16 ids")
     return np.asarray(ids, dtype=np.uint16)
 
@@ -91,7 +91,7 @@ def window_nll(model: DemoModel, ids: np.ndarray, num_windows: int | None = None
     """Mean NLL (nats/token) of each non-overlapping window of max_seq_len predictions [W]."""
     T = model.config.max_seq_len
     n = (len(ids) - 1) // T if num_windows is None else min(num_windows, (len(ids) - 1) // T)
-    return np.array([model.nll(ids[w * T:(w + 1) * T + 1]) for w in range(n)])
+    return np.array([model.nll(ids[w * T : (w + 1) * T + 1]) for w in range(n)])
 
 
 def _bits(variant: str, model: DemoModel) -> float:
@@ -107,9 +107,16 @@ def measure(variant: str, model_name: str = "main", num_windows: int | None = No
     base = load_model(model_name)
     nll = window_nll(quantized_model(base, variant), heldout_ids(), num_windows)
     T = base.config.max_seq_len
-    return {"variant": variant, "perplexity": float(math.exp(nll.mean())), "mean_nll": float(nll.mean()),
-            "tokens": int(len(nll) * T), "windows": int(len(nll)), "bits_per_weight": _bits(variant, base),
-            "method": VARIANTS[variant][2], "window_nll": [round(float(x), 6) for x in nll]}
+    return {
+        "variant": variant,
+        "perplexity": float(math.exp(nll.mean())),
+        "mean_nll": float(nll.mean()),
+        "tokens": int(len(nll) * T),
+        "windows": int(len(nll)),
+        "bits_per_weight": _bits(variant, base),
+        "method": VARIANTS[variant][2],
+        "window_nll": [round(float(x), 6) for x in nll],
+    }
 
 
 def weights_sha256(model_name: str = "main") -> str:
@@ -119,11 +126,15 @@ def weights_sha256(model_name: str = "main") -> str:
 def build(model_name: str = "main") -> dict[str, Any]:
     """Measure every variant over the whole held-out split: the content of demo/quality.json."""
     model = load_model(model_name)
-    return {"model": model_name, "weights_sha256": weights_sha256(model_name),
-            "heldout_sha256": hashlib.sha256(HELDOUT_FILE.read_bytes()).hexdigest(),
-            "window_tokens": model.config.max_seq_len, "group_size": GROUP_SIZE,
-            "recipe": __doc__.split("Recipe")[1].split("Measuring")[0].strip(),
-            "variants": paired([measure(v, model_name) for v in VARIANTS])}
+    return {
+        "model": model_name,
+        "weights_sha256": weights_sha256(model_name),
+        "heldout_sha256": hashlib.sha256(HELDOUT_FILE.read_bytes()).hexdigest(),
+        "window_tokens": model.config.max_seq_len,
+        "group_size": GROUP_SIZE,
+        "recipe": __doc__.split("Recipe")[1].split("Measuring")[0].strip(),
+        "variants": paired([measure(v, model_name) for v in VARIANTS]),
+    }
 
 
 def paired(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -151,7 +162,9 @@ def quality(model_name: str = "main") -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Rebuild demo/heldout_ids.npy (from the corpus) and demo/quality.json.")
-    ap.add_argument("--text", type=Path, help="the full Tiny Shakespeare text (e.g. ../shared/data/tinyshakespeare.txt)")
+    ap.add_argument(
+        "--text", type=Path, help="the full Tiny Shakespeare text (e.g. ../shared/data/tinyshakespeare.txt)"
+    )
     ap.add_argument("--model", default="main")
     args = ap.parse_args(argv)
     if args.text:

@@ -49,8 +49,14 @@ class Derivation:
         }
 
 
-def derive(value: float | int, unit: str, formula: str, inputs: dict[str, tuple] | None = None,
-           assumptions: list[str] | tuple[str, ...] = (), sources: list[str] | tuple[str, ...] = ()) -> Derivation:
+def derive(
+    value: float | int,
+    unit: str,
+    formula: str,
+    inputs: dict[str, tuple] | None = None,
+    assumptions: list[str] | tuple[str, ...] = (),
+    sources: list[str] | tuple[str, ...] = (),
+) -> Derivation:
     """Shorthand: inputs as {name: (value, unit)} or {name: (value, unit, source)}."""
     ins = tuple(Input(k, *v) for k, v in (inputs or {}).items())
     return Derivation(value, unit, formula, ins, tuple(assumptions), tuple(sources))

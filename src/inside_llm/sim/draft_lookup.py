@@ -42,21 +42,23 @@ def lookup(ids: Sequence[int], max_ngram: int = 3, min_ngram: int = 1) -> int | 
     ids = list(ids)
     for n in range(min(max_ngram, len(ids) - 1), min_ngram - 1, -1):
         tail = ids[-n:]
-        for start in range(len(ids) - n - 1, -1, -1):       # most recent first, never the tail itself
-            if ids[start:start + n] == tail:
+        for start in range(len(ids) - n - 1, -1, -1):  # most recent first, never the tail itself
+            if ids[start : start + n] == tail:
                 return ids[start + n]
     return None
 
 
 def lookup_forward(vocab_size: int, max_ngram: int = 3, min_ngram: int = 1):
     """A prompt-lookup draft as a Forward over a TokenCache: one-hot logits of its guess, or no guess."""
+
     def forward(new_ids: Sequence[int], cache: TokenCache) -> np.ndarray:
         cache.ids.extend(int(i) for i in new_ids)
-        out = np.full((len(new_ids), vocab_size), -np.inf, np.float32)   # [T, V]; only the last row is read
+        out = np.full((len(new_ids), vocab_size), -np.inf, np.float32)  # [T, V]; only the last row is read
         guess = lookup(cache.ids, max_ngram, min_ngram)
         if guess is not None:
             out[-1, guess] = 0.0
         return out
+
     return forward
 
 
@@ -65,5 +67,6 @@ def early_exit(model: DemoModel, num_layers: int) -> DemoModel:
     if not 1 <= num_layers <= model.config.n_layers:
         raise ValueError(f"num_layers must be in 1..{model.config.n_layers}")
     config = replace(model.config, n_layers=num_layers)
-    return DemoModel(f"{model.name}-first-{num_layers}", config, model.tok_emb, model.layers[:num_layers],
-                     model.norm, model.vocab)
+    return DemoModel(
+        f"{model.name}-first-{num_layers}", config, model.tok_emb, model.layers[:num_layers], model.norm, model.vocab
+    )

@@ -18,8 +18,17 @@ from .costmodel import EngineConfig, step_time
 from .derivation import Derivation, derive
 from .hardware import GPU
 
-LAYOUT_FIELDS = ("sm_count", "gpc_count", "tensor_cores_per_sm", "l2_cache_mb", "hbm_stacks",
-                 "hbm_capacity_gb", "hbm_bandwidth_tb_s", "memory_type", "die_count")
+LAYOUT_FIELDS = (
+    "sm_count",
+    "gpc_count",
+    "tensor_cores_per_sm",
+    "l2_cache_mb",
+    "hbm_stacks",
+    "hbm_capacity_gb",
+    "hbm_bandwidth_tb_s",
+    "memory_type",
+    "die_count",
+)
 
 
 def _split(total: int, groups: int) -> list[int]:
@@ -51,8 +60,11 @@ def layout(gpu: GPU) -> dict[str, Any]:
         "hbm_gb_per_stack": gpu.hbm_capacity_gb / stacks if stacks else None,
         "hbm_bandwidth_tb_s": gpu.hbm_bandwidth_tb_s,
         "hbm_tb_s_per_stack": gpu.hbm_bandwidth_tb_s / stacks if stacks else None,
-        "grouping_note": ("per-GPC SM counts are not published for shipping parts; SMs are spread evenly"
-                          if gpu.gpc_count else f"SMs drawn per {group_kind}"),
+        "grouping_note": (
+            "per-GPC SM counts are not published for shipping parts; SMs are spread evenly"
+            if gpu.gpc_count
+            else f"SMs drawn per {group_kind}"
+        ),
         "sources": {f: gpu.source(f) for f in LAYOUT_FIELDS if gpu.source(f)},
     }
 
@@ -87,34 +99,65 @@ def decode_stream(cfg: EngineConfig, batch: int = 1, context_tokens: int = 1024)
 # Package geometry the catalog does not hold: how many HBM sites the package has, which edges the
 # memory sits on, and how the L2 is split. Placement is drawn from public package photos and block
 # diagrams; `source` says which. A GPU not listed (a custom one) gets a plain default (PLAIN_PACKAGE).
-_HOPPER_PKG = ("Hopper whitepaper (GTC22): the full GH100 has six HBM stack sites, three on each side of the die; "
-               "the L2 cache is split into two partitions, each serving the GPCs attached to it")
+_HOPPER_PKG = (
+    "Hopper whitepaper (GTC22): the full GH100 has six HBM stack sites, three on each side of the die; "
+    "the L2 cache is split into two partitions, each serving the GPCs attached to it"
+)
 PACKAGES: dict[str, dict[str, Any]] = {
     "h100-sxm": {"hbm_sites": 6, "hbm_placement": "sides", "l2_partitions": 2, "io_dies": 0, "source": _HOPPER_PKG},
     "h100-pcie": {"hbm_sites": 6, "hbm_placement": "sides", "l2_partitions": 2, "io_dies": 0, "source": _HOPPER_PKG},
-    "h200": {"hbm_sites": 6, "hbm_placement": "sides", "l2_partitions": 2, "io_dies": 0,
-             "source": _HOPPER_PKG + "; H200 populates all six sites with HBM3e"},
-    "a100-80gb": {"hbm_sites": 6, "hbm_placement": "sides", "l2_partitions": 2, "io_dies": 0,
-                  "source": "NVIDIA Ampere GA100 whitepaper: six HBM2 sites beside the die (five active on A100); "
-                            "the L2 cache is divided into two partitions"},
-    "b200": {"hbm_sites": 8, "hbm_placement": "top-bottom", "l2_partitions": 2, "io_dies": 0,
-             "source": "NVIDIA Blackwell die diagram (NVIDIA Developer Blog, as described by Cornell CVW "
-                       "'Blackwell Chip Diagram'): two dies side by side, HBM3e memory controllers on the top "
-                       "and bottom edges; each die has its own half of the L2"},
-    "mi300x": {"hbm_sites": 8, "hbm_placement": "sides", "l2_partitions": 8, "io_dies": 4,
-               "source": "AMD CDNA 3 whitepaper: eight XCDs on four I/O dies (each I/O die carries two XCDs and a "
-                         "quarter of the Infinity Cache), four HBM3 stacks on each side; 4 MB L2 inside each XCD"},
-    "l40s": {"hbm_sites": 0, "hbm_placement": "board", "l2_partitions": 1, "io_dies": 0,
-             "source": "NVIDIA L40S datasheet: GDDR6 memory chips on the board around the package, no HBM"},
+    "h200": {
+        "hbm_sites": 6,
+        "hbm_placement": "sides",
+        "l2_partitions": 2,
+        "io_dies": 0,
+        "source": _HOPPER_PKG + "; H200 populates all six sites with HBM3e",
+    },
+    "a100-80gb": {
+        "hbm_sites": 6,
+        "hbm_placement": "sides",
+        "l2_partitions": 2,
+        "io_dies": 0,
+        "source": "NVIDIA Ampere GA100 whitepaper: six HBM2 sites beside the die (five active on A100); "
+        "the L2 cache is divided into two partitions",
+    },
+    "b200": {
+        "hbm_sites": 8,
+        "hbm_placement": "top-bottom",
+        "l2_partitions": 2,
+        "io_dies": 0,
+        "source": "NVIDIA Blackwell die diagram (NVIDIA Developer Blog, as described by Cornell CVW "
+        "'Blackwell Chip Diagram'): two dies side by side, HBM3e memory controllers on the top "
+        "and bottom edges; each die has its own half of the L2",
+    },
+    "mi300x": {
+        "hbm_sites": 8,
+        "hbm_placement": "sides",
+        "l2_partitions": 8,
+        "io_dies": 4,
+        "source": "AMD CDNA 3 whitepaper: eight XCDs on four I/O dies (each I/O die carries two XCDs and a "
+        "quarter of the Infinity Cache), four HBM3 stacks on each side; 4 MB L2 inside each XCD",
+    },
+    "l40s": {
+        "hbm_sites": 0,
+        "hbm_placement": "board",
+        "l2_partitions": 1,
+        "io_dies": 0,
+        "source": "NVIDIA L40S datasheet: GDDR6 memory chips on the board around the package, no HBM",
+    },
 }
-PLAIN_PACKAGE = {"hbm_placement": "sides", "io_dies": 0,
-                 "source": "custom GPU: generic drawing (stacks split over two sides, one L2 block per die)"}
+PLAIN_PACKAGE = {
+    "hbm_placement": "sides",
+    "io_dies": 0,
+    "source": "custom GPU: generic drawing (stacks split over two sides, one L2 block per die)",
+}
 
 
 def package(gpu: GPU) -> dict[str, Any]:
     """Where memory sits and how the L2 splits. Invariant: hbm_sites >= hbm_stacks (inactive sites drawn empty)."""
-    pkg = dict(PACKAGES.get(gpu.id) or {**PLAIN_PACKAGE, "hbm_sites": gpu.hbm_stacks,
-                                        "l2_partitions": max(1, gpu.die_count)})
+    pkg = dict(
+        PACKAGES.get(gpu.id) or {**PLAIN_PACKAGE, "hbm_sites": gpu.hbm_stacks, "l2_partitions": max(1, gpu.die_count)}
+    )
     if gpu.hbm_stacks == 0:
         pkg["hbm_placement"] = "board"
     pkg["hbm_sites"] = max(pkg["hbm_sites"], gpu.hbm_stacks)
@@ -128,7 +171,7 @@ def slow_motion(step_s: float, target_s: float = 4.0) -> dict[str, float]:
     if step_s <= 0 or target_s <= 0:
         raise ValueError("step_s and target_s must be > 0")
     want = target_s / step_s
-    ladder = [m * 10 ** e for e in range(0, 10) for m in (1, 2, 5)]
+    ladder = [m * 10**e for e in range(0, 10) for m in (1, 2, 5)]
     factor = min(ladder, key=lambda f: abs(math.log(f / want)))
     return {"factor": float(factor), "screen_step_s": step_s * factor}
 
@@ -141,22 +184,47 @@ def decode_stream_math(cfg: EngineConfig, batch: int = 1, context_tokens: int = 
     per_gpu = [f"per GPU: tensor parallelism over {cfg.tp} GPUs gives each GPU 1/{cfg.tp} of every layer"]
     return {
         "bytes_per_step": derive(
-            d["bytes_per_step"], "bytes", "weights read once + KV cache (batch x context x KV bytes/token), per GPU",
-            {"weight_bytes": (d["weight_bytes_per_step"], "bytes"), "batch": (batch, "sequences"),
-             "context_tokens": (context_tokens, "tokens"), "kv_bytes_per_token": (s.kv_bytes_per_token, "bytes"),
-             "bytes_per_weight": (s.wbytes, "bytes", f"precision {cfg.precision}")},
-            per_gpu + ["every weight of the GPU's shard is read from HBM once per decode step",
-                       "MoE: only the experts the batch routes to are read"]),
+            d["bytes_per_step"],
+            "bytes",
+            "weights read once + KV cache (batch x context x KV bytes/token), per GPU",
+            {
+                "weight_bytes": (d["weight_bytes_per_step"], "bytes"),
+                "batch": (batch, "sequences"),
+                "context_tokens": (context_tokens, "tokens"),
+                "kv_bytes_per_token": (s.kv_bytes_per_token, "bytes"),
+                "bytes_per_weight": (s.wbytes, "bytes", f"precision {cfg.precision}"),
+            },
+            per_gpu
+            + [
+                "every weight of the GPU's shard is read from HBM once per decode step",
+                "MoE: only the experts the batch routes to are read",
+            ],
+        ),
         "step_ms": derive(
-            d["step_ms"], "ms", "max(math, HBM) per kernel + all-reduces + launch/step overheads (cost model)",
-            {"memory_ms": (st.memory_s * 1e3, "ms", f"bytes / ({g.hbm_bandwidth_tb_s} TB/s x hbm efficiency "
-                                                    f"{cfg.efficiency.hbm})"),
-             "compute_ms": (st.compute_s * 1e3, "ms"), "comm_ms": (st.comm_s * 1e3, "ms"),
-             "overhead_ms": (st.overhead_s * 1e3, "ms")},
-            per_gpu + ["efficiency factors calibrated against published measurements (docs/calibration.md)"]),
+            d["step_ms"],
+            "ms",
+            "max(math, HBM) per kernel + all-reduces + launch/step overheads (cost model)",
+            {
+                "memory_ms": (
+                    st.memory_s * 1e3,
+                    "ms",
+                    f"bytes / ({g.hbm_bandwidth_tb_s} TB/s x hbm efficiency {cfg.efficiency.hbm})",
+                ),
+                "compute_ms": (st.compute_s * 1e3, "ms"),
+                "comm_ms": (st.comm_s * 1e3, "ms"),
+                "overhead_ms": (st.overhead_s * 1e3, "ms"),
+            },
+            per_gpu + ["efficiency factors calibrated against published measurements (docs/calibration.md)"],
+        ),
         "effective_tb_s": derive(
-            d["effective_tb_s"], "TB/s", "bytes per step / step time",
-            {"bytes_per_step": (d["bytes_per_step"], "bytes"), "step_ms": (d["step_ms"], "ms"),
-             "peak_tb_s": (g.hbm_bandwidth_tb_s, "TB/s", g.source("hbm_bandwidth_tb_s"))},
-            ["the average over the whole step: launches, all-reduces and sampling leave HBM idle part of the time"]),
+            d["effective_tb_s"],
+            "TB/s",
+            "bytes per step / step time",
+            {
+                "bytes_per_step": (d["bytes_per_step"], "bytes"),
+                "step_ms": (d["step_ms"], "ms"),
+                "peak_tb_s": (g.hbm_bandwidth_tb_s, "TB/s", g.source("hbm_bandwidth_tb_s")),
+            },
+            ["the average over the whole step: launches, all-reduces and sampling leave HBM idle part of the time"],
+        ),
     }

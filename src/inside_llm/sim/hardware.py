@@ -52,28 +52,53 @@ class NumberFormat:
         return self.bytes_per_value * 8.0
 
 
-FORMATS: Mapping[str, NumberFormat] = MappingProxyType({
-    "bf16": NumberFormat("bf16", 16, 0, 0, "bf16", "BF16 weights, BF16 math"),
-    "fp16": NumberFormat("fp16", 16, 0, 0, "bf16", "FP16 weights, FP16 math (same rate as BF16)"),
-    "fp8": NumberFormat("fp8", 8, 0, 0, "fp8", "FP8 E4M3 weights and activations (W8A8), per-tensor scales"),
-    "int8": NumberFormat("int8", 8, 0, 0, "int8",
-                         "INT8 weights and activations (W8A8, SmoothQuant): one scale per output channel, ~8.0 bits",
-                         "Xiao et al., SmoothQuant, arXiv:2211.10438, Section 3 (per-channel weight scales)"),
-    "int4": NumberFormat("int4", 4, SCALE_BITS, INT_GROUP_SIZE, "bf16",
-                         "INT4 weights, one FP16 scale per 128 weights (AWQ/GPTQ W4A16, 4.125 bits): "
-                         "dequantised to BF16 for the math",
-                         "Lin et al., AWQ, arXiv:2306.00978 (group size 128)"),
-    "nvfp4": NumberFormat("nvfp4", 4, 8, 16, "fp4",
-                          "NVFP4: FP4 E2M1 values with one FP8 E4M3 scale per 16 (4.5 bits), W4A4 on Blackwell "
-                          "FP4 tensor cores",
-                          "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision "
-                          "Inference' (2025): 16-value micro-blocks, E4M3 scale per block, plus one FP32 per-tensor scale"),
-    "mxfp4": NumberFormat("mxfp4", 4, 8, 32, "fp4",
-                          "MXFP4 (OCP microscaling): FP4 E2M1 values with one 8-bit power-of-two scale per 32 "
-                          "(4.25 bits); gpt-oss ships its expert weights this way",
-                          "Open Compute Project, OCP Microscaling Formats (MX) v1.0 Specification, Table 1: "
-                          "MXFP4 block size 32, E8M0 shared scale"),
-})
+FORMATS: Mapping[str, NumberFormat] = MappingProxyType(
+    {
+        "bf16": NumberFormat("bf16", 16, 0, 0, "bf16", "BF16 weights, BF16 math"),
+        "fp16": NumberFormat("fp16", 16, 0, 0, "bf16", "FP16 weights, FP16 math (same rate as BF16)"),
+        "fp8": NumberFormat("fp8", 8, 0, 0, "fp8", "FP8 E4M3 weights and activations (W8A8), per-tensor scales"),
+        "int8": NumberFormat(
+            "int8",
+            8,
+            0,
+            0,
+            "int8",
+            "INT8 weights and activations (W8A8, SmoothQuant): one scale per output channel, ~8.0 bits",
+            "Xiao et al., SmoothQuant, arXiv:2211.10438, Section 3 (per-channel weight scales)",
+        ),
+        "int4": NumberFormat(
+            "int4",
+            4,
+            SCALE_BITS,
+            INT_GROUP_SIZE,
+            "bf16",
+            "INT4 weights, one FP16 scale per 128 weights (AWQ/GPTQ W4A16, 4.125 bits): "
+            "dequantised to BF16 for the math",
+            "Lin et al., AWQ, arXiv:2306.00978 (group size 128)",
+        ),
+        "nvfp4": NumberFormat(
+            "nvfp4",
+            4,
+            8,
+            16,
+            "fp4",
+            "NVFP4: FP4 E2M1 values with one FP8 E4M3 scale per 16 (4.5 bits), W4A4 on Blackwell FP4 tensor cores",
+            "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision "
+            "Inference' (2025): 16-value micro-blocks, E4M3 scale per block, plus one FP32 per-tensor scale",
+        ),
+        "mxfp4": NumberFormat(
+            "mxfp4",
+            4,
+            8,
+            32,
+            "fp4",
+            "MXFP4 (OCP microscaling): FP4 E2M1 values with one 8-bit power-of-two scale per 32 "
+            "(4.25 bits); gpt-oss ships its expert weights this way",
+            "Open Compute Project, OCP Microscaling Formats (MX) v1.0 Specification, Table 1: "
+            "MXFP4 block size 32, E8M0 shared scale",
+        ),
+    }
+)
 
 
 def number_format(precision: str, *, kv: bool = False) -> NumberFormat:
@@ -95,8 +120,17 @@ def kv_bytes_per_value(kv_precision: str) -> float:
     return number_format(kv_precision, kv=True).bytes_per_value
 
 
-_GPU_NUMBERS = ("bf16_dense_tflops", "hbm_capacity_gb", "hbm_bandwidth_tb_s", "interconnect_bandwidth_gb_s",
-                "sm_count", "tensor_cores_per_sm", "l2_cache_mb", "tdp_w", "scaleout_bandwidth_gb_s")
+_GPU_NUMBERS = (
+    "bf16_dense_tflops",
+    "hbm_capacity_gb",
+    "hbm_bandwidth_tb_s",
+    "interconnect_bandwidth_gb_s",
+    "sm_count",
+    "tensor_cores_per_sm",
+    "l2_cache_mb",
+    "tdp_w",
+    "scaleout_bandwidth_gb_s",
+)
 
 
 @dataclass(frozen=True)
@@ -184,16 +218,24 @@ def math_rate(gpu: GPU, precision: str) -> MathRate:
     """
     fmt = number_format(precision)
     bf16 = MathRate(gpu.bf16_dense_tflops * 1e12, "bf16", "bf16_dense_tflops", fmt.note)
-    paths = {"fp8": ("fp8_dense_tflops", "FP8"), "int8": ("int8_dense_tops", "INT8"), "fp4": ("fp4_dense_tflops", "FP4")}
+    paths = {
+        "fp8": ("fp8_dense_tflops", "FP8"),
+        "int8": ("int8_dense_tops", "INT8"),
+        "fp4": ("fp4_dense_tflops", "FP4"),
+    }
     if fmt.math not in paths:
         return bf16
     field_name, label = paths[fmt.math]
     peak = getattr(gpu, field_name)
     if peak:
         return MathRate(peak * 1e12, fmt.math, field_name, fmt.note)
-    return MathRate(bf16.flops_per_s, "bf16", "bf16_dense_tflops",
-                    f"{gpu.name} has no {label} tensor cores: {precision.upper()} weights are dequantised "
-                    "and multiplied in BF16 (weight-only)")
+    return MathRate(
+        bf16.flops_per_s,
+        "bf16",
+        "bf16_dense_tflops",
+        f"{gpu.name} has no {label} tensor cores: {precision.upper()} weights are dequantised "
+        "and multiplied in BF16 (weight-only)",
+    )
 
 
 def gpu_from_fields(fields: Mapping[str, object], *, gpu_id: str = "custom") -> GPU:

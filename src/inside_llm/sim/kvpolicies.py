@@ -51,9 +51,12 @@ RESERVATION = {
 MAX_CAPACITY_TOKENS = 2_097_152
 MAX_FRAMES = 1000
 REFERENCE = {
-    "contiguous_waste_range": [0.60, 0.80], "paged_waste_max": 0.04,
-    "source": PAPER.replace("§6.1, Fig. 11", "§1 and Fig. 2 (20.4-38.2% of KV memory holds tokens "
-                            "in existing systems; vLLM wastes under 4%)"),
+    "contiguous_waste_range": [0.60, 0.80],
+    "paged_waste_max": 0.04,
+    "source": PAPER.replace(
+        "§6.1, Fig. 11",
+        "§1 and Fig. 2 (20.4-38.2% of KV memory holds tokens in existing systems; vLLM wastes under 4%)",
+    ),
 }
 TOTALS = ("used", "allocated", "reserved", "internal_fragmentation", "external_fragmentation", "resident")
 
@@ -137,8 +140,15 @@ def reservation_slots(policy: str, final_len: int, max_seq_len: int) -> int:
 class KVRun:
     """One policy over one trace. After run(): the totals (token-steps), counts, frames and residencies."""
 
-    def __init__(self, policy: str, trace: Trace, capacity: int, block_size: int,
-                 max_frames: int = 0, frame_every: int | None = None):
+    def __init__(
+        self,
+        policy: str,
+        trace: Trace,
+        capacity: int,
+        block_size: int,
+        max_frames: int = 0,
+        frame_every: int | None = None,
+    ):
         """max_frames=0: no frames. frame_every=None: adaptive power-of-two stride (up to 2*max_frames
         frames are kept; the stride doubles and every other frame is dropped when that overflows)."""
         self.policy, self.capacity, self.block_size = policy, capacity, block_size
@@ -358,16 +368,30 @@ class KVRun:
         u0 = self.tokens_sum + r * (first - self.tokens_step)
         used_to_date = self.totals["used"] + u0 * d + r * d * (d - 1) // 2
         allocated_to_date = self.totals["allocated"] + self.slots_allocated * d
-        return (f, r, len(self.waiting), self.num_finished, self.num_preemptions, used, self.slots_to_fill - used,
-                self.slots_allocated - self.slots_to_fill, self.external_slots_now,
-                self.capacity - self.slots_allocated, round(1 - used / self.slots_allocated, 4),
-                round(1 - used_to_date / allocated_to_date, 4))
+        return (
+            f,
+            r,
+            len(self.waiting),
+            self.num_finished,
+            self.num_preemptions,
+            used,
+            self.slots_to_fill - used,
+            self.slots_allocated - self.slots_to_fill,
+            self.external_slots_now,
+            self.capacity - self.slots_allocated,
+            round(1 - used / self.slots_allocated, 4),
+            round(1 - used_to_date / allocated_to_date, 4),
+        )
 
 
 def residencies_of(run: KVRun) -> Residencies:
     stays = run.residencies
-    out = Residencies(request_id=[s[0] for s in stays], first_step=[s[1] for s in stays],
-                      last_step=[s[2] for s in stays], first_num_tokens=[s[3] for s in stays])
+    out = Residencies(
+        request_id=[s[0] for s in stays],
+        first_step=[s[1] for s in stays],
+        last_step=[s[2] for s in stays],
+        first_num_tokens=[s[3] for s in stays],
+    )
     if run.paged:
         out.block_table = [s[4] for s in stays]
     else:
@@ -378,31 +402,57 @@ def residencies_of(run: KVRun) -> Residencies:
 def summarize(run: KVRun) -> KVPolicyRun:
     """Run-level metrics (every step counted), the sampled frames and every residency of one policy."""
     totals, steps, cap = run.totals, run.num_steps, run.capacity
-    share = {k: totals[k] / (cap * steps) for k in ("used", "reserved", "internal_fragmentation",
-                                                    "external_fragmentation")}
+    share = {
+        k: totals[k] / (cap * steps) for k in ("used", "reserved", "internal_fragmentation", "external_fragmentation")
+    }
     share["free"] = 1 - (totals["allocated"] / (cap * steps))
     waste = round(1 - totals["used"] / totals["allocated"], 6)
-    math_ = {"waste_fraction": derive(
-        waste, "fraction of allocated KV memory",
-        "1 - sum over steps of used slots / sum over steps of allocated slots",
-        {"used_token_steps": (totals["used"], "token-steps"),
-         "allocated_slot_steps": (totals["allocated"], "slot-steps"),
-         "num_steps": (steps, "steps"), "capacity": (cap, "token slots")},
-        ["one token per resident request per step", "all requests queued at step 0, admitted FCFS",
-         f"reservation: {RESERVATION[run.policy]}"], [PAPER]).to_dict(),
+    math_ = {
+        "waste_fraction": derive(
+            waste,
+            "fraction of allocated KV memory",
+            "1 - sum over steps of used slots / sum over steps of allocated slots",
+            {
+                "used_token_steps": (totals["used"], "token-steps"),
+                "allocated_slot_steps": (totals["allocated"], "slot-steps"),
+                "num_steps": (steps, "steps"),
+                "capacity": (cap, "token slots"),
+            },
+            [
+                "one token per resident request per step",
+                "all requests queued at step 0, admitted FCFS",
+                f"reservation: {RESERVATION[run.policy]}",
+            ],
+            [PAPER],
+        ).to_dict(),
         "max_concurrent_requests": derive(
-            run.max_resident, "requests", "max over steps of requests holding KV memory",
-            {"capacity": (cap, "token slots")}, [f"reservation: {RESERVATION[run.policy]}"]).to_dict()}
+            run.max_resident,
+            "requests",
+            "max over steps of requests holding KV memory",
+            {"capacity": (cap, "token slots")},
+            [f"reservation: {RESERVATION[run.policy]}"],
+        ).to_dict(),
+    }
     return KVPolicyRun(
-        name=run.policy, layout="paged" if run.paged else "contiguous", reservation=RESERVATION[run.policy],
-        capacity_slots=cap, waste_fraction=waste, max_concurrent_requests=run.max_resident,
-        mean_concurrent_requests=round(totals["resident"] / steps, 3), num_steps=steps,
-        num_preemptions=run.num_preemptions, num_finished_requests=run.num_finished,
+        name=run.policy,
+        layout="paged" if run.paged else "contiguous",
+        reservation=RESERVATION[run.policy],
+        capacity_slots=cap,
+        waste_fraction=waste,
+        max_concurrent_requests=run.max_resident,
+        mean_concurrent_requests=round(totals["resident"] / steps, 3),
+        num_steps=steps,
+        num_preemptions=run.num_preemptions,
+        num_finished_requests=run.num_finished,
         breakdown=share,
-        block_size=run.block_size if run.paged else None, num_blocks=run.kv.pool.num_blocks if run.paged else None,
-        math=math_, frames=KVFrames(*(list(column) for column in zip(*run.frames))) if run.frames
+        block_size=run.block_size if run.paged else None,
+        num_blocks=run.kv.pool.num_blocks if run.paged else None,
+        math=math_,
+        frames=KVFrames(*(list(column) for column in zip(*run.frames)))
+        if run.frames
         else KVFrames(*([] for _ in range(12))),
-        residencies=residencies_of(run))
+        residencies=residencies_of(run),
+    )
 
 
 def residents_at(policy: KVPolicyRun, num_final_tokens: list[int], step: int) -> list[dict]:
@@ -415,7 +465,7 @@ def residents_at(policy: KVPolicyRun, num_final_tokens: list[int], step: int) ->
             n = st.first_num_tokens[k] + step - st.first_step[k]
             r = {"request_id": rid, "num_tokens": n, "num_final_tokens": num_final_tokens[rid]}
             if st.block_table is not None:
-                r["block_table"] = st.block_table[k][:num_blocks_for(n, policy.block_size)]
+                r["block_table"] = st.block_table[k][: num_blocks_for(n, policy.block_size)]
             else:
                 r["start_slot"], r["num_slots"] = st.start_slot[k], st.num_slots[k]
             out.append(r)
@@ -439,24 +489,35 @@ def frame_cells(policy: KVPolicyRun, residents: list[dict], cell_slots: int = 16
             spans = [(b, i * size, (i + 1) * size) for i, b in enumerate(r["block_table"])]
         else:  # token t lives in slot start_slot + t
             start = r["start_slot"]
-            spans = [(c, c * size - start, (c + 1) * size - start)
-                     for c in range(start // size, (start + r["num_slots"] - 1) // size + 1)]
+            spans = [
+                (c, c * size - start, (c + 1) * size - start)
+                for c in range(start // size, (start + r["num_slots"] - 1) // size + 1)
+            ]
         for cell, lo, hi in spans:  # tokens [lo, hi) of this request map into the cell
             owner[cell] = r["request_id"] if owner[cell] is None else owner[cell]
             filled[cell] += max(0, min(hi, r["num_tokens"]) - max(lo, 0))
     return {"cell_slots": size, "owner": owner, "num_filled": filled}
 
 
-def validate_kv(block_size: int, num_requests: int, capacity_tokens: int, max_seq_len: int,
-                max_frames: int, frame_every: int | None, policies: tuple[str, ...]) -> None:
+def validate_kv(
+    block_size: int,
+    num_requests: int,
+    capacity_tokens: int,
+    max_seq_len: int,
+    max_frames: int,
+    frame_every: int | None,
+    policies: tuple[str, ...],
+) -> None:
     """ValueError naming the parameter and its bound (a router maps these to 422)."""
     check_int("block_size", block_size, 1, 256)
     check_int("num_requests", num_requests, 1, 10_000)
     check_int("max_seq_len", max_seq_len, 16, 32_768)
     check_int("capacity_tokens", capacity_tokens, max_seq_len, MAX_CAPACITY_TOKENS)
     if (capacity_tokens // block_size) * block_size < max_seq_len:
-        raise ValueError(f"capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole "
-                         f"blocks of {block_size}, got {capacity_tokens}")
+        raise ValueError(
+            f"capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole "
+            f"blocks of {block_size}, got {capacity_tokens}"
+        )
     check_int("max_frames", max_frames, 1, MAX_FRAMES)
     if frame_every is not None:
         check_int("frame_every", frame_every, 1, 10_000_000)
@@ -474,9 +535,17 @@ def common_frame_every(runs: list[KVRun], max_frames: int) -> int:
     return stride
 
 
-def simulate_kv(block_size: int = 16, workload: str = "sharegpt", num_requests: int = 300, seed: int = 0,
-                capacity_tokens: int = 16_384, max_seq_len: int = 2048, max_frames: int = 120,
-                frame_every: int | None = None, policies: tuple[str, ...] | None = None) -> KVResult:
+def simulate_kv(
+    block_size: int = 16,
+    workload: str = "sharegpt",
+    num_requests: int = 300,
+    seed: int = 0,
+    capacity_tokens: int = 16_384,
+    max_seq_len: int = 2048,
+    max_frames: int = 120,
+    frame_every: int | None = None,
+    policies: tuple[str, ...] | None = None,
+) -> KVResult:
     """Run each policy over the same seeded trace (all requests queued at step 0).
 
     Frames are taken at steps 0, frame_every, 2*frame_every, ... (at most max_frames per policy) on
@@ -491,7 +560,20 @@ def simulate_kv(block_size: int = 16, workload: str = "sharegpt", num_requests: 
         frame_every = common_frame_every(runs, max_frames)
         for r in runs:
             r.frames = [f for f in r.frames if f[0] % frame_every == 0]
-    params = dict(block_size=block_size, workload=workload, num_requests=num_requests, seed=seed,
-                  capacity_tokens=capacity_tokens, max_seq_len=max_seq_len, max_frames=max_frames)
-    return KVResult(params=params, trace=trace.summary(), num_final_tokens=runs[0].num_final_tokens,
-                    frame_every=frame_every, reference=REFERENCE, policies=[summarize(r) for r in runs])
+    params = dict(
+        block_size=block_size,
+        workload=workload,
+        num_requests=num_requests,
+        seed=seed,
+        capacity_tokens=capacity_tokens,
+        max_seq_len=max_seq_len,
+        max_frames=max_frames,
+    )
+    return KVResult(
+        params=params,
+        trace=trace.summary(),
+        num_final_tokens=runs[0].num_final_tokens,
+        frame_every=frame_every,
+        reference=REFERENCE,
+        policies=[summarize(r) for r in runs],
+    )

@@ -31,8 +31,7 @@ from typing import Any
 
 from .errors import SimError
 
-REQUIRED_HF_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                      "vocab_size")
+REQUIRED_HF_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
 @dataclass(frozen=True)
@@ -70,30 +69,58 @@ class ModelSpec:
     published_source: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-                     "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
-                     "num_local_experts", "num_experts_per_tok"):
+        for name in (
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "intermediate_size",
+            "vocab_size",
+            "max_position_embeddings",
+            "num_local_experts",
+            "num_experts_per_tok",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SimError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise SimError("num_key_value_heads", f"The key/value heads (num_key_value_heads, {self.num_key_value_heads}) "
-                           f"must divide the query heads (num_attention_heads, {self.num_attention_heads}).",
-                           also=("num_attention_heads",))
+            raise SimError(
+                "num_key_value_heads",
+                f"The key/value heads (num_key_value_heads, {self.num_key_value_heads}) "
+                f"must divide the query heads (num_attention_heads, {self.num_attention_heads}).",
+                also=("num_attention_heads",),
+            )
         if self.num_experts_per_tok > self.num_local_experts:
-            raise SimError("num_experts_per_tok", f"Experts per token (num_experts_per_tok, {self.num_experts_per_tok}) "
-                           f"must be at most the experts per layer (num_local_experts, {self.num_local_experts}).",
-                           also=("num_local_experts",))
-        for name in ("moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
-                     "first_k_dense_replace", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
-                     "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers"):
+            raise SimError(
+                "num_experts_per_tok",
+                f"Experts per token (num_experts_per_tok, {self.num_experts_per_tok}) "
+                f"must be at most the experts per layer (num_local_experts, {self.num_local_experts}).",
+                also=("num_local_experts",),
+            )
+        for name in (
+            "moe_intermediate_size",
+            "n_shared_experts",
+            "shared_expert_intermediate_size",
+            "first_k_dense_replace",
+            "kv_lora_rank",
+            "q_lora_rank",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "sliding_window",
+            "sliding_window_layers",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise SimError(name, f"{name} must be a whole number of at least 0, not {value!r}.")
         if self.first_k_dense_replace >= self.num_hidden_layers or self.sliding_window_layers > self.num_hidden_layers:
-            raise SimError("first_k_dense_replace", "first_k_dense_replace and sliding_window_layers must be below "
-                           f"the number of layers (num_hidden_layers, {self.num_hidden_layers}).",
-                           also=("sliding_window_layers", "num_hidden_layers"))
+            raise SimError(
+                "first_k_dense_replace",
+                "first_k_dense_replace and sliding_window_layers must be below "
+                f"the number of layers (num_hidden_layers, {self.num_hidden_layers}).",
+                also=("sliding_window_layers", "num_hidden_layers"),
+            )
 
     @property
     def is_moe(self) -> bool:
@@ -195,8 +222,7 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     if not m.is_moe:
         mlp = 3 * d * m.intermediate_size
         total = L * (attention + mlp + norms) + shared
-        return ParamCounts(embedding, attention, mlp, mlp, 0, norms, d, lm_head, L, total, total,
-                           total - embedding)
+        return ParamCounts(embedding, attention, mlp, mlp, 0, norms, d, lm_head, L, total, total, total - embedding)
     expert = 3 * d * m.expert_width
     dense_layers = m.first_k_dense_replace
     moe_layers = L - dense_layers
@@ -205,12 +231,27 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     router = moe_layers * d * m.num_local_experts
     total = L * (attention + norms) + always_on + routed + router + shared
     active = L * (attention + norms) + always_on + moe_layers * expert * m.num_experts_per_tok + router + shared
-    return ParamCounts(embedding, attention, (always_on + routed) / L, expert, router / L, norms, d, lm_head, L,
-                       total, active, total - embedding, always_on / L, moe_layers / L)
+    return ParamCounts(
+        embedding,
+        attention,
+        (always_on + routed) / L,
+        expert,
+        router / L,
+        norms,
+        d,
+        lm_head,
+        L,
+        total,
+        active,
+        total - embedding,
+        always_on / L,
+        moe_layers / L,
+    )
 
 
-def kv_bytes_per_token(m: ModelSpec, kv_bytes_per_value: float, *, kv_heads: int | None = None,
-                       layers: int | None = None) -> float:
+def kv_bytes_per_token(
+    m: ModelSpec, kv_bytes_per_value: float, *, kv_heads: int | None = None, layers: int | None = None
+) -> float:
     """KV-cache bytes one token occupies: 2 (K and V) * layers * kv_heads * head_dim * bytes.
 
     `kv_heads`/`layers` override the model's (a GPU's share under tensor/pipeline parallelism).
@@ -254,8 +295,13 @@ def _hf_int(cfg: Mapping[str, Any], key: str, default: int | None = None) -> int
     return int(value)
 
 
-def from_hf_config(cfg: Mapping[str, Any], *, model_id: str = "custom", name: str | None = None,
-                   source: str = "user-supplied config.json") -> ModelSpec:
+def from_hf_config(
+    cfg: Mapping[str, Any],
+    *,
+    model_id: str = "custom",
+    name: str | None = None,
+    source: str = "user-supplied config.json",
+) -> ModelSpec:
     """Build a ModelSpec from a Hugging Face config.json dict; ValueError names a missing/bad field.
 
     head_dim defaults to hidden_size / num_attention_heads; num_key_value_heads to the head count
@@ -271,8 +317,9 @@ def from_hf_config(cfg: Mapping[str, Any], *, model_id: str = "custom", name: st
     heads = _hf_int(cfg, "num_attention_heads")
     hidden = _hf_int(cfg, "hidden_size")
     if cfg.get("head_dim") is None and hidden % heads:
-        raise SimError("head_dim", "config.json needs the field 'head_dim': hidden_size is not a multiple of "
-                       "num_attention_heads.")
+        raise SimError(
+            "head_dim", "config.json needs the field 'head_dim': hidden_size is not a multiple of num_attention_heads."
+        )
     archs = cfg.get("architectures") or []
     bias = bool(cfg.get("attention_bias", any(str(a).startswith("Qwen2") for a in archs)))
     experts = _hf_int(cfg, "num_local_experts", cfg.get("num_experts") or cfg.get("n_routed_experts") or 1)
@@ -280,16 +327,23 @@ def from_hf_config(cfg: Mapping[str, Any], *, model_id: str = "custom", name: st
     if extra.get("qk_nope_head_dim") and cfg.get("head_dim") is None:
         extra["head_dim"] = extra["qk_nope_head_dim"] + extra.get("qk_rope_head_dim", 0)
     return ModelSpec(
-        id=model_id, name=name or str(cfg.get("_name_or_path") or model_id),
-        hidden_size=hidden, num_hidden_layers=_hf_int(cfg, "num_hidden_layers"),
-        num_attention_heads=heads, num_key_value_heads=_hf_int(cfg, "num_key_value_heads", heads),
+        id=model_id,
+        name=name or str(cfg.get("_name_or_path") or model_id),
+        hidden_size=hidden,
+        num_hidden_layers=_hf_int(cfg, "num_hidden_layers"),
+        num_attention_heads=heads,
+        num_key_value_heads=_hf_int(cfg, "num_key_value_heads", heads),
         head_dim=extra.pop("head_dim", None) or _hf_int(cfg, "head_dim", hidden // heads),
-        intermediate_size=_hf_int(cfg, "intermediate_size"), vocab_size=_hf_int(cfg, "vocab_size"),
+        intermediate_size=_hf_int(cfg, "intermediate_size"),
+        vocab_size=_hf_int(cfg, "vocab_size"),
         max_position_embeddings=_hf_int(cfg, "max_position_embeddings", 4096),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         num_local_experts=experts,
         num_experts_per_tok=_hf_int(cfg, "num_experts_per_tok", 1) if experts > 1 else 1,
-        attention_bias=bias, source=source, **extra)
+        attention_bias=bias,
+        source=source,
+        **extra,
+    )
 
 
 def _hf_nonneg(cfg: Mapping[str, Any], key: str) -> int:
@@ -307,11 +361,18 @@ def _hf_2025_fields(cfg: Mapping[str, Any], moe: bool) -> dict[str, int]:
     gpt-oss: sliding_window with layer_types listing 'sliding_attention' layers. Llama 4 (text_config):
     one shared expert of intermediate_size.
     """
-    out = {k: _hf_nonneg(cfg, k) for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-                                           "v_head_dim") if cfg.get(k)}
+    out = {
+        k: _hf_nonneg(cfg, k)
+        for k in ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+        if cfg.get(k)
+    }
     if moe:
-        for k in ("moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
-                  "first_k_dense_replace"):
+        for k in (
+            "moe_intermediate_size",
+            "n_shared_experts",
+            "shared_expert_intermediate_size",
+            "first_k_dense_replace",
+        ):
             if cfg.get(k):
                 out[k] = _hf_nonneg(cfg, k)
         if str(cfg.get("model_type", "")).startswith("llama4") and not out.get("n_shared_experts"):

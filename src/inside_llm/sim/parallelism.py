@@ -37,12 +37,12 @@ from .errors import SimError
 from .hardware import ACTIVATION_BYTES, weight_bytes_per_param
 from .models import param_counts
 
-MAX_NODE_GPUS = 8          # one HGX baseboard
+MAX_NODE_GPUS = 8  # one HGX baseboard
 MAX_MICRO_BATCHES = 64
 MAX_BATCH = 256
 MAX_PROMPT_TOKENS = 32_768
 MAX_OUTPUT_TOKENS = 4096
-ALLREDUCES_PER_LAYER = 2   # after attention (o_proj) and after the MLP (down_proj)
+ALLREDUCES_PER_LAYER = 2  # after attention (o_proj) and after the MLP (down_proj)
 
 
 @dataclass(frozen=True)
@@ -65,22 +65,40 @@ def _check(p: ParallelParams) -> tuple[EngineConfig, catalog.NodeSpec]:
     """Validate (ValueError names the field and bound) and build one replica's EngineConfig."""
     node = catalog.node(p.gpu)
     if node is None:
-        raise SimError("gpu", f"The GPU must be one sold on an 8-GPU NVLink baseboard ({', '.join(catalog.nodes())}), "
-                       f"not {p.gpu!r}.")
-    bounds = {"gpus": ("The GPU count", p.gpus, MAX_NODE_GPUS),
-              "micro_batches": ("Micro-batches", p.micro_batches, MAX_MICRO_BATCHES),
-              "batch": ("The batch", p.batch, MAX_BATCH),
-              "prompt_tokens": ("The prompt length (tokens)", p.prompt_tokens, MAX_PROMPT_TOKENS),
-              "output_tokens": ("The answer length (tokens)", p.output_tokens, MAX_OUTPUT_TOKENS)}
+        raise SimError(
+            "gpu",
+            f"The GPU must be one sold on an 8-GPU NVLink baseboard ({', '.join(catalog.nodes())}), not {p.gpu!r}.",
+        )
+    bounds = {
+        "gpus": ("The GPU count", p.gpus, MAX_NODE_GPUS),
+        "micro_batches": ("Micro-batches", p.micro_batches, MAX_MICRO_BATCHES),
+        "batch": ("The batch", p.batch, MAX_BATCH),
+        "prompt_tokens": ("The prompt length (tokens)", p.prompt_tokens, MAX_PROMPT_TOKENS),
+        "output_tokens": ("The answer length (tokens)", p.output_tokens, MAX_OUTPUT_TOKENS),
+    }
     for name, (what, value, hi) in bounds.items():
         if not 1 <= value <= hi:
             raise SimError(name, f"{what} must be between 1 and {hi:,}, not {value!r}.")
     if p.micro_batches > p.batch:
-        raise SimError("micro_batches", f"Micro-batches must be at most the batch ({p.batch}): each needs at least "
-                       f"one chat; {p.micro_batches} is too many.", also=("batch",))
-    cfg, _ = serving.resolve(serving.ServingParams(
-        model=p.model, gpu=p.gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision, batch=p.batch,
-        prompt_tokens=p.prompt_tokens, output_tokens=p.output_tokens))
+        raise SimError(
+            "micro_batches",
+            f"Micro-batches must be at most the batch ({p.batch}): each needs at least "
+            f"one chat; {p.micro_batches} is too many.",
+            also=("batch",),
+        )
+    cfg, _ = serving.resolve(
+        serving.ServingParams(
+            model=p.model,
+            gpu=p.gpu,
+            gpus=p.gpus,
+            tp=p.tp,
+            pp=p.pp,
+            precision=p.precision,
+            batch=p.batch,
+            prompt_tokens=p.prompt_tokens,
+            output_tokens=p.output_tokens,
+        )
+    )
     return cfg, node
 
 
@@ -120,8 +138,12 @@ def timeline(pp: int, micro_batches: int, phase: str) -> dict[str, Any]:
         return {"phase": phase, "slots": slots, "cells": cells, "idle_fraction": bubble_fraction(pp, m)}
     cycle = max(pp, m)
     slots = 2 * cycle
-    cells = [{"stage": s, "slot": t, "micro_batch": (t - s) % cycle}
-             for s in range(pp) for t in range(slots) if (t - s) % cycle < m]
+    cells = [
+        {"stage": s, "slot": t, "micro_batch": (t - s) % cycle}
+        for s in range(pp)
+        for t in range(slots)
+        if (t - s) % cycle < m
+    ]
     return {"phase": phase, "slots": slots, "cells": cells, "idle_fraction": 1 - m / cycle}
 
 
@@ -129,37 +151,64 @@ def _allreduce(cfg: EngineConfig, node: catalog.NodeSpec, tokens: int) -> dict[s
     """One layer's tensor-parallel traffic for a step of `tokens` tokens (zeros when tp = 1)."""
     n, hidden = cfg.tp, cfg.model.hidden_size
     message = tokens * hidden * ACTIVATION_BYTES if n > 1 else 0.0
-    ring = 2 * (n - 1) / n * message                       # bytes each GPU sends per all-reduce
+    ring = 2 * (n - 1) / n * message  # bytes each GPU sends per all-reduce
     line = node.nvlink_one_direction_gb_s * 1e9
     busbw = cfg.gpu.link_one_direction_bytes_per_s * cfg.efficiency.allreduce_busbw_fraction
     one = allreduce_s(cfg, message)
-    return {"tokens": tokens, "message_bytes": message,
-            "allreduce_bytes_per_layer": ALLREDUCES_PER_LAYER * message,
-            "sent_bytes_per_gpu_per_layer": ALLREDUCES_PER_LAYER * ring,
-            "allreduce_ms": one * 1e3, "allreduce_ms_line_rate": ring / line * 1e3,
-            "allreduce_ms_per_layer": ALLREDUCES_PER_LAYER * one * 1e3,
-            "allreduce_ms_per_step": ALLREDUCES_PER_LAYER * cfg.model.num_hidden_layers * one * 1e3,
-            "busbw_gb_s": busbw / 1e9, "line_rate_gb_s": line / 1e9}
+    return {
+        "tokens": tokens,
+        "message_bytes": message,
+        "allreduce_bytes_per_layer": ALLREDUCES_PER_LAYER * message,
+        "sent_bytes_per_gpu_per_layer": ALLREDUCES_PER_LAYER * ring,
+        "allreduce_ms": one * 1e3,
+        "allreduce_ms_line_rate": ring / line * 1e3,
+        "allreduce_ms_per_layer": ALLREDUCES_PER_LAYER * one * 1e3,
+        "allreduce_ms_per_step": ALLREDUCES_PER_LAYER * cfg.model.num_hidden_layers * one * 1e3,
+        "busbw_gb_s": busbw / 1e9,
+        "line_rate_gb_s": line / 1e9,
+    }
 
 
 def _phase(cfg: EngineConfig, node: catalog.NodeSpec, st: StepTime, m: int, phase: str) -> dict[str, Any]:
     """One phase (prefill or decode) of one micro-batch: step parts, TP and PP traffic, timeline."""
     act = st.tokens * cfg.model.hidden_size * ACTIVATION_BYTES
     send = cfg.efficiency.pp_send_latency_s + act / cfg.gpu.link_one_direction_bytes_per_s
-    return {"tokens": st.tokens, "step_ms": st.seconds * 1e3, "slot_ms": st.seconds / cfg.pp * 1e3,
-            "gemm_ms": st.gemm_s * 1e3, "attention_ms": st.attention_s * 1e3, "comm_ms": st.comm_s * 1e3,
-            "overhead_ms": st.overhead_s * 1e3, "bound": st.bound,
-            "tensor": _allreduce(cfg, node, st.tokens),
-            "pipeline": {"activation_bytes_per_send": act if cfg.pp > 1 else 0.0, "sends_per_step": cfg.pp - 1,
-                         "send_ms": send * 1e3 if cfg.pp > 1 else 0.0},
-            "timeline": timeline(cfg.pp, m, phase)}
+    return {
+        "tokens": st.tokens,
+        "step_ms": st.seconds * 1e3,
+        "slot_ms": st.seconds / cfg.pp * 1e3,
+        "gemm_ms": st.gemm_s * 1e3,
+        "attention_ms": st.attention_s * 1e3,
+        "comm_ms": st.comm_s * 1e3,
+        "overhead_ms": st.overhead_s * 1e3,
+        "bound": st.bound,
+        "tensor": _allreduce(cfg, node, st.tokens),
+        "pipeline": {
+            "activation_bytes_per_send": act if cfg.pp > 1 else 0.0,
+            "sends_per_step": cfg.pp - 1,
+            "send_ms": send * 1e3 if cfg.pp > 1 else 0.0,
+        },
+        "timeline": timeline(cfg.pp, m, phase),
+    }
 
 
 def _steps(cfg: EngineConfig, p: ParallelParams, m: int) -> serving._Phases:
     """Prefill and mean decode of one batch in m uneven micro-batches (the dials' own timing)."""
-    return serving.pipeline_times(cfg, serving.ServingParams(
-        model=p.model, gpu=p.gpu, gpus=p.gpus, tp=p.tp, pp=p.pp, precision=p.precision, batch=p.batch,
-        prompt_tokens=p.prompt_tokens, output_tokens=p.output_tokens), m)
+    return serving.pipeline_times(
+        cfg,
+        serving.ServingParams(
+            model=p.model,
+            gpu=p.gpu,
+            gpus=p.gpus,
+            tp=p.tp,
+            pp=p.pp,
+            precision=p.precision,
+            batch=p.batch,
+            prompt_tokens=p.prompt_tokens,
+            output_tokens=p.output_tokens,
+        ),
+        m,
+    )
 
 
 def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
@@ -175,22 +224,42 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
     one = memory_per_gpu(whole, p.batch, ctx)
     phases = {"prefill": _phase(cfg, node, prefill, m, "prefill"), "decode": _phase(cfg, node, decode, m, "decode")}
     out = {
-        "model": p.model, "model_name": cfg.model.name, "gpu": p.gpu, "gpu_name": cfg.gpu.name,
-        "precision": p.precision, "gpus": p.gpus, "tp": p.tp, "pp": p.pp, "replicas": replicas,
-        "micro_batches": m, "batch": p.batch, "prompt_tokens": p.prompt_tokens, "output_tokens": p.output_tokens,
-        "num_layers": cfg.model.num_hidden_layers, "hidden_size": cfg.model.hidden_size,
-        "stages": [{"stage": s, "first_layer": a, "last_layer": b, "num_layers": b - a + 1}
-                   for s, (a, b) in enumerate(stage_layers(cfg.model.num_hidden_layers, p.pp))],
+        "model": p.model,
+        "model_name": cfg.model.name,
+        "gpu": p.gpu,
+        "gpu_name": cfg.gpu.name,
+        "precision": p.precision,
+        "gpus": p.gpus,
+        "tp": p.tp,
+        "pp": p.pp,
+        "replicas": replicas,
+        "micro_batches": m,
+        "batch": p.batch,
+        "prompt_tokens": p.prompt_tokens,
+        "output_tokens": p.output_tokens,
+        "num_layers": cfg.model.num_hidden_layers,
+        "hidden_size": cfg.model.hidden_size,
+        "stages": [
+            {"stage": s, "first_layer": a, "last_layer": b, "num_layers": b - a + 1}
+            for s, (a, b) in enumerate(stage_layers(cfg.model.num_hidden_layers, p.pp))
+        ],
         "gpu_map": gpu_map(p.gpus, p.tp, p.pp),
         "model_weights_gb": whole.shard.weight_bytes / GB,
         **{k: v for k, v in mem.to_dict().items()},
-        "single_gpu": {"weights_gb": one.weights_gb, "kv_cache_gb": one.kv_cache_gb, "fits": one.fits,
-                       "shortfall_gb": one.shortfall_gb},
+        "single_gpu": {
+            "weights_gb": one.weights_gb,
+            "kv_cache_gb": one.kv_cache_gb,
+            "fits": one.fits,
+            "shortfall_gb": one.shortfall_gb,
+        },
         "allreduce_bytes_per_layer": phases["prefill"]["tensor"]["allreduce_bytes_per_layer"],
         "bubble_fraction": bubble_fraction(p.pp, m),
-        "ttft_ms": ttft_s * 1e3, "tpot_ms": tpot_s * 1e3, "tokens_per_s_per_user": 1.0 / tpot_s,
+        "ttft_ms": ttft_s * 1e3,
+        "tpot_ms": tpot_s * 1e3,
+        "tokens_per_s_per_user": 1.0 / tpot_s,
         "tokens_per_s_total": replicas * p.batch / tpot_s,
-        "prefill": phases["prefill"], "decode": phases["decode"],
+        "prefill": phases["prefill"],
+        "decode": phases["decode"],
         "node": _node_dict(node),
         "nodes": serving.node_facts(cfg, p.gpus),
         "layer": layer_weights(cfg),
@@ -206,16 +275,33 @@ def layer_weights(cfg: EngineConfig) -> dict[str, Any]:
     m, wb = cfg.model, weight_bytes_per_param(cfg.precision)
     c = param_counts(m)
     attention, mlp = c.attention_per_layer, c.mlp_per_layer
-    return {"hidden_size": m.hidden_size, "intermediate_size": m.intermediate_size, "q_dim": m.q_dim,
-            "kv_dim": m.kv_dim, "num_experts": m.num_local_experts if m.is_moe else 1,
-            "attention_params": attention, "mlp_params": mlp, "bytes_per_param": wb,
-            "attention_bytes": attention * wb, "mlp_bytes": mlp * wb, "layer_bytes": (attention + mlp) * wb,
-            "slice_bytes": (attention + mlp) * wb / cfg.tp}
+    return {
+        "hidden_size": m.hidden_size,
+        "intermediate_size": m.intermediate_size,
+        "q_dim": m.q_dim,
+        "kv_dim": m.kv_dim,
+        "num_experts": m.num_local_experts if m.is_moe else 1,
+        "attention_params": attention,
+        "mlp_params": mlp,
+        "bytes_per_param": wb,
+        "attention_bytes": attention * wb,
+        "mlp_bytes": mlp * wb,
+        "layer_bytes": (attention + mlp) * wb,
+        "slice_bytes": (attention + mlp) * wb / cfg.tp,
+    }
 
 
 def _node_dict(node: catalog.NodeSpec) -> dict[str, Any]:
-    keys = ("name", "gpus", "nvswitch_chips", "nvswitch_generation", "nvlink_links_per_gpu", "nvlink_bandwidth_gb_s",
-            "nvlink_one_direction_gb_s", "allreduce_bus_bandwidth_gb_s")
+    keys = (
+        "name",
+        "gpus",
+        "nvswitch_chips",
+        "nvswitch_generation",
+        "nvlink_links_per_gpu",
+        "nvlink_bandwidth_gb_s",
+        "nvlink_one_direction_gb_s",
+        "allreduce_bus_bandwidth_gb_s",
+    )
     return {**{k: getattr(node, k) for k in keys}, "sources": dict(node.sources)}
 
 
@@ -224,38 +310,80 @@ def _derivations(cfg: EngineConfig, node: catalog.NodeSpec, p: ParallelParams, o
     tpar = pre["tensor"]
     busbw_src = src.get("allreduce_bus_bandwidth_gb_s") or "cost model: allreduce_busbw_fraction x line rate"
     return {
-        "weights_gb": derive(o["weights_gb"], "GB per GPU",
-                             "(quantized params x bytes/param + 16-bit params x 2) / (tp x pp)",
-                             {"model_weights_gb": (o["model_weights_gb"], "GB"), "tp": (p.tp, "GPUs"),
-                              "pp": (p.pp, "GPUs")}, ["embedding and lm_head stay 16-bit"]),
-        "kv_cache_gb": derive(o["kv_cache_gb"], "GB per GPU",
-                              "batch x context x 2 x (layers / pp) x (kv_heads / tp) x head_dim x 2 bytes",
-                              {"batch": (p.batch, "sequences"), "context": (p.prompt_tokens + p.output_tokens, "tokens"),
-                               "kv_bytes_per_token_per_gpu": (cfg.shard.kv_bytes_per_token_stage, "B")},
-                              ["when tp > kv_heads each GPU keeps a copy of one KV head"]),
+        "weights_gb": derive(
+            o["weights_gb"],
+            "GB per GPU",
+            "(quantized params x bytes/param + 16-bit params x 2) / (tp x pp)",
+            {"model_weights_gb": (o["model_weights_gb"], "GB"), "tp": (p.tp, "GPUs"), "pp": (p.pp, "GPUs")},
+            ["embedding and lm_head stay 16-bit"],
+        ),
+        "kv_cache_gb": derive(
+            o["kv_cache_gb"],
+            "GB per GPU",
+            "batch x context x 2 x (layers / pp) x (kv_heads / tp) x head_dim x 2 bytes",
+            {
+                "batch": (p.batch, "sequences"),
+                "context": (p.prompt_tokens + p.output_tokens, "tokens"),
+                "kv_bytes_per_token_per_gpu": (cfg.shard.kv_bytes_per_token_stage, "B"),
+            },
+            ["when tp > kv_heads each GPU keeps a copy of one KV head"],
+        ),
         "allreduce_bytes_per_layer": derive(
-            tpar["allreduce_bytes_per_layer"], "B", "2 all-reduces x tokens x hidden x 2 bytes (BF16)",
-            {"tokens": (tpar["tokens"], "tokens in one prefill micro-batch"), "hidden": (cfg.model.hidden_size, ""),
-             "tp": (p.tp, "GPUs")},
-            ["Megatron-LM tensor parallelism: one all-reduce after attention, one after the MLP",
-             "a ring all-reduce sends 2(tp-1)/tp of the message from every GPU"],
-            ["Shoeybi et al., Megatron-LM, arXiv:1909.08053, Section 3"]),
-        "allreduce_ms": derive(tpar["allreduce_ms"], "ms", "latency + 2(tp-1)/tp x message_bytes / busbw",
-                               {"message_bytes": (tpar["message_bytes"], "B"), "busbw": (tpar["busbw_gb_s"], "GB/s", busbw_src),
-                                "line_rate": (tpar["line_rate_gb_s"], "GB/s", src.get("nvlink_one_direction_gb_s")),
-                                "latency": (cfg.efficiency.allreduce_latency_s * 1e6, "us")},
-                               [f"at the line rate it would take {tpar['allreduce_ms_line_rate']:.3g} ms"]),
-        "bubble_fraction": derive(o["bubble_fraction"], "fraction", "(pp - 1) / (micro_batches + pp - 1)",
-                                  {"pp": (p.pp, "stages"), "micro_batches": (o["micro_batches"], "")},
-                                  ["forward pass only (inference): each stage idles while the pipeline fills and drains"],
-                                  ["Huang et al., GPipe, arXiv:1811.06965, Section 2.2"]),
-        "ttft_ms": derive(o["ttft_ms"], "ms", "(sum of micro-batch prefill steps + (pp - 1) x the largest) / pp",
-                          {"prefill_step_ms": (pre["step_ms"], "ms"), "comm_ms": (pre["comm_ms"], "ms"),
-                           "pp": (p.pp, ""), "micro_batches": (o["micro_batches"], "")},
-                          ["roofline step time from the cost model, all-reduces on the critical path"]),
-        "tokens_per_s_per_user": derive(o["tokens_per_s_per_user"], "tokens/s",
-                                        "1 / max(largest micro-batch decode step, sum of steps / pp)",
-                                        {"decode_step_ms": (o["decode"]["step_ms"], "ms"), "pp": (p.pp, ""),
-                                         "micro_batches": (o["micro_batches"], "")},
-                                        ["decode step at the mean context prompt + output / 2"]),
+            tpar["allreduce_bytes_per_layer"],
+            "B",
+            "2 all-reduces x tokens x hidden x 2 bytes (BF16)",
+            {
+                "tokens": (tpar["tokens"], "tokens in one prefill micro-batch"),
+                "hidden": (cfg.model.hidden_size, ""),
+                "tp": (p.tp, "GPUs"),
+            },
+            [
+                "Megatron-LM tensor parallelism: one all-reduce after attention, one after the MLP",
+                "a ring all-reduce sends 2(tp-1)/tp of the message from every GPU",
+            ],
+            ["Shoeybi et al., Megatron-LM, arXiv:1909.08053, Section 3"],
+        ),
+        "allreduce_ms": derive(
+            tpar["allreduce_ms"],
+            "ms",
+            "latency + 2(tp-1)/tp x message_bytes / busbw",
+            {
+                "message_bytes": (tpar["message_bytes"], "B"),
+                "busbw": (tpar["busbw_gb_s"], "GB/s", busbw_src),
+                "line_rate": (tpar["line_rate_gb_s"], "GB/s", src.get("nvlink_one_direction_gb_s")),
+                "latency": (cfg.efficiency.allreduce_latency_s * 1e6, "us"),
+            },
+            [f"at the line rate it would take {tpar['allreduce_ms_line_rate']:.3g} ms"],
+        ),
+        "bubble_fraction": derive(
+            o["bubble_fraction"],
+            "fraction",
+            "(pp - 1) / (micro_batches + pp - 1)",
+            {"pp": (p.pp, "stages"), "micro_batches": (o["micro_batches"], "")},
+            ["forward pass only (inference): each stage idles while the pipeline fills and drains"],
+            ["Huang et al., GPipe, arXiv:1811.06965, Section 2.2"],
+        ),
+        "ttft_ms": derive(
+            o["ttft_ms"],
+            "ms",
+            "(sum of micro-batch prefill steps + (pp - 1) x the largest) / pp",
+            {
+                "prefill_step_ms": (pre["step_ms"], "ms"),
+                "comm_ms": (pre["comm_ms"], "ms"),
+                "pp": (p.pp, ""),
+                "micro_batches": (o["micro_batches"], ""),
+            },
+            ["roofline step time from the cost model, all-reduces on the critical path"],
+        ),
+        "tokens_per_s_per_user": derive(
+            o["tokens_per_s_per_user"],
+            "tokens/s",
+            "1 / max(largest micro-batch decode step, sum of steps / pp)",
+            {
+                "decode_step_ms": (o["decode"]["step_ms"], "ms"),
+                "pp": (p.pp, ""),
+                "micro_batches": (o["micro_batches"], ""),
+            },
+            ["decode step at the mean context prompt + output / 2"],
+        ),
     }

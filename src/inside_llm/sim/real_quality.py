@@ -49,7 +49,7 @@ VARIANTS: dict[str, tuple[str | None, int, str]] = {
     "int2": ("int2", GROUP_SIZE, "INT2, symmetric, fp16 scale per 128 input weights"),
 }
 CODE_BITS = {"int8": 8, "int4": 4, "int3": 3, "int2": 2}
-Q4_1_BITS = 4 + 2 * 16 / 32          # 4-bit code + fp16 scale + fp16 minimum per 32 weights (ggml block_q4_1)
+Q4_1_BITS = 4 + 2 * 16 / 32  # 4-bit code + fp16 scale + fp16 minimum per 32 weights (ggml block_q4_1)
 
 
 def text_ids(model: DemoModel) -> np.ndarray:
@@ -64,8 +64,9 @@ def quantized(model: DemoModel, variant: str) -> DemoModel:
     fmt, group, _ = VARIANTS[variant]
     if fmt is None:
         return model.map_weights(lambda _f, w: np.asarray(w, np.float32), f"{model.name}-{variant}")
-    return model.map_weights(lambda _f, w: quantize_dequantize(np.asarray(w, np.float32), fmt, group, axis=0),
-                             f"{model.name}-{variant}")
+    return model.map_weights(
+        lambda _f, w: quantize_dequantize(np.asarray(w, np.float32), fmt, group, axis=0), f"{model.name}-{variant}"
+    )
 
 
 def bits_per_weight(model: DemoModel, variant: str) -> float:
@@ -83,20 +84,26 @@ def bits_per_weight(model: DemoModel, variant: str) -> float:
     return bits / total
 
 
-def window_nll(model: DemoModel, ids: np.ndarray, num_windows: int, window: int = WINDOW,
-               first: int = 0) -> np.ndarray:
+def window_nll(model: DemoModel, ids: np.ndarray, num_windows: int, window: int = WINDOW, first: int = 0) -> np.ndarray:
     """Mean NLL (nats/token) of windows first..first+num_windows-1, each window + 1 tokens [W]."""
     if (first + num_windows) * window + 1 > len(ids):
         raise ValueError(f"the text holds {len(ids)} tokens: too few for {first + num_windows} windows of {window}")
-    return np.array([model.nll(ids[w * window:(w + 1) * window + 1]) for w in range(first, first + num_windows)])
+    return np.array([model.nll(ids[w * window : (w + 1) * window + 1]) for w in range(first, first + num_windows)])
 
 
-def measure(model: DemoModel, variant: str, ids: np.ndarray, num_windows: int = NUM_WINDOWS,
-            window: int = WINDOW) -> dict[str, Any]:
+def measure(
+    model: DemoModel, variant: str, ids: np.ndarray, num_windows: int = NUM_WINDOWS, window: int = WINDOW
+) -> dict[str, Any]:
     nll = window_nll(quantized(model, variant), ids, num_windows, window)
-    return {"variant": variant, "method": VARIANTS[variant][2], "bits_per_weight": bits_per_weight(model, variant),
-            "perplexity": float(math.exp(nll.mean())), "mean_nll": float(nll.mean()),
-            "tokens": int(num_windows * window), "window_nll": [round(float(x), 6) for x in nll]}
+    return {
+        "variant": variant,
+        "method": VARIANTS[variant][2],
+        "bits_per_weight": bits_per_weight(model, variant),
+        "perplexity": float(math.exp(nll.mean())),
+        "mean_nll": float(nll.mean()),
+        "tokens": int(num_windows * window),
+        "window_nll": [round(float(x), 6) for x in nll],
+    }
 
 
 def paired(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -106,20 +113,28 @@ def paired(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**v, "relative_change": v["perplexity"] / base - 1} for v in demo_paired(variants)]
 
 
-def build(model: DemoModel, provenance: dict[str, Any], num_windows: int = NUM_WINDOWS,
-          window: int = WINDOW, log=print) -> dict[str, Any]:
+def build(
+    model: DemoModel, provenance: dict[str, Any], num_windows: int = NUM_WINDOWS, window: int = WINDOW, log=print
+) -> dict[str, Any]:
     """Measure every variant: the content of demo/<model>_quality.json (provenance: file name, sha256, command)."""
     ids = text_ids(model)
     variants = []
     for v in VARIANTS:
         variants.append(measure(model, v, ids, num_windows, window))
         log(f"{v:>10}  {variants[-1]['bits_per_weight']:6.3f} bits  perplexity {variants[-1]['perplexity']:.3f}")
-    return {"model": model.name, **provenance, "num_params": model.num_params,
-            "text": "Tiny Shakespeare, held-out last 10% (demo/heldout_ids.npy, decoded)",
-            "text_sha256": hashlib.sha256(heldout_text().encode()).hexdigest(),
-            "text_tokens": int(len(ids)), "window_tokens": window, "windows": num_windows,
-            "group_size": GROUP_SIZE,
-            "recipe": __doc__.split("Recipe")[1].strip(), "variants": paired(variants)}
+    return {
+        "model": model.name,
+        **provenance,
+        "num_params": model.num_params,
+        "text": "Tiny Shakespeare, held-out last 10% (demo/heldout_ids.npy, decoded)",
+        "text_sha256": hashlib.sha256(heldout_text().encode()).hexdigest(),
+        "text_tokens": int(len(ids)),
+        "window_tokens": window,
+        "windows": num_windows,
+        "group_size": GROUP_SIZE,
+        "recipe": __doc__.split("Recipe")[1].strip(),
+        "variants": paired(variants),
+    }
 
 
 @cache

@@ -26,8 +26,8 @@ from .hardware import GPU, math_rate
 from .models import ModelSpec
 
 MAX_BATCH = 1024  # chats decoded together: the decode curve runs 1 .. MAX_BATCH
-DEFAULT_BATCHES = tuple(2 ** i for i in range(11))  # 1 .. 1024
-DEFAULT_PROMPTS = tuple(2 ** i for i in range(7, 13))  # 128 .. 4096 prompt tokens, the slider's stops
+DEFAULT_BATCHES = tuple(2**i for i in range(11))  # 1 .. 1024
+DEFAULT_PROMPTS = tuple(2**i for i in range(7, 13))  # 128 .. 4096 prompt tokens, the slider's stops
 ROOF_INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte, the chart's x axis
 
 
@@ -53,8 +53,16 @@ def roof(gpu: GPU, precision: str = "bf16") -> Roof:
     """Peak dense FLOP/s for the precision's math path, peak HBM bandwidth and their ratio."""
     rate = math_rate(gpu, precision)
     bw = gpu.hbm_bytes_per_s
-    return Roof(gpu.id, precision, rate.math, rate.flops_per_s, bw, rate.flops_per_s / bw,
-                gpu.source(rate.field), gpu.source("hbm_bandwidth_tb_s"))
+    return Roof(
+        gpu.id,
+        precision,
+        rate.math,
+        rate.flops_per_s,
+        bw,
+        rate.flops_per_s / bw,
+        gpu.source(rate.field),
+        gpu.source("hbm_bandwidth_tb_s"),
+    )
 
 
 @dataclass(frozen=True)
@@ -78,8 +86,12 @@ class RooflinePoint:
 def point(cfg: EngineConfig, phase: str, batch: int, context_tokens: int, peak: Roof) -> RooflinePoint:
     """Prefill of `batch` prompts of `context_tokens`, or one decode step at that context."""
     if phase == "prefill":
-        st = step_time(cfg, num_prefill_tokens=batch * context_tokens, num_prefill_seqs=batch,
-                       prefill_attention_keys=batch * context_tokens * (context_tokens + 1) // 2)
+        st = step_time(
+            cfg,
+            num_prefill_tokens=batch * context_tokens,
+            num_prefill_seqs=batch,
+            prefill_attention_keys=batch * context_tokens * (context_tokens + 1) // 2,
+        )
     elif phase == "decode":
         st = step_time(cfg, num_decode_seqs=batch, decode_context_tokens_total=batch * context_tokens)
     else:
@@ -88,8 +100,20 @@ def point(cfg: EngineConfig, phase: str, batch: int, context_tokens: int, peak: 
     intensity = flops / nbytes
     attained = flops / st.seconds
     ideal = float(peak.attainable(intensity))
-    return RooflinePoint(phase, batch, context_tokens, flops, nbytes, intensity, st.seconds, attained, ideal,
-                         attained / peak.peak_flops_per_s, ideal / peak.peak_flops_per_s, st.bound)
+    return RooflinePoint(
+        phase,
+        batch,
+        context_tokens,
+        flops,
+        nbytes,
+        intensity,
+        st.seconds,
+        attained,
+        ideal,
+        attained / peak.peak_flops_per_s,
+        ideal / peak.peak_flops_per_s,
+        st.bound,
+    )
 
 
 @dataclass(frozen=True)
@@ -103,78 +127,129 @@ class RooflineResult:
     prefill_curve: dict[str, list] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"roof": self.roof.__dict__, "prefill": self.prefill.__dict__, "decode": self.decode.__dict__,
-                "decode_curve": self.decode_curve, "prefill_curve": self.prefill_curve, "roof_curve": self.roof_curve,
-                "math": {k: v.to_dict() for k, v in self.math.items()}}
+        return {
+            "roof": self.roof.__dict__,
+            "prefill": self.prefill.__dict__,
+            "decode": self.decode.__dict__,
+            "decode_curve": self.decode_curve,
+            "prefill_curve": self.prefill_curve,
+            "roof_curve": self.roof_curve,
+            "math": {k: v.to_dict() for k, v in self.math.items()},
+        }
 
 
-def decode_curve(cfg: EngineConfig, context_tokens: int, peak: Roof,
-                 batches: tuple[int, ...] = DEFAULT_BATCHES) -> dict[str, list]:
+def decode_curve(
+    cfg: EngineConfig, context_tokens: int, peak: Roof, batches: tuple[int, ...] = DEFAULT_BATCHES
+) -> dict[str, list]:
     """The decode point as batch grows: it climbs the memory slope towards the ridge."""
     fit = max_batch(cfg, context_tokens)
     pts = [point(cfg, "decode", b, context_tokens, peak) for b in batches]
-    return {"batch": list(batches), "arithmetic_intensity": [p.arithmetic_intensity for p in pts],
-            "attained_flops_per_s": [p.attained_flops_per_s for p in pts],
-            "share_of_peak": [p.share_of_peak for p in pts], "step_ms": [p.seconds * 1e3 for p in pts],
-            "tokens_per_s": [b / p.seconds for b, p in zip(batches, pts)],
-            "fits": [b <= fit for b in batches], "max_batch": fit}
+    return {
+        "batch": list(batches),
+        "arithmetic_intensity": [p.arithmetic_intensity for p in pts],
+        "attained_flops_per_s": [p.attained_flops_per_s for p in pts],
+        "share_of_peak": [p.share_of_peak for p in pts],
+        "step_ms": [p.seconds * 1e3 for p in pts],
+        "tokens_per_s": [b / p.seconds for b, p in zip(batches, pts)],
+        "fits": [b <= fit for b in batches],
+        "max_batch": fit,
+    }
 
 
-def prefill_curve(cfg: EngineConfig, batch: int, peak: Roof,
-                  prompts: tuple[int, ...] = DEFAULT_PROMPTS) -> dict[str, list]:
+def prefill_curve(
+    cfg: EngineConfig, batch: int, peak: Roof, prompts: tuple[int, ...] = DEFAULT_PROMPTS
+) -> dict[str, list]:
     """The prefill point as the prompt grows: each weight fetched serves batch x prompt tokens, so it
     slides up the memory slope and over the ridge. Prompts longer than the model's window are left out."""
     prompts = tuple(n for n in prompts if n <= cfg.model.max_position_embeddings)
     pts = [point(cfg, "prefill", batch, n, peak) for n in prompts]
-    return {"prompt_tokens": list(prompts), "tokens_per_step": [batch * n for n in prompts],
-            "arithmetic_intensity": [p.arithmetic_intensity for p in pts],
-            "attained_flops_per_s": [p.attained_flops_per_s for p in pts],
-            "share_of_peak": [p.share_of_peak for p in pts]}
+    return {
+        "prompt_tokens": list(prompts),
+        "tokens_per_step": [batch * n for n in prompts],
+        "arithmetic_intensity": [p.arithmetic_intensity for p in pts],
+        "attained_flops_per_s": [p.attained_flops_per_s for p in pts],
+        "share_of_peak": [p.share_of_peak for p in pts],
+    }
 
 
 def roof_curve(peak: Roof, n: int = 49) -> dict[str, list]:
     """Log-spaced points of the roof for drawing, plus the ridge corner."""
     x = np.logspace(np.log10(ROOF_INTENSITY_RANGE[0]), np.log10(ROOF_INTENSITY_RANGE[1]), n)
-    return {"arithmetic_intensity": x.tolist(), "attainable_flops_per_s": peak.attainable(x).tolist(),
-            "ridge": [peak.ridge_flops_per_byte, peak.peak_flops_per_s]}
+    return {
+        "arithmetic_intensity": x.tolist(),
+        "attainable_flops_per_s": peak.attainable(x).tolist(),
+        "ridge": [peak.ridge_flops_per_byte, peak.peak_flops_per_s],
+    }
 
 
-def roofline(model: str | ModelSpec = catalog.DEFAULT_MODEL, gpu: str | GPU = catalog.DEFAULT_GPU,
-             precision: str = "bf16", kv_precision: str = "bf16", batch: int = 1, context_tokens: int = 1024,
-             tp: int = 8, batches: tuple[int, ...] = DEFAULT_BATCHES) -> RooflineResult:
+def roofline(
+    model: str | ModelSpec = catalog.DEFAULT_MODEL,
+    gpu: str | GPU = catalog.DEFAULT_GPU,
+    precision: str = "bf16",
+    kv_precision: str = "bf16",
+    batch: int = 1,
+    context_tokens: int = 1024,
+    tp: int = 8,
+    batches: tuple[int, ...] = DEFAULT_BATCHES,
+) -> RooflineResult:
     """Chapter 5 data: roofs, prefill and decode points, the decode curve over batch, derivations."""
     m = catalog.model(model) if isinstance(model, str) else model
     g = catalog.gpu(gpu) if isinstance(gpu, str) else gpu
     if not 1 <= batch <= MAX_BATCH:
         raise SimError("batch", f"The batch must be between 1 and {MAX_BATCH:,} chats, not {batch:,}.")
     if not 1 <= context_tokens <= m.max_position_embeddings:
-        raise SimError("prompt_tokens", f"The prompt length must be between 1 and {m.max_position_embeddings:,} "
-                       f"tokens, the context window of {m.name}, not {context_tokens:,}.")
+        raise SimError(
+            "prompt_tokens",
+            f"The prompt length must be between 1 and {m.max_position_embeddings:,} "
+            f"tokens, the context window of {m.name}, not {context_tokens:,}.",
+        )
     cfg = EngineConfig(m, g, tp=tp, precision=precision, kv_precision=kv_precision)
     peak = roof(g, precision)
     pre = point(cfg, "prefill", batch, context_tokens, peak)
     dec = point(cfg, "decode", batch, context_tokens, peak)
-    return RooflineResult(peak, pre, dec, decode_curve(cfg, context_tokens, peak, batches), roof_curve(peak),
-                          _derivations(cfg, peak, dec), prefill_curve(cfg, batch, peak))
+    return RooflineResult(
+        peak,
+        pre,
+        dec,
+        decode_curve(cfg, context_tokens, peak, batches),
+        roof_curve(peak),
+        _derivations(cfg, peak, dec),
+        prefill_curve(cfg, batch, peak),
+    )
 
 
 def _derivations(cfg: EngineConfig, peak: Roof, dec: RooflinePoint) -> dict[str, Derivation]:
     g = cfg.gpu
     return {
-        "ridge_flops_per_byte": derive(peak.ridge_flops_per_byte, "FLOP/byte", "peak FLOP/s / HBM bytes/s",
-                                       {"peak_flops_per_s": (peak.peak_flops_per_s, "FLOP/s", peak.peak_source),
-                                        "hbm_bandwidth": (peak.bandwidth_bytes_per_s, "bytes/s", peak.bandwidth_source)}),
-        "decode_arithmetic_intensity": derive(dec.arithmetic_intensity, "FLOP/byte",
-                                              "decode-step FLOPs / HBM bytes read (weights + KV cache), per GPU",
-                                              {"flops": (dec.flops, "FLOP"), "hbm_bytes": (dec.hbm_bytes, "bytes"),
-                                               "batch": (dec.batch, "sequences")},
-                                              ["each weight is read once per step and used for 2 FLOPs per sequence"]),
-        "decode_share_of_peak": derive(dec.share_of_peak, "fraction",
-                                       "(decode FLOPs / step seconds) / peak FLOP/s",
-                                       {"flops": (dec.flops, "FLOP"), "step_ms": (dec.seconds * 1e3, "ms"),
-                                        "peak_flops_per_s": (peak.peak_flops_per_s, "FLOP/s", peak.peak_source),
-                                        "gpu": (g.id, ""), "tp": (cfg.tp, "GPUs")},
-                                       ["step time from the calibrated cost model (docs/calibration.md)"]),
+        "ridge_flops_per_byte": derive(
+            peak.ridge_flops_per_byte,
+            "FLOP/byte",
+            "peak FLOP/s / HBM bytes/s",
+            {
+                "peak_flops_per_s": (peak.peak_flops_per_s, "FLOP/s", peak.peak_source),
+                "hbm_bandwidth": (peak.bandwidth_bytes_per_s, "bytes/s", peak.bandwidth_source),
+            },
+        ),
+        "decode_arithmetic_intensity": derive(
+            dec.arithmetic_intensity,
+            "FLOP/byte",
+            "decode-step FLOPs / HBM bytes read (weights + KV cache), per GPU",
+            {"flops": (dec.flops, "FLOP"), "hbm_bytes": (dec.hbm_bytes, "bytes"), "batch": (dec.batch, "sequences")},
+            ["each weight is read once per step and used for 2 FLOPs per sequence"],
+        ),
+        "decode_share_of_peak": derive(
+            dec.share_of_peak,
+            "fraction",
+            "(decode FLOPs / step seconds) / peak FLOP/s",
+            {
+                "flops": (dec.flops, "FLOP"),
+                "step_ms": (dec.seconds * 1e3, "ms"),
+                "peak_flops_per_s": (peak.peak_flops_per_s, "FLOP/s", peak.peak_source),
+                "gpu": (g.id, ""),
+                "tp": (cfg.tp, "GPUs"),
+            },
+            ["step time from the calibrated cost model (docs/calibration.md)"],
+        ),
     }
 
 
@@ -185,25 +260,42 @@ def point_math(res: RooflineResult, tp: int) -> dict[str, Derivation]:
     per_gpu = f"per GPU of a {tp}-way tensor-parallel group"
     binds = "compute" if dec.arithmetic_intensity >= pk.ridge_flops_per_byte else "memory"
     return {
-        "decode_attained_flops_per_s": derive(dec.attained_flops_per_s, "FLOP/s", "decode-step FLOPs / step seconds",
-                                              {"flops": (dec.flops, "FLOP"), "step_ms": (dec.seconds * 1e3, "ms"),
-                                               "batch": (dec.batch, "sequences")},
-                                              [per_gpu, "step time from the calibrated cost model"]),
-        "decode_roof": derive(min(pk.peak_flops_per_s, dec.arithmetic_intensity * pk.bandwidth_bytes_per_s), "FLOP/s",
-                              f"min(peak, intensity x bandwidth): the {binds} roof binds "
-                              f"(intensity {'>=' if binds == 'compute' else '<'} ridge)",
-                              {"arithmetic_intensity": (dec.arithmetic_intensity, "FLOP/byte"),
-                               "ridge_flops_per_byte": (pk.ridge_flops_per_byte, "FLOP/byte"),
-                               "hbm_bandwidth": (pk.bandwidth_bytes_per_s, "bytes/s", pk.bandwidth_source),
-                               "peak_flops_per_s": peak_in},
-                              ["the ideal roof: datasheet peaks, no efficiency factors or overheads"]),
-        "prefill_arithmetic_intensity": derive(pre.arithmetic_intensity, "FLOP/byte",
-                                               "prefill FLOPs / HBM bytes read (weights once + KV written), per GPU",
-                                               {"flops": (pre.flops, "FLOP"), "hbm_bytes": (pre.hbm_bytes, "bytes"),
-                                                "prompt_tokens": (pre.batch * pre.context_tokens, "tokens")},
-                                               ["each weight is read once and used for 2 FLOPs per prompt token"]),
-        "prefill_share_of_peak": derive(pre.share_of_peak, "fraction", "(prefill FLOPs / prefill seconds) / peak FLOP/s",
-                                        {"flops": (pre.flops, "FLOP"), "prefill_ms": (pre.seconds * 1e3, "ms"),
-                                         "peak_flops_per_s": peak_in},
-                                        [per_gpu, "step time from the calibrated cost model"]),
+        "decode_attained_flops_per_s": derive(
+            dec.attained_flops_per_s,
+            "FLOP/s",
+            "decode-step FLOPs / step seconds",
+            {"flops": (dec.flops, "FLOP"), "step_ms": (dec.seconds * 1e3, "ms"), "batch": (dec.batch, "sequences")},
+            [per_gpu, "step time from the calibrated cost model"],
+        ),
+        "decode_roof": derive(
+            min(pk.peak_flops_per_s, dec.arithmetic_intensity * pk.bandwidth_bytes_per_s),
+            "FLOP/s",
+            f"min(peak, intensity x bandwidth): the {binds} roof binds "
+            f"(intensity {'>=' if binds == 'compute' else '<'} ridge)",
+            {
+                "arithmetic_intensity": (dec.arithmetic_intensity, "FLOP/byte"),
+                "ridge_flops_per_byte": (pk.ridge_flops_per_byte, "FLOP/byte"),
+                "hbm_bandwidth": (pk.bandwidth_bytes_per_s, "bytes/s", pk.bandwidth_source),
+                "peak_flops_per_s": peak_in,
+            },
+            ["the ideal roof: datasheet peaks, no efficiency factors or overheads"],
+        ),
+        "prefill_arithmetic_intensity": derive(
+            pre.arithmetic_intensity,
+            "FLOP/byte",
+            "prefill FLOPs / HBM bytes read (weights once + KV written), per GPU",
+            {
+                "flops": (pre.flops, "FLOP"),
+                "hbm_bytes": (pre.hbm_bytes, "bytes"),
+                "prompt_tokens": (pre.batch * pre.context_tokens, "tokens"),
+            },
+            ["each weight is read once and used for 2 FLOPs per prompt token"],
+        ),
+        "prefill_share_of_peak": derive(
+            pre.share_of_peak,
+            "fraction",
+            "(prefill FLOPs / prefill seconds) / peak FLOP/s",
+            {"flops": (pre.flops, "FLOP"), "prefill_ms": (pre.seconds * 1e3, "ms"), "peak_flops_per_s": peak_in},
+            [per_gpu, "step time from the calibrated cost model"],
+        ),
     }

@@ -183,22 +183,29 @@ def seat_spans(engine: Engine, starts: np.ndarray) -> SeatSpans:
     stays += [(c[1], s, c[0], last_end) for s, c in enumerate(open_) if c]
     stays.sort(key=lambda s: (s[0], s[1]))
     first_token_s = engine.first_token_s.tolist()
-    return SeatSpans(seat=[s[1] for s in stays], request_id=[s[2] for s in stays],
-                     start_s=[round(s[0], 6) for s in stays],
-                     first_token_s=[round(first_token_s[s[2]], 6) for s in stays],
-                     end_s=[round(s[3], 6) for s in stays])
+    return SeatSpans(
+        seat=[s[1] for s in stays],
+        request_id=[s[2] for s in stays],
+        start_s=[round(s[0], 6) for s in stays],
+        first_token_s=[round(first_token_s[s[2]], 6) for s in stays],
+        end_s=[round(s[3], 6) for s in stays],
+    )
 
 
 def request_times(engine: Engine) -> RequestTimes:
-    return RequestTimes(first_token_s=[round(t, 6) for t in engine.first_token_s.tolist()],
-                        finish_s=[round(t, 6) for t in engine.finish_s.tolist()],
-                        num_preemptions=engine.preemptions.tolist())
+    return RequestTimes(
+        first_token_s=[round(t, 6) for t in engine.first_token_s.tolist()],
+        finish_s=[round(t, 6) for t in engine.finish_s.tolist()],
+        num_preemptions=engine.preemptions.tolist(),
+    )
 
 
 def trace_requests(trace: Trace) -> TraceRequests:
-    return TraceRequests(arrival_s=np.round(trace.arrival_s, 6).tolist(),
-                         num_prompt_tokens=trace.num_prompt_tokens.tolist(),
-                         num_output_tokens=trace.num_output_tokens.tolist())
+    return TraceRequests(
+        arrival_s=np.round(trace.arrival_s, 6).tolist(),
+        num_prompt_tokens=trace.num_prompt_tokens.tolist(),
+        num_output_tokens=trace.num_output_tokens.tolist(),
+    )
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -217,40 +224,67 @@ def run_metrics(engine: Engine) -> RunMetrics:
     return RunMetrics(
         throughput_tokens_per_s=round(float(out_tokens.sum()) / makespan, 3),
         requests_per_s=round(len(arr) / makespan, 4),
-        ttft_ms_p50=_pct((first - arr) * 1e3, 50), ttft_ms_p99=_pct((first - arr) * 1e3, 99),
-        tpot_ms_p50=_pct(tpot, 50), tpot_ms_p99=_pct(tpot, 99),
-        latency_ms_p50=_pct((fin - arr) * 1e3, 50), latency_ms_p99=_pct((fin - arr) * 1e3, 99),
+        ttft_ms_p50=_pct((first - arr) * 1e3, 50),
+        ttft_ms_p99=_pct((first - arr) * 1e3, 99),
+        tpot_ms_p50=_pct(tpot, 50),
+        tpot_ms_p99=_pct(tpot, 99),
+        latency_ms_p50=_pct((fin - arr) * 1e3, 50),
+        latency_ms_p99=_pct((fin - arr) * 1e3, 99),
         seat_utilization=round(engine.busy_seat_s / (engine.seats * makespan), 4),
-        mean_batch_size=round(engine.busy_seat_s / busy, 3), engine_busy_fraction=round(busy / makespan, 4),
-        num_preemptions=engine.num_preemptions, num_steps=len(engine.durations),
-        num_output_tokens=int(out_tokens.sum()), makespan_s=round(makespan, 6))
+        mean_batch_size=round(engine.busy_seat_s / busy, 3),
+        engine_busy_fraction=round(busy / makespan, 4),
+        num_preemptions=engine.num_preemptions,
+        num_steps=len(engine.durations),
+        num_output_tokens=int(out_tokens.sum()),
+        makespan_s=round(makespan, 6),
+    )
 
 
 def metrics_math(m: RunMetrics, engine: Engine) -> dict[str, dict]:
     """Show-the-math for the headline numbers."""
     return {
         "throughput_tokens_per_s": derive(
-            m.throughput_tokens_per_s, "tokens/s", "sum of output tokens / (last finish - first arrival)",
-            {"num_output_tokens": (m.num_output_tokens, "tokens"), "makespan": (m.makespan_s, "s")}).to_dict(),
+            m.throughput_tokens_per_s,
+            "tokens/s",
+            "sum of output tokens / (last finish - first arrival)",
+            {"num_output_tokens": (m.num_output_tokens, "tokens"), "makespan": (m.makespan_s, "s")},
+        ).to_dict(),
         "seat_utilization": derive(
-            m.seat_utilization, "fraction", "sum over steps of (step duration x occupied seats) / (seats x makespan)",
-            {"seat_seconds_used": (round(engine.busy_seat_s, 6), "seat-s"), "seats": (engine.seats, "seats"),
-             "makespan": (m.makespan_s, "s")},
-            ["a seat is occupied from admission until the step that produces the request's last token"]).to_dict(),
+            m.seat_utilization,
+            "fraction",
+            "sum over steps of (step duration x occupied seats) / (seats x makespan)",
+            {
+                "seat_seconds_used": (round(engine.busy_seat_s, 6), "seat-s"),
+                "seats": (engine.seats, "seats"),
+                "makespan": (m.makespan_s, "s"),
+            },
+            ["a seat is occupied from admission until the step that produces the request's last token"],
+        ).to_dict(),
         "ttft_ms_p50": derive(
-            m.ttft_ms_p50, "ms", "median over requests of (end of the step that samples its first token - arrival)",
+            m.ttft_ms_p50,
+            "ms",
+            "median over requests of (end of the step that samples its first token - arrival)",
             {"num_requests": (engine.num_requests, "requests")},
-            ["includes queueing; a prompt may be prefilled over several steps (chunked)"]).to_dict(),
+            ["includes queueing; a prompt may be prefilled over several steps (chunked)"],
+        ).to_dict(),
         "latency_ms_p50": derive(
-            m.latency_ms_p50, "ms", "median over requests of (finish - arrival)",
-            {"num_requests": (engine.num_requests, "requests")}).to_dict(),
+            m.latency_ms_p50,
+            "ms",
+            "median over requests of (finish - arrival)",
+            {"num_requests": (engine.num_requests, "requests")},
+        ).to_dict(),
     }
 
 
 def policy_run(engine: Engine, horizon_s: float, max_frames: int) -> PolicyRun:
     starts = step_starts(engine)
     m = run_metrics(engine)
-    return PolicyRun(**vars(m), name=engine.policy, num_kv_blocks=engine.kv.pool.num_blocks,
-                     math=metrics_math(m, engine), frames=frames(engine, sample_steps(starts, horizon_s, max_frames),
-                                                                 starts),
-                     seat_spans=seat_spans(engine, starts), requests=request_times(engine))
+    return PolicyRun(
+        **vars(m),
+        name=engine.policy,
+        num_kv_blocks=engine.kv.pool.num_blocks,
+        math=metrics_math(m, engine),
+        frames=frames(engine, sample_steps(starts, horizon_s, max_frames), starts),
+        seat_spans=seat_spans(engine, starts),
+        requests=request_times(engine),
+    )

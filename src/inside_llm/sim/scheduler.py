@@ -62,8 +62,17 @@ MAX_KV_CAPACITY_TOKENS = 4_194_304
 class Request:
     """One request's outcome, read from the engine's columns after run() (Engine.reqs)."""
 
-    __slots__ = ("request_id", "arrival_s", "num_prompt_tokens", "max_tokens", "num_output_tokens",
-                 "num_computed_tokens", "num_preemptions", "first_token_s", "finish_s")
+    __slots__ = (
+        "request_id",
+        "arrival_s",
+        "num_prompt_tokens",
+        "max_tokens",
+        "num_output_tokens",
+        "num_computed_tokens",
+        "num_preemptions",
+        "first_token_s",
+        "finish_s",
+    )
 
     def __init__(self, *values):
         for name, value in zip(self.__slots__, values, strict=True):
@@ -125,12 +134,43 @@ class Step:
     requests (running ones in admission order, then those admitted): ids, n (new tokens each), and each
     one's computed and output tokens, remaining (prompt + output - computed) and left (max - output) before it."""
 
-    __slots__ = ("ids", "n", "computed", "output", "remaining", "left", "k", "start_s", "end_s", "durations",
-                 "num_prefill_tokens", "num_decode_seqs", "decode_context_tokens")
+    __slots__ = (
+        "ids",
+        "n",
+        "computed",
+        "output",
+        "remaining",
+        "left",
+        "k",
+        "start_s",
+        "end_s",
+        "durations",
+        "num_prefill_tokens",
+        "num_decode_seqs",
+        "decode_context_tokens",
+    )
 
-    def __init__(self, ids, n, computed, output, remaining, left, start_s: float, num_prefill_tokens: int,
-                 num_decode_seqs: int, decode_context_tokens: int):
-        self.ids, self.n, self.computed, self.output, self.remaining, self.left = ids, n, computed, output, remaining, left
+    def __init__(
+        self,
+        ids,
+        n,
+        computed,
+        output,
+        remaining,
+        left,
+        start_s: float,
+        num_prefill_tokens: int,
+        num_decode_seqs: int,
+        decode_context_tokens: int,
+    ):
+        self.ids, self.n, self.computed, self.output, self.remaining, self.left = (
+            ids,
+            n,
+            computed,
+            output,
+            remaining,
+            left,
+        )
         self.k, self.start_s, self.end_s, self.durations = 1, start_s, start_s, []
         self.num_prefill_tokens, self.num_decode_seqs = num_prefill_tokens, num_decode_seqs
         self.decode_context_tokens = decode_context_tokens
@@ -178,9 +218,18 @@ class Engine:
     than request by request. Engine.reqs gives them back as one object per request.
     """
 
-    def __init__(self, policy: str, trace: Trace, seats: int, step_time: StepTimeFn, num_blocks: int,
-                 block_size: int, max_num_batched_tokens: int, fast_forward: bool = True,
-                 record_seat_tokens: bool = False):
+    def __init__(
+        self,
+        policy: str,
+        trace: Trace,
+        seats: int,
+        step_time: StepTimeFn,
+        num_blocks: int,
+        block_size: int,
+        max_num_batched_tokens: int,
+        fast_forward: bool = True,
+        record_seat_tokens: bool = False,
+    ):
         """fast_forward=False steps every decode step one by one (the reference the tests compare to);
         record_seat_tokens=True also logs every seat's tokens per record (tests check them; reports do not)."""
         self.policy, self.seats, self.step_time, self.fast_forward = policy, seats, step_time, fast_forward
@@ -213,9 +262,17 @@ class Engine:
     @cached_property
     def reqs(self) -> list[Request]:
         """One Request per request id (after run())."""
-        cols = (range(self.num_requests), self.arrival_s.tolist(), self.prompt.tolist(), self.max_tokens.tolist(),
-                self.output.tolist(), self.computed.tolist(), self.preemptions.tolist(), self.first_token_s.tolist(),
-                self.finish_s.tolist())
+        cols = (
+            range(self.num_requests),
+            self.arrival_s.tolist(),
+            self.prompt.tolist(),
+            self.max_tokens.tolist(),
+            self.output.tolist(),
+            self.computed.tolist(),
+            self.preemptions.tolist(),
+            self.first_token_s.tolist(),
+            self.finish_s.tolist(),
+        )
         return [Request(*values) for values in zip(*cols)]
 
     # -- waiting queue and seats ---------------------------------------------------------------
@@ -337,8 +394,9 @@ class Engine:
 
     def plan(self, now: float) -> Step | None:
         self.preempted = False
-        ids, n, computed, output, remaining = (self.schedule_static() if self.policy == "static"
-                                               else self.schedule_continuous())
+        ids, n, computed, output, remaining = (
+            self.schedule_static() if self.policy == "static" else self.schedule_continuous()
+        )
         if not len(ids):
             return None
         # a decode computes its one newest token: all but one of prompt + output are in the cache
@@ -348,8 +406,18 @@ class Engine:
             context = int(computed.sum()) + num_decode  # keys attended, each its own included
         else:
             context = int(computed[decode].sum()) + num_decode
-        step = Step(ids, n, computed, output, remaining, self.max_tokens[ids] - output, now,
-                    int(n.sum()) - num_decode, num_decode, context)
+        step = Step(
+            ids,
+            n,
+            computed,
+            output,
+            remaining,
+            self.max_tokens[ids] - output,
+            now,
+            int(n.sum()) - num_decode,
+            num_decode,
+            context,
+        )
         if self.fast_forward and num_decode == len(ids) == len(self.running) and not self.preempted:
             self.extend(step, now)
         else:
@@ -447,22 +515,44 @@ class Engine:
             computed, output = self.computed.tolist(), self.output.tolist()
             seat_computed = [computed[r] - k + 1 if r is not None else 0 for r in seats]
             seat_output = [output[r] - k + 1 if r is not None else 0 for r in seats]
-        self.log.append(StepRecord(
-            first_step=len(self.durations), num_steps=k, start_s=step.start_s,
-            seat_request_ids=self.seat_request_ids(),
-            seat_num_computed_tokens=seat_computed, seat_num_output_tokens=seat_output,
-            preempted_waiting_ids=tuple(self.front), first_new_waiting_id=self.admit_ptr,
-            num_prefill_tokens=step.num_prefill_tokens, num_decode_seqs=step.num_decode_seqs,
-            num_sampled_per_step=produced, num_kv_blocks_used=num_blocks, decode_computed_tokens=decode_computed,
-            num_occupied_seats=len(self.running), num_finished_before=self.num_finished, num_finished_in=num_done,
-            num_tokens_produced_before=self.num_produced, num_preemptions_total=self.num_preemptions))
+        self.log.append(
+            StepRecord(
+                first_step=len(self.durations),
+                num_steps=k,
+                start_s=step.start_s,
+                seat_request_ids=self.seat_request_ids(),
+                seat_num_computed_tokens=seat_computed,
+                seat_num_output_tokens=seat_output,
+                preempted_waiting_ids=tuple(self.front),
+                first_new_waiting_id=self.admit_ptr,
+                num_prefill_tokens=step.num_prefill_tokens,
+                num_decode_seqs=step.num_decode_seqs,
+                num_sampled_per_step=produced,
+                num_kv_blocks_used=num_blocks,
+                decode_computed_tokens=decode_computed,
+                num_occupied_seats=len(self.running),
+                num_finished_before=self.num_finished,
+                num_finished_in=num_done,
+                num_tokens_produced_before=self.num_produced,
+                num_preemptions_total=self.num_preemptions,
+            )
+        )
         self.durations.extend(step.durations)
         self.num_produced += produced * k
         self.busy_seat_s += len(self.running) * sum(step.durations)
 
 
-def validate_batching(rate: float, seats: int, kv_capacity_tokens: int, block_size: int, max_frames: int,
-                      max_num_batched_tokens: int, max_seq_len: int, step_time, policies: tuple[str, ...]) -> None:
+def validate_batching(
+    rate: float,
+    seats: int,
+    kv_capacity_tokens: int,
+    block_size: int,
+    max_frames: int,
+    max_num_batched_tokens: int,
+    max_seq_len: int,
+    step_time,
+    policies: tuple[str, ...],
+) -> None:
     """ValueError naming the parameter and its bound (routers map these to 422)."""
     if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
         raise ValueError(f"rate must be in (0, {MAX_RATE}] requests/s, got {rate!r}")
@@ -471,8 +561,10 @@ def validate_batching(rate: float, seats: int, kv_capacity_tokens: int, block_si
     check_int("max_seq_len", max_seq_len, 16, 32_768)
     check_int("kv_capacity_tokens", kv_capacity_tokens, max_seq_len, MAX_KV_CAPACITY_TOKENS)
     if (kv_capacity_tokens // block_size) * block_size < max_seq_len:
-        raise ValueError(f"kv_capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole blocks "
-                         f"of {block_size}, got {kv_capacity_tokens}")
+        raise ValueError(
+            f"kv_capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole blocks "
+            f"of {block_size}, got {kv_capacity_tokens}"
+        )
     check_int("max_frames", max_frames, 1, 2000)
     check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 65_536)
     if step_time is not None and not callable(step_time):
@@ -481,26 +573,61 @@ def validate_batching(rate: float, seats: int, kv_capacity_tokens: int, block_si
         raise ValueError(f"policies must be a non-empty subset of {POLICIES}, got {policies!r}")
 
 
-def simulate_batching(rate: float = 4.0, num_requests: int = 200, seats: int = 16, workload: str = "sharegpt",
-                      seed: int = 0, step_time: StepTimeFn | None = None, kv_capacity_tokens: int = 32_768,
-                      block_size: int = 16, max_frames: int = 200, max_num_batched_tokens: int = 2048,
-                      max_seq_len: int = 2048, policies: tuple[str, ...] = POLICIES) -> BatchingResult:
+def simulate_batching(
+    rate: float = 4.0,
+    num_requests: int = 200,
+    seats: int = 16,
+    workload: str = "sharegpt",
+    seed: int = 0,
+    step_time: StepTimeFn | None = None,
+    kv_capacity_tokens: int = 32_768,
+    block_size: int = 16,
+    max_frames: int = 200,
+    max_num_batched_tokens: int = 2048,
+    max_seq_len: int = 2048,
+    policies: tuple[str, ...] = POLICIES,
+) -> BatchingResult:
     """Static vs continuous batching on one seeded Poisson trace (rate in requests/s).
 
     step_time(num_prefill_tokens, num_decode_seqs, decode_context_tokens) -> seconds (or an object
     with .seconds); default SimpleStepCost(). KV: kv_capacity_tokens // block_size blocks.
     """
     policies = tuple(policies)
-    validate_batching(rate, seats, kv_capacity_tokens, block_size, max_frames, max_num_batched_tokens,
-                      max_seq_len, step_time, policies)
+    validate_batching(
+        rate,
+        seats,
+        kv_capacity_tokens,
+        block_size,
+        max_frames,
+        max_num_batched_tokens,
+        max_seq_len,
+        step_time,
+        policies,
+    )
     trace = make_trace(workload, num_requests, seed, rate, max_seq_len)
     cost = step_time if step_time is not None else SimpleStepCost()
-    engines = [Engine(p, trace, seats, cost, kv_capacity_tokens // block_size, block_size,
-                      max_num_batched_tokens).run() for p in policies]
+    engines = [
+        Engine(p, trace, seats, cost, kv_capacity_tokens // block_size, block_size, max_num_batched_tokens).run()
+        for p in policies
+    ]
     horizon = max(float(e.finish_s.max()) for e in engines)
-    params = dict(rate=rate, num_requests=num_requests, seats=seats, workload=workload, seed=seed,
-                  kv_capacity_tokens=kv_capacity_tokens, block_size=block_size, max_frames=max_frames,
-                  max_num_batched_tokens=max_num_batched_tokens, max_seq_len=max_seq_len)
-    return BatchingResult(params=params, trace=trace.summary(), requests=trace_requests(trace),
-                          horizon_s=round(horizon, 6), step_time=describe_step_time(cost),
-                          policies=[policy_run(e, horizon, max_frames) for e in engines])
+    params = dict(
+        rate=rate,
+        num_requests=num_requests,
+        seats=seats,
+        workload=workload,
+        seed=seed,
+        kv_capacity_tokens=kv_capacity_tokens,
+        block_size=block_size,
+        max_frames=max_frames,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_seq_len=max_seq_len,
+    )
+    return BatchingResult(
+        params=params,
+        trace=trace.summary(),
+        requests=trace_requests(trace),
+        horizon_s=round(horizon, 6),
+        step_time=describe_step_time(cost),
+        policies=[policy_run(e, horizon, max_frames) for e in engines],
+    )

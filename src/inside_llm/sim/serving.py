@@ -110,17 +110,28 @@ class ServingEstimate:
         d["fits"] = self.fits
         d["hypothetical"] = None
         if not self.fits:
-            d["hypothetical"] = {"reason": f"does not fit: each GPU is {self.memory.shortfall_gb:,.1f} GB short, "
-                                           "so these figures describe a server that cannot run",
-                                 **{k: d[k] for k in HYPOTHETICAL_FIELDS}}
+            d["hypothetical"] = {
+                "reason": f"does not fit: each GPU is {self.memory.shortfall_gb:,.1f} GB short, "
+                "so these figures describe a server that cannot run",
+                **{k: d[k] for k in HYPOTHETICAL_FIELDS},
+            }
             d.update({k: None for k in HYPOTHETICAL_FIELDS})
         return d
 
 
 # figures that only mean something when the setup fits in memory
-HYPOTHETICAL_FIELDS = ("ttft_ms", "tpot_ms", "e2e_latency_ms", "tokens_per_s_per_user", "tokens_per_s_total",
-                       "tokens_per_s_static", "tokens_per_s_continuous", "cost_per_million_tokens_usd", "mfu",
-                       "bandwidth_utilization")
+HYPOTHETICAL_FIELDS = (
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_latency_ms",
+    "tokens_per_s_per_user",
+    "tokens_per_s_total",
+    "tokens_per_s_static",
+    "tokens_per_s_continuous",
+    "cost_per_million_tokens_usd",
+    "mfu",
+    "bandwidth_utilization",
+)
 THROUGHPUT_MODES = ("static", "continuous")
 
 
@@ -139,15 +150,24 @@ def resolve(p: ServingParams) -> tuple[EngineConfig, int]:
     _check("output_tokens", "The answer length (tokens)", p.output_tokens, 1, MAX_TOKENS)
     _check("price_per_gpu_hour", "The price per GPU-hour (USD)", p.price_per_gpu_hour, 0, 1000)
     if p.throughput_mode not in THROUGHPUT_MODES:
-        raise SimError("throughput_mode", f"The throughput mode must be {' or '.join(THROUGHPUT_MODES)}, "
-                       f"not {p.throughput_mode!r}.")
+        raise SimError(
+            "throughput_mode",
+            f"The throughput mode must be {' or '.join(THROUGHPUT_MODES)}, not {p.throughput_mode!r}.",
+        )
     if p.prompt_tokens + p.output_tokens > m.max_position_embeddings:
-        raise SimError("prompt_tokens", f"The prompt and the answer together must fit {m.name}'s context window of "
-                       f"{m.max_position_embeddings:,} tokens; {p.prompt_tokens:,} + {p.output_tokens:,} = "
-                       f"{p.prompt_tokens + p.output_tokens:,} do not.", also=("output_tokens",))
+        raise SimError(
+            "prompt_tokens",
+            f"The prompt and the answer together must fit {m.name}'s context window of "
+            f"{m.max_position_embeddings:,} tokens; {p.prompt_tokens:,} + {p.output_tokens:,} = "
+            f"{p.prompt_tokens + p.output_tokens:,} do not.",
+            also=("output_tokens",),
+        )
     if p.tp < 1 or p.pp < 1 or p.gpus % (p.tp * p.pp):
-        raise SimError("tp", f"Pipeline stages × tensor parallel must divide the GPU count ({p.gpus}); "
-                       f"{p.pp} × {p.tp} does not.", also=("pp", "gpus"))
+        raise SimError(
+            "tp",
+            f"Pipeline stages × tensor parallel must divide the GPU count ({p.gpus}); {p.pp} × {p.tp} does not.",
+            also=("pp", "gpus"),
+        )
     cfg = EngineConfig(m, g, p.tp, p.pp, p.precision, p.kv_precision)
     return cfg, p.gpus // (p.tp * p.pp)
 
@@ -199,7 +219,9 @@ def _phases(cfg: EngineConfig, p: ServingParams, micro_batches: int | None = Non
     decodes = {n: step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(n * ctx)) for n in set(sizes)}
     tpot = max(max(decodes[n].seconds for n in sizes), sum(decodes[n].seconds for n in sizes) / pp)
     best: tuple[float, int, StepTime] | None = None
-    options = {m_b} if pp == 1 or micro_batches else {m_b, p.batch} | {k * pp for k in (2, 4, 8, 16) if k * pp < p.batch}
+    options = (
+        {m_b} if pp == 1 or micro_batches else {m_b, p.batch} | {k * pp for k in (2, 4, 8, 16) if k * pp < p.batch}
+    )
     for m in sorted(options):
         psizes = split(p.batch, m)
         steps = {n: _prefill(cfg, P, n) for n in set(psizes)}
@@ -220,10 +242,14 @@ def continuous_step(cfg: EngineConfig, p: ServingParams) -> StepTime:
     P, O, b = p.prompt_tokens, p.output_tokens, p.batch
     arrivals = b / O  # requests finishing, hence admitted, per step
     prefill_tokens = round(arrivals * P)
-    return step_time(cfg, num_prefill_tokens=prefill_tokens, num_decode_seqs=b,
-                     decode_context_tokens_total=round(b * (P + O / 2)),
-                     num_prefill_seqs=math.ceil(arrivals) if prefill_tokens else 0,
-                     prefill_attention_keys=round(arrivals * P * (P + 1) / 2))
+    return step_time(
+        cfg,
+        num_prefill_tokens=prefill_tokens,
+        num_decode_seqs=b,
+        decode_context_tokens_total=round(b * (P + O / 2)),
+        num_prefill_seqs=math.ceil(arrivals) if prefill_tokens else 0,
+        prefill_attention_keys=round(arrivals * P * (P + 1) / 2),
+    )
 
 
 def node_facts(cfg: EngineConfig, gpus: int) -> dict[str, Any]:
@@ -234,20 +260,30 @@ def node_facts(cfg: EngineConfig, gpus: int) -> dict[str, Any]:
     cross = cross_node_sends(cfg)
     spans = nodes_spanned(g, per_replica) > 1
     if not spans:
-        text = (f"one replica fits in one {g.node_gpus}-GPU NVLink domain: all its traffic stays on "
-                f"{g.interconnect_bandwidth_gb_s:,.0f} GB/s links")
+        text = (
+            f"one replica fits in one {g.node_gpus}-GPU NVLink domain: all its traffic stays on "
+            f"{g.interconnect_bandwidth_gb_s:,.0f} GB/s links"
+        )
     else:
         parts = []
         if tp_nodes > 1:
             parts.append(f"tensor all-reduces cross {tp_nodes} nodes")
         if cross:
             parts.append(f"{cross} of {cfg.pp - 1} pipeline hand-offs cross nodes")
-        text = (f"one replica spans {nodes_spanned(g, per_replica)} nodes of {g.node_gpus} GPUs: "
-                f"{' and '.join(parts)} over the {g.scaleout_bandwidth_gb_s * 8:,.0f} Gb/s network per GPU")
-    return {"gpus_per_node": g.node_gpus, "nodes": nodes_spanned(g, gpus),
-            "nodes_per_replica": nodes_spanned(g, per_replica), "spans_nodes": spans,
-            "tensor_nodes": tp_nodes, "cross_node_pipeline_sends": cross,
-            "scaleout_bandwidth_gb_s": g.scaleout_bandwidth_gb_s, "text": text}
+        text = (
+            f"one replica spans {nodes_spanned(g, per_replica)} nodes of {g.node_gpus} GPUs: "
+            f"{' and '.join(parts)} over the {g.scaleout_bandwidth_gb_s * 8:,.0f} Gb/s network per GPU"
+        )
+    return {
+        "gpus_per_node": g.node_gpus,
+        "nodes": nodes_spanned(g, gpus),
+        "nodes_per_replica": nodes_spanned(g, per_replica),
+        "spans_nodes": spans,
+        "tensor_nodes": tp_nodes,
+        "cross_node_pipeline_sends": cross,
+        "scaleout_bandwidth_gb_s": g.scaleout_bandwidth_gb_s,
+        "text": text,
+    }
 
 
 def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
@@ -265,18 +301,35 @@ def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
     n_gpu = cfg.tp * cfg.pp
     mb = split(p.batch, ph.prefill_micro_batches)
     prefill_flops = sum(_prefill(cfg, p.prompt_tokens, n).flops for n in mb)
-    decode_flops = sum(step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(
-        n * (p.prompt_tokens + O / 2))).flops for n in ph.decode_sizes)
-    decode_bytes = sum(step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(
-        n * (p.prompt_tokens + O / 2))).hbm_bytes for n in ph.decode_sizes)
+    decode_flops = sum(
+        step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(n * (p.prompt_tokens + O / 2))).flops
+        for n in ph.decode_sizes
+    )
+    decode_bytes = sum(
+        step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(n * (p.prompt_tokens + O / 2))).hbm_bytes
+        for n in ph.decode_sizes
+    )
     mfu = (prefill_flops + (O - 1) * decode_flops) / (ph.e2e_s * n_gpu * peak)
     bw_util = decode_bytes / (ph.tpot_s * n_gpu * cfg.gpu.hbm_bytes_per_s)
     est = ServingEstimate(
-        ttft_ms=ph.ttft_s * 1e3, tpot_ms=ph.tpot_s * 1e3, e2e_latency_ms=ph.e2e_s * 1e3,
-        tokens_per_s_per_user=1.0 / ph.tpot_s, tokens_per_s_total=tps_total, cost_per_million_tokens_usd=cost,
-        memory=mem, max_batch=fit, bound=ph.decode.bound, prefill_bound=ph.prefill.bound, mfu=mfu,
-        bandwidth_utilization=bw_util, replicas=replicas, tokens_per_s_static=tps_static,
-        tokens_per_s_continuous=tps_cont, throughput_mode=p.throughput_mode, nodes=node_facts(cfg, p.gpus))
+        ttft_ms=ph.ttft_s * 1e3,
+        tpot_ms=ph.tpot_s * 1e3,
+        e2e_latency_ms=ph.e2e_s * 1e3,
+        tokens_per_s_per_user=1.0 / ph.tpot_s,
+        tokens_per_s_total=tps_total,
+        cost_per_million_tokens_usd=cost,
+        memory=mem,
+        max_batch=fit,
+        bound=ph.decode.bound,
+        prefill_bound=ph.prefill.bound,
+        mfu=mfu,
+        bandwidth_utilization=bw_util,
+        replicas=replicas,
+        tokens_per_s_static=tps_static,
+        tokens_per_s_continuous=tps_cont,
+        throughput_mode=p.throughput_mode,
+        nodes=node_facts(cfg, p.gpus),
+    )
     return replace(est, math=_derivations(cfg, p, est, ph))  # the derivations quote the figures above
 
 
@@ -290,131 +343,241 @@ def params_dict(p: ServingParams) -> dict[str, Any]:
 
 # ---- show the math ------------------------------------------------------------------------------
 
+
 def _gpu_inputs(g: GPU, *names: str) -> dict[str, tuple]:
-    units = {"hbm_bandwidth_tb_s": "TB/s", "hbm_capacity_gb": "GB", "bf16_dense_tflops": "TFLOP/s",
-             "fp8_dense_tflops": "TFLOP/s", "int8_dense_tops": "TOP/s", "interconnect_bandwidth_gb_s": "GB/s"}
+    units = {
+        "hbm_bandwidth_tb_s": "TB/s",
+        "hbm_capacity_gb": "GB",
+        "bf16_dense_tflops": "TFLOP/s",
+        "fp8_dense_tflops": "TFLOP/s",
+        "int8_dense_tops": "TOP/s",
+        "interconnect_bandwidth_gb_s": "GB/s",
+    }
     return {f"{g.id}.{n}": (getattr(g, n), units.get(n, ""), g.source(n) or None) for n in names}
 
 
 def _step_assumptions(cfg: EngineConfig) -> list[str]:
     e = cfg.efficiency
     rate = math_rate(cfg.gpu, cfg.precision)
-    return [f"GEMM math: {rate.note}" if rate.math == "bf16" and cfg.precision not in ("bf16", "fp16", "int4")
-            else f"GEMM math in {rate.math.upper()} ({rate.field} of {cfg.gpu.name})",
-            f"GEMMs reach {e.gemm(cfg.shard.math):.0%} of {cfg.shard.math} peak; attention {e.attention_compute:.0%}"
-            f" of BF16 peak; HBM streams at {e.hbm:.0%} of peak (calibrated, docs/calibration.md)",
-            f"{e.per_layer_overhead_s * 1e6:.0f} us per layer + {e.step_overhead_s * 1e3:.1f} ms per step of "
-            "launch/scheduling overhead; tensor-parallel all-reduces on the critical path",
-            "embedding and lm_head stay 16-bit; activations BF16",
-            node_facts(cfg, cfg.tp * cfg.pp)["text"]]
+    return [
+        f"GEMM math: {rate.note}"
+        if rate.math == "bf16" and cfg.precision not in ("bf16", "fp16", "int4")
+        else f"GEMM math in {rate.math.upper()} ({rate.field} of {cfg.gpu.name})",
+        f"GEMMs reach {e.gemm(cfg.shard.math):.0%} of {cfg.shard.math} peak; attention {e.attention_compute:.0%}"
+        f" of BF16 peak; HBM streams at {e.hbm:.0%} of peak (calibrated, docs/calibration.md)",
+        f"{e.per_layer_overhead_s * 1e6:.0f} us per layer + {e.step_overhead_s * 1e3:.1f} ms per step of "
+        "launch/scheduling overhead; tensor-parallel all-reduces on the critical path",
+        "embedding and lm_head stay 16-bit; activations BF16",
+        node_facts(cfg, cfg.tp * cfg.pp)["text"],
+    ]
 
 
 def _derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: _Phases) -> dict[str, Derivation]:
     """The `math` block: one Derivation per headline number."""
-    return {**_time_derivations(cfg, p, est, ph), **_rate_derivations(cfg, p, est, ph),
-            **_memory_derivations(cfg, p, est.memory, est.max_batch)}
+    return {
+        **_time_derivations(cfg, p, est, ph),
+        **_rate_derivations(cfg, p, est, ph),
+        **_memory_derivations(cfg, p, est.memory, est.max_batch),
+    }
 
 
 def _time_derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: _Phases) -> dict[str, Derivation]:
     g, m = cfg.gpu, cfg.model
     step = _step_assumptions(cfg)
-    common = {"model": (m.id, "", m.source or None), "gpu": (g.id, ""), "tp": (cfg.tp, "GPUs"),
-              "pp": (cfg.pp, "GPUs"), "precision": (cfg.precision, ""), "batch": (p.batch, "sequences")}
+    common = {
+        "model": (m.id, "", m.source or None),
+        "gpu": (g.id, ""),
+        "tp": (cfg.tp, "GPUs"),
+        "pp": (cfg.pp, "GPUs"),
+        "precision": (cfg.precision, ""),
+        "batch": (p.batch, "sequences"),
+    }
     pf = ph.prefill
     return {
-        "ttft_ms": derive(est.ttft_ms, "ms", "ttft = gemm + attention + all-reduce + overhead for the prefill of "
-                          "batch x prompt_tokens (each part a roofline max of FLOPs/rate and bytes/bandwidth)",
-                          {**common, "prompt_tokens": (p.prompt_tokens, "tokens"),
-                           "prefill_flops": (pf.flops, "FLOP"), "gemm_ms": (pf.gemm_s * 1e3, "ms"),
-                           "attention_ms": (pf.attention_s * 1e3, "ms"), "comm_ms": (pf.comm_s * 1e3, "ms"),
-                           "overhead_ms": (pf.overhead_s * 1e3, "ms"),
-                           **_gpu_inputs(g, "bf16_dense_tflops", "hbm_bandwidth_tb_s", "interconnect_bandwidth_gb_s")},
-                          step + ["the whole batch's prompts are prefilled in one pass before the first token"]),
-        "tpot_ms": derive(est.tpot_ms, "ms", "tpot = decode step at mean context P + O/2 = max(weight bytes, GEMM "
-                          "FLOPs) + max(KV bytes, attention FLOPs) + all-reduces + overhead",
-                          {**common, "mean_context": (p.prompt_tokens + p.output_tokens / 2, "tokens"),
-                           "bytes_per_step": (ph.decode.hbm_bytes * ph.micro_batches, "B"),
-                           "gemm_ms": (ph.decode.gemm_s * 1e3, "ms"), "attention_ms": (ph.decode.attention_s * 1e3, "ms"),
-                           "comm_ms": (ph.decode.comm_s * 1e3, "ms"), "overhead_ms": (ph.decode.overhead_s * 1e3, "ms"),
-                           **_gpu_inputs(g, "hbm_bandwidth_tb_s")},
-                          step + ["decode step time is linear in context, so the mean over the answer is the "
-                                  "step at the mean context"]),
+        "ttft_ms": derive(
+            est.ttft_ms,
+            "ms",
+            "ttft = gemm + attention + all-reduce + overhead for the prefill of "
+            "batch x prompt_tokens (each part a roofline max of FLOPs/rate and bytes/bandwidth)",
+            {
+                **common,
+                "prompt_tokens": (p.prompt_tokens, "tokens"),
+                "prefill_flops": (pf.flops, "FLOP"),
+                "gemm_ms": (pf.gemm_s * 1e3, "ms"),
+                "attention_ms": (pf.attention_s * 1e3, "ms"),
+                "comm_ms": (pf.comm_s * 1e3, "ms"),
+                "overhead_ms": (pf.overhead_s * 1e3, "ms"),
+                **_gpu_inputs(g, "bf16_dense_tflops", "hbm_bandwidth_tb_s", "interconnect_bandwidth_gb_s"),
+            },
+            step + ["the whole batch's prompts are prefilled in one pass before the first token"],
+        ),
+        "tpot_ms": derive(
+            est.tpot_ms,
+            "ms",
+            "tpot = decode step at mean context P + O/2 = max(weight bytes, GEMM "
+            "FLOPs) + max(KV bytes, attention FLOPs) + all-reduces + overhead",
+            {
+                **common,
+                "mean_context": (p.prompt_tokens + p.output_tokens / 2, "tokens"),
+                "bytes_per_step": (ph.decode.hbm_bytes * ph.micro_batches, "B"),
+                "gemm_ms": (ph.decode.gemm_s * 1e3, "ms"),
+                "attention_ms": (ph.decode.attention_s * 1e3, "ms"),
+                "comm_ms": (ph.decode.comm_s * 1e3, "ms"),
+                "overhead_ms": (ph.decode.overhead_s * 1e3, "ms"),
+                **_gpu_inputs(g, "hbm_bandwidth_tb_s"),
+            },
+            step
+            + ["decode step time is linear in context, so the mean over the answer is the step at the mean context"],
+        ),
     }
 
 
 def _rate_derivations(cfg: EngineConfig, p: ServingParams, est: ServingEstimate, ph: _Phases) -> dict[str, Derivation]:
     g = cfg.gpu
     return {
-        "tokens_per_s_per_user": derive(est.tokens_per_s_per_user, "tokens/s", "1000 / tpot_ms",
-                                        {"tpot_ms": (est.tpot_ms, "ms")}),
+        "tokens_per_s_per_user": derive(
+            est.tokens_per_s_per_user, "tokens/s", "1000 / tpot_ms", {"tpot_ms": (est.tpot_ms, "ms")}
+        ),
         "tokens_per_s_total": _throughput_derivation(cfg, p, est),
-        "cost_per_million_tokens_usd": derive(est.cost_per_million_tokens_usd, "USD per 1M output tokens",
-                                              "gpus x price_per_gpu_hour / 3600 / tokens_per_s_total x 1e6",
-                                              {"gpus": (p.gpus, "GPUs"), "price_per_gpu_hour": (p.price_per_gpu_hour, "USD/h"),
-                                               "tokens_per_s_total": (est.tokens_per_s_total, "tokens/s")},
-                                              ["$3 per GPU-hour is an example rental price, not a quote"]),
-        "mfu": derive(est.mfu, "fraction", "model FLOPs of the batch / (e2e time x GPUs x peak FLOP/s)",
-                      {"peak_flops_per_s": (cfg.shard.math_flops_per_s, "FLOP/s"), "gpus": (cfg.tp * cfg.pp, "GPUs"),
-                       "e2e_ms": (est.e2e_latency_ms, "ms")}),
-        "bandwidth_utilization": derive(est.bandwidth_utilization, "fraction",
-                                        "HBM bytes per decode step / (tpot x GPUs x peak bandwidth)",
-                                        {"bytes_per_step": (ph.decode.hbm_bytes * ph.micro_batches, "B"),
-                                         "tpot_ms": (est.tpot_ms, "ms"), **_gpu_inputs(g, "hbm_bandwidth_tb_s")}),
+        "cost_per_million_tokens_usd": derive(
+            est.cost_per_million_tokens_usd,
+            "USD per 1M output tokens",
+            "gpus x price_per_gpu_hour / 3600 / tokens_per_s_total x 1e6",
+            {
+                "gpus": (p.gpus, "GPUs"),
+                "price_per_gpu_hour": (p.price_per_gpu_hour, "USD/h"),
+                "tokens_per_s_total": (est.tokens_per_s_total, "tokens/s"),
+            },
+            ["$3 per GPU-hour is an example rental price, not a quote"],
+        ),
+        "mfu": derive(
+            est.mfu,
+            "fraction",
+            "model FLOPs of the batch / (e2e time x GPUs x peak FLOP/s)",
+            {
+                "peak_flops_per_s": (cfg.shard.math_flops_per_s, "FLOP/s"),
+                "gpus": (cfg.tp * cfg.pp, "GPUs"),
+                "e2e_ms": (est.e2e_latency_ms, "ms"),
+            },
+        ),
+        "bandwidth_utilization": derive(
+            est.bandwidth_utilization,
+            "fraction",
+            "HBM bytes per decode step / (tpot x GPUs x peak bandwidth)",
+            {
+                "bytes_per_step": (ph.decode.hbm_bytes * ph.micro_batches, "B"),
+                "tpot_ms": (est.tpot_ms, "ms"),
+                **_gpu_inputs(g, "hbm_bandwidth_tb_s"),
+            },
+        ),
     }
 
 
 def _throughput_derivation(cfg: EngineConfig, p: ServingParams, est: ServingEstimate) -> Derivation:
     reps = f"replicas = gpus / (tp x pp) = {p.gpus} / {cfg.tp * cfg.pp}"
-    other = (f"static batches would give {est.tokens_per_s_static:,.0f} tokens/s" if est.throughput_mode == "continuous"
-             else f"continuous batching would give {est.tokens_per_s_continuous:,.0f} tokens/s")
+    other = (
+        f"static batches would give {est.tokens_per_s_static:,.0f} tokens/s"
+        if est.throughput_mode == "continuous"
+        else f"continuous batching would give {est.tokens_per_s_continuous:,.0f} tokens/s"
+    )
     if est.throughput_mode == "continuous":
         step = continuous_step(cfg, p)
-        return derive(est.tokens_per_s_total, "tokens/s", "replicas x batch / steady-state step",
-                      {"replicas": (est.replicas, ""), "batch": (p.batch, "seats"),
-                       "prefill_tokens_per_step": (p.batch * p.prompt_tokens / p.output_tokens, "tokens"),
-                       "step_ms": (step.seconds * 1e3, "ms")},
-                      ["continuous batching (shown): every seat is refilled as a chat ends, so each step decodes "
-                       "the whole batch and prefills batch / output_tokens new prompts alongside", reps, other])
-    return derive(est.tokens_per_s_total, "tokens/s",
-                  "replicas x batch x output_tokens / (ttft + (output_tokens - 1) x tpot)",
-                  {"replicas": (est.replicas, ""), "batch": (p.batch, "sequences"),
-                   "output_tokens": (p.output_tokens, "tokens"), "ttft_ms": (est.ttft_ms, "ms"),
-                   "tpot_ms": (est.tpot_ms, "ms")},
-                  ["static batches (shown): the next batch starts when the last one finishes", reps, other])
+        return derive(
+            est.tokens_per_s_total,
+            "tokens/s",
+            "replicas x batch / steady-state step",
+            {
+                "replicas": (est.replicas, ""),
+                "batch": (p.batch, "seats"),
+                "prefill_tokens_per_step": (p.batch * p.prompt_tokens / p.output_tokens, "tokens"),
+                "step_ms": (step.seconds * 1e3, "ms"),
+            },
+            [
+                "continuous batching (shown): every seat is refilled as a chat ends, so each step decodes "
+                "the whole batch and prefills batch / output_tokens new prompts alongside",
+                reps,
+                other,
+            ],
+        )
+    return derive(
+        est.tokens_per_s_total,
+        "tokens/s",
+        "replicas x batch x output_tokens / (ttft + (output_tokens - 1) x tpot)",
+        {
+            "replicas": (est.replicas, ""),
+            "batch": (p.batch, "sequences"),
+            "output_tokens": (p.output_tokens, "tokens"),
+            "ttft_ms": (est.ttft_ms, "ms"),
+            "tpot_ms": (est.tpot_ms, "ms"),
+        },
+        ["static batches (shown): the next batch starts when the last one finishes", reps, other],
+    )
 
 
 def _memory_derivations(cfg: EngineConfig, p: ServingParams, mem: MemoryBreakdown, fit: int) -> dict[str, Derivation]:
     g, s = cfg.gpu, cfg.shard
     ctx = p.prompt_tokens + p.output_tokens
     return {
-        "weights_gb": derive(mem.weights_gb, "GB per GPU", "(quantized params x bytes/param + 16-bit params x 2) / (tp x pp)",
-                             {"bytes_per_param": (s.wbytes, "B"), "tp": (cfg.tp, ""), "pp": (cfg.pp, "")},
-                             [f"{cfg.precision.upper()}: {number_format(cfg.precision).note} = "
-                              f"{number_format(cfg.precision).bits_per_value:g} bits per weight",
-                              "embedding and lm_head stay 16-bit; pipeline stages: the first also holds the "
-                              "embedding, the last the lm_head (the fullest GPU is shown)"]),
-        "kv_cache_gb": derive(mem.kv_cache_gb, "GB per GPU",
-                              "batch x (prompt + output) x 2 x layers/pp x kv_heads/tp x head_dim x kv bytes",
-                              {"batch": (p.batch, "sequences"), "context": (ctx, "tokens"),
-                               "kv_bytes_per_token_per_gpu": (s.kv_bytes_per_token_stage, "B"),
-                               "kv_precision": (cfg.kv_precision, "")},
-                              ["every sequence holds its full context at the end of the answer",
-                               "when tp > kv_heads each GPU keeps a copy of one KV head"]),
-        "spare_gb": derive(mem.spare_gb, "GB per GPU", "capacity - weights - kv_cache - activations - reserve",
-                           {**_gpu_inputs(g, "hbm_capacity_gb"), "weights_gb": (mem.weights_gb, "GB"),
-                            "kv_cache_gb": (mem.kv_cache_gb, "GB"), "activations_gb": (mem.activations_gb, "GB"),
-                            "reserve_gb": (mem.reserve_gb, "GB")},
-                           [f"reserve = {cfg.efficiency.runtime_reserve_fraction:.0%} of capacity for CUDA context, "
-                            "NCCL/cuBLAS workspaces and fragmentation (vLLM gpu_memory_utilization=0.9)"]),
-        "max_batch": derive(fit, "sequences", "largest batch with spare_gb >= 0 at this context",
-                            {"context": (ctx, "tokens"), "kv_bytes_per_token_per_gpu": (s.kv_bytes_per_token_stage, "B")}),
+        "weights_gb": derive(
+            mem.weights_gb,
+            "GB per GPU",
+            "(quantized params x bytes/param + 16-bit params x 2) / (tp x pp)",
+            {"bytes_per_param": (s.wbytes, "B"), "tp": (cfg.tp, ""), "pp": (cfg.pp, "")},
+            [
+                f"{cfg.precision.upper()}: {number_format(cfg.precision).note} = "
+                f"{number_format(cfg.precision).bits_per_value:g} bits per weight",
+                "embedding and lm_head stay 16-bit; pipeline stages: the first also holds the "
+                "embedding, the last the lm_head (the fullest GPU is shown)",
+            ],
+        ),
+        "kv_cache_gb": derive(
+            mem.kv_cache_gb,
+            "GB per GPU",
+            "batch x (prompt + output) x 2 x layers/pp x kv_heads/tp x head_dim x kv bytes",
+            {
+                "batch": (p.batch, "sequences"),
+                "context": (ctx, "tokens"),
+                "kv_bytes_per_token_per_gpu": (s.kv_bytes_per_token_stage, "B"),
+                "kv_precision": (cfg.kv_precision, ""),
+            },
+            [
+                "every sequence holds its full context at the end of the answer",
+                "when tp > kv_heads each GPU keeps a copy of one KV head",
+            ],
+        ),
+        "spare_gb": derive(
+            mem.spare_gb,
+            "GB per GPU",
+            "capacity - weights - kv_cache - activations - reserve",
+            {
+                **_gpu_inputs(g, "hbm_capacity_gb"),
+                "weights_gb": (mem.weights_gb, "GB"),
+                "kv_cache_gb": (mem.kv_cache_gb, "GB"),
+                "activations_gb": (mem.activations_gb, "GB"),
+                "reserve_gb": (mem.reserve_gb, "GB"),
+            },
+            [
+                f"reserve = {cfg.efficiency.runtime_reserve_fraction:.0%} of capacity for CUDA context, "
+                "NCCL/cuBLAS workspaces and fragmentation (vLLM gpu_memory_utilization=0.9)"
+            ],
+        ),
+        "max_batch": derive(
+            fit,
+            "sequences",
+            "largest batch with spare_gb >= 0 at this context",
+            {"context": (ctx, "tokens"), "kv_bytes_per_token_per_gpu": (s.kv_bytes_per_token_stage, "B")},
+        ),
     }
 
 
 # ---- calibration --------------------------------------------------------------------------------
 
-METRICS = {"tokens_per_s_total": "tokens_per_s_total", "ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms",
-           "e2e_latency_ms": "e2e_latency_ms"}
+METRICS = {
+    "tokens_per_s_total": "tokens_per_s_total",
+    "ttft_ms": "ttft_ms",
+    "tpot_ms": "tpot_ms",
+    "e2e_latency_ms": "e2e_latency_ms",
+}
 
 
 def reference_params(ref: catalog.Reference) -> ServingParams:
@@ -423,10 +586,19 @@ def reference_params(ref: catalog.Reference) -> ServingParams:
     When the engine chose the batch (ref.batch is None) we use the largest batch that fits in our
     memory model at that context, capped at the engine's limit (ref.max_batch).
     """
-    base = ServingParams(model=ref.model, gpu=ref.gpu, gpus=ref.gpus, tp=ref.tp, pp=ref.pp,
-                         precision=ref.precision, kv_precision=ref.kv_precision, batch=ref.batch or 1,
-                         prompt_tokens=ref.prompt_tokens, output_tokens=ref.output_tokens,
-                         throughput_mode="continuous" if ref.batching == "continuous" else "static")
+    base = ServingParams(
+        model=ref.model,
+        gpu=ref.gpu,
+        gpus=ref.gpus,
+        tp=ref.tp,
+        pp=ref.pp,
+        precision=ref.precision,
+        kv_precision=ref.kv_precision,
+        batch=ref.batch or 1,
+        prompt_tokens=ref.prompt_tokens,
+        output_tokens=ref.output_tokens,
+        throughput_mode="continuous" if ref.batching == "continuous" else "static",
+    )
     if ref.batch is not None:
         return base
     cfg, _ = resolve(base)

@@ -79,8 +79,9 @@ def describe_step_time(step_time: StepTimeFn) -> dict:
     return out
 
 
-def decode_run_seconds(step_time: StepTimeFn, num_seqs: int, context_tokens: int, max_steps: int,
-                       start_s: float, stop_at_s: float) -> tuple[list[float], float]:
+def decode_run_seconds(
+    step_time: StepTimeFn, num_seqs: int, context_tokens: int, max_steps: int, start_s: float, stop_at_s: float
+) -> tuple[list[float], float]:
     """Up to max_steps pure-decode steps of num_seqs requests whose contexts total context_tokens
     before the run (each step adds num_seqs), stopping after the first step that ends at or after
     stop_at_s. Returns (durations, end time); the end is the same float sum as stepping one by one.
@@ -123,8 +124,15 @@ class CostModelClock:
 
     def describe(self) -> dict:
         c = self.config
-        return {"name": "costmodel.step_time", "model": c.model.name, "gpu": c.gpu.name, "tp": c.tp, "pp": c.pp,
-                "precision": c.precision, "kv_precision": c.kv_precision}
+        return {
+            "name": "costmodel.step_time",
+            "model": c.model.name,
+            "gpu": c.gpu.name,
+            "tp": c.tp,
+            "pp": c.pp,
+            "precision": c.precision,
+            "kv_precision": c.kv_precision,
+        }
 
     def decode_seconds(self, num_decode_seqs: int, contexts: np.ndarray) -> np.ndarray:
         """Pure-decode steps at each total context, in one numpy call. In the cost model only the
@@ -136,7 +144,9 @@ class CostModelClock:
             base = step_time(self.config, 0, num_decode_seqs, 0)
             ref = step_time(self.config, 0, num_decode_seqs, REFERENCE_CONTEXT)
             line = self._decode_lines[num_decode_seqs] = (
-                base.seconds, (ref.attention_s - base.attention_s) / REFERENCE_CONTEXT)
+                base.seconds,
+                (ref.attention_s - base.attention_s) / REFERENCE_CONTEXT,
+            )
         return line[0] + line[1] * np.asarray(contexts, dtype=np.float64)
 
 

@@ -28,10 +28,18 @@ LLAMA3_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 LLAMA3_SPECIALS = (
-    "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
-    "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|step_id|>",
-    "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>",
-    "<|python_tag|>", "<|image|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>",
+    "<|step_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
+    "<|image|>",
 )
 LLAMA3_NUM_RESERVED = 256
 # Meta splits input into chunks of at most this many chars, and runs of (non-)whitespace longer
@@ -63,8 +71,7 @@ def _llama3() -> tiktoken.Encoding:
         f"<|reserved_special_token_{2 + i}|>" for i in range(LLAMA3_NUM_RESERVED - len(LLAMA3_SPECIALS))
     ]
     specials = {tok: len(ranks) + i for i, tok in enumerate(names)}
-    return tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks,
-                             special_tokens=specials)
+    return tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
 
 
 _RUNTIME: dict[str, object] = {}  # vocabularies that exist only at run time (the served model's), by name
@@ -115,7 +122,7 @@ def encode(text: str, encoding: str) -> list[int]:
         return list(enc.encode_ordinary(text))
     ids: list[int] = []
     for i in range(0, len(text), LLAMA3_MAX_CHUNK):
-        for piece in _split_runs(text[i:i + LLAMA3_MAX_CHUNK], MAX_RUN):
+        for piece in _split_runs(text[i : i + LLAMA3_MAX_CHUNK], MAX_RUN):
             ids.extend(enc.encode_ordinary(piece))
     return ids
 
@@ -142,9 +149,14 @@ class Token:
 
     def to_dict(self) -> dict:
         return {
-            "id": self.id, "text": self.text, "bytes": self.piece.hex(" ").upper(),
-            "byte_start": self.byte_start, "byte_end": self.byte_end,
-            "char_start": self.char_start, "char_end": self.char_end, "special": self.special,
+            "id": self.id,
+            "text": self.text,
+            "bytes": self.piece.hex(" ").upper(),
+            "byte_start": self.byte_start,
+            "byte_end": self.byte_end,
+            "char_start": self.char_start,
+            "char_end": self.char_end,
+            "special": self.special,
         }
 
 
@@ -198,8 +210,16 @@ def chat_tokens(prompt: str, system: str | None = None) -> list[dict]:
                 text = piece.decode("utf-8")
             except UnicodeDecodeError:  # part of a character split across tokens: shown as bytes
                 text = None
-            out.append({"id": tid, "text": text, "bytes": piece.hex(" ").upper(), "special": special,
-                        "kind": kind, "role": role})
+            out.append(
+                {
+                    "id": tid,
+                    "text": text,
+                    "bytes": piece.hex(" ").upper(),
+                    "special": special,
+                    "kind": kind,
+                    "role": role,
+                }
+            )
 
     def header(role: str) -> None:
         add([sp["<|start_header_id|>"]], "template", role)
@@ -233,13 +253,27 @@ def reference_ratio(encoding: str) -> dict:
     rows = []
     for s in reference_samples():
         words, tokens = count_words(s["text"]), len(encode(s["text"], encoding))
-        rows.append({"title": s["title"], "source": s["source"], "words": words, "tokens": tokens,
-                     "words_per_token": round(words / tokens, 3)})
+        rows.append(
+            {
+                "title": s["title"],
+                "source": s["source"],
+                "words": words,
+                "tokens": tokens,
+                "words_per_token": round(words / tokens, 3),
+            }
+        )
     words, tokens = sum(r["words"] for r in rows), sum(r["tokens"] for r in rows)
     chars = sum(len(s["text"]) for s in reference_samples())
-    return {"encoding": encoding, "words": words, "tokens": tokens, "chars": chars,
-            "words_per_token": round(words / tokens, 3), "chars_per_token": round(chars / tokens, 3),
-            "samples": rows, "corpus": corpus_ratio(encoding)}
+    return {
+        "encoding": encoding,
+        "words": words,
+        "tokens": tokens,
+        "chars": chars,
+        "words_per_token": round(words / tokens, 3),
+        "chars_per_token": round(chars / tokens, 3),
+        "samples": rows,
+        "corpus": corpus_ratio(encoding),
+    }
 
 
 @cache
@@ -250,16 +284,21 @@ def corpus_ratio(encoding: str) -> dict:
 
     text = heldout_text()
     words, tokens = count_words(text), len(encode(text, encoding))
-    return {"title": "Shakespeare, held out from the demo model's training text",
-            "source": "Tiny Shakespeare (public domain), last 10% by characters; shipped as demo/heldout_ids.npy",
-            "words": words, "tokens": tokens, "chars": len(text),
-            "words_per_token": round(words / tokens, 3), "chars_per_token": round(len(text) / tokens, 3)}
+    return {
+        "title": "Shakespeare, held out from the demo model's training text",
+        "source": "Tiny Shakespeare (public domain), last 10% by characters; shipped as demo/heldout_ids.npy",
+        "words": words,
+        "tokens": tokens,
+        "chars": len(text),
+        "words_per_token": round(words / tokens, 3),
+        "chars_per_token": round(len(text) / tokens, 3),
+    }
 
 
 # When "a token is about 3/4 of an English word" stops describing a text, decided from its characters.
-FOREIGN_LETTERS = 0.2   # share of letters outside A-Z/a-z above which the text is not English
-EMOJI_SHARE = 0.1       # share of non-space characters that are emoji or other symbols
-CODE_SHARE = 0.12       # share of non-space characters that are code punctuation
+FOREIGN_LETTERS = 0.2  # share of letters outside A-Z/a-z above which the text is not English
+EMOJI_SHARE = 0.1  # share of non-space characters that are emoji or other symbols
+CODE_SHARE = 0.12  # share of non-space characters that are code punctuation
 CODE_CHARS = frozenset("{}[]()<>=;_#/\\*+|&^%$@`~")
 
 
@@ -294,7 +333,15 @@ def text_profile(text: str) -> dict:
         kind, applies = "code", False
     else:
         kind, applies = "A–Z letters", True
-    return {"kind": kind, "rule_applies": applies, "non_ascii_letter_share": round(foreign, 3),
-            "symbol_share": round(symbols, 3), "code_share": round(code, 3),
-            "thresholds": {"non_ascii_letter_share": FOREIGN_LETTERS, "symbol_share": EMOJI_SHARE,
-                           "code_share": CODE_SHARE}}
+    return {
+        "kind": kind,
+        "rule_applies": applies,
+        "non_ascii_letter_share": round(foreign, 3),
+        "symbol_share": round(symbols, 3),
+        "code_share": round(code, 3),
+        "thresholds": {
+            "non_ascii_letter_share": FOREIGN_LETTERS,
+            "symbol_share": EMOJI_SHARE,
+            "code_share": CODE_SHARE,
+        },
+    }

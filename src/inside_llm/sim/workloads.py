@@ -69,8 +69,11 @@ class Trace:
     def summary(self) -> dict:
         """Means and maxima actually drawn, next to the distribution they came from."""
         return {
-            "workload": self.workload, "seed": self.seed, "num_requests": self.num_requests,
-            "max_seq_len": self.max_seq_len, "rate_per_s": self.rate,
+            "workload": self.workload,
+            "seed": self.seed,
+            "num_requests": self.num_requests,
+            "max_seq_len": self.max_seq_len,
+            "rate_per_s": self.rate,
             "prompt_tokens_mean": float(self.num_prompt_tokens.mean()),
             "output_tokens_mean": float(self.num_output_tokens.mean()),
             "prompt_tokens_max": int(self.num_prompt_tokens.max()),
@@ -85,9 +88,14 @@ def describe_workload(workload: str) -> dict:
     dist = WORKLOADS[workload]
     if dist is None:
         return {"kind": "fixed", "prompt_tokens": FIXED_PROMPT_TOKENS, "output_tokens": FIXED_OUTPUT_TOKENS}
-    return {"kind": "lognormal, clipped to max_seq_len", "prompt_mean_tokens": dist.prompt_mean,
-            "output_mean_tokens": dist.output_mean, "prompt_sigma": dist.prompt_sigma,
-            "output_sigma": dist.output_sigma, "source": dist.source}
+    return {
+        "kind": "lognormal, clipped to max_seq_len",
+        "prompt_mean_tokens": dist.prompt_mean,
+        "output_mean_tokens": dist.output_mean,
+        "prompt_sigma": dist.prompt_sigma,
+        "output_sigma": dist.output_sigma,
+        "source": dist.source,
+    }
 
 
 def _check_workload(workload: str) -> None:
@@ -112,8 +120,9 @@ def calibrated_mu(mean: float, sigma: float, cap: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def _draw_lengths(dist: LengthDist, n: int, max_seq_len: int,
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _draw_lengths(
+    dist: LengthDist, n: int, max_seq_len: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Prompt then output lengths; output is clipped to the room the prompt leaves."""
     mu_p = calibrated_mu(dist.prompt_mean, dist.prompt_sigma, max_seq_len - 1)
     # The output's cap depends on its prompt; calibrate against the cap left by a mean prompt.
@@ -125,8 +134,13 @@ def _draw_lengths(dist: LengthDist, n: int, max_seq_len: int,
     return prompt, output
 
 
-def make_trace(workload: str = "sharegpt", num_requests: int = 200, seed: int = 0,
-               rate: float | None = None, max_seq_len: int = 2048) -> Trace:
+def make_trace(
+    workload: str = "sharegpt",
+    num_requests: int = 200,
+    seed: int = 0,
+    rate: float | None = None,
+    max_seq_len: int = 2048,
+) -> Trace:
     """A seeded request trace. rate: Poisson arrivals per second, or None for all at t=0.
 
     Raises ValueError naming the parameter and its bound: num_requests in [1, 10000],

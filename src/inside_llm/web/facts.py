@@ -61,8 +61,11 @@ def json_body(model: type[BaseModel]) -> type[BaseModel]:
 
     if not typed:
         return model
-    return type(f"{model.__name__}Body", (model,), {
-        "__doc__": model.__doc__, "_as_json_says": field_validator(*typed, mode="before")(_as_json_says)})
+    return type(
+        f"{model.__name__}Body",
+        (model,),
+        {"__doc__": model.__doc__, "_as_json_says": field_validator(*typed, mode="before")(_as_json_says)},
+    )
 
 
 def fact_text(scene: Scene, values: dict[str, str]) -> str | None:
@@ -83,7 +86,9 @@ def _route(slug: str, model: type[BaseModel]) -> Any:
         """The same, with the parameters as a JSON body (for long text)."""
         return get_facts(p)
 
-    get_facts.__doc__ = f"Chapter {scene.number}'s fact sentence ({scene.title}) for the same parameters as /api/{slug}."
+    get_facts.__doc__ = (
+        f"Chapter {scene.number}'s fact sentence ({scene.title}) for the same parameters as /api/{slug}."
+    )
     return get_facts, post_facts
 
 
@@ -92,5 +97,10 @@ for _slug in CHAPTER_SLUGS:
     if _model is not None and scene_by_slug(_slug) is not None:
         _get, _post = _route(_slug, _model)
         for _fn, _method in ((_get, "GET"), (_post, "POST")):
-            router.add_api_route(f"/api/facts/{_slug}", _fn, methods=[_method], response_model=FactsResponse,
-                                 name=f"facts_{_slug.replace('-', '_')}_{_method.lower()}")
+            router.add_api_route(
+                f"/api/facts/{_slug}",
+                _fn,
+                methods=[_method],
+                response_model=FactsResponse,
+                name=f"facts_{_slug.replace('-', '_')}_{_method.lower()}",
+            )

@@ -16,18 +16,22 @@ from ..settings import Settings
 
 
 def _csp(frame_ancestors: str) -> str:
-    return ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; "
-            f"base-uri 'none'; form-action 'self'; frame-ancestors {frame_ancestors}")
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; "
+        f"base-uri 'none'; form-action 'self'; frame-ancestors {frame_ancestors}"
+    )
 
 
 def security_headers(path: str, settings: Settings) -> list[tuple[bytes, bytes]]:
     """The headers every response gets (also the 500s built outside the middleware stack)."""
     embed = path.startswith("/embed/")
     ancestors = "*" if embed else settings.frame_ancestors
-    extra = [(b"content-security-policy", _csp(ancestors).encode()),
-             (b"x-content-type-options", b"nosniff"),
-             (b"referrer-policy", b"strict-origin-when-cross-origin")]
+    extra = [
+        (b"content-security-policy", _csp(ancestors).encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"strict-origin-when-cross-origin"),
+    ]
     if not embed and ancestors == "'self'":
         extra.append((b"x-frame-options", b"SAMEORIGIN"))
     return extra
@@ -63,9 +67,15 @@ class UrlLimit:
         if scope["type"] == "http":
             size = len(scope.get("raw_path") or scope["path"].encode()) + len(scope.get("query_string", b""))
             if size > self.limit:
-                return await _reply(send, 414, {"detail": f"The URL is {size:,} bytes; this server reads at most "
-                                                          f"{self.limit:,}. Send long text in a POST body instead "
-                                                          "(e.g. POST /api/tokens)."})
+                return await _reply(
+                    send,
+                    414,
+                    {
+                        "detail": f"The URL is {size:,} bytes; this server reads at most "
+                        f"{self.limit:,}. Send long text in a POST body instead "
+                        "(e.g. POST /api/tokens)."
+                    },
+                )
         await self.app(scope, receive, send)
 
 
@@ -114,9 +124,14 @@ class _TooLarge(Exception):
 
 async def _reply(send: Send, status: int, body: dict, headers: list | None = None) -> None:
     raw = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(raw)).encode())] + (headers or [])})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
+            + (headers or []),
+        }
+    )
     await send({"type": "http.response.body", "body": raw})
 
 
@@ -155,8 +170,9 @@ class ETagCache:
                 ctype = headers.get(b"content-type", b"")
                 if message["status"] == 200 and ctype.startswith((b"application/json", b"text/html")):
                     state["start"], state["body"] = message, b""
-                    state["cache"] = (f"public, max-age={self.max_age}" if ctype.startswith(b"application/json")
-                                      else "no-cache").encode()
+                    state["cache"] = (
+                        f"public, max-age={self.max_age}" if ctype.startswith(b"application/json") else "no-cache"
+                    ).encode()
                     return
                 return await send(message)
             if "start" not in state:
@@ -167,8 +183,9 @@ class ETagCache:
 
         await self.app(scope, receive, wrapped)
 
-    async def _finish(self, send: Send, start: Message, body: bytes, inm: str, cache_control: bytes,
-                      accepts_gzip: bool) -> None:
+    async def _finish(
+        self, send: Send, start: Message, body: bytes, inm: str, cache_control: bytes, accepts_gzip: bool
+    ) -> None:
         digest = hashlib.sha256(body).hexdigest()[:32]
         compress = accepts_gzip and len(body) >= self.GZIP_MIN_BYTES
         etag = f'"{digest}-gzip"' if compress else f'"{digest}"'
@@ -189,7 +206,9 @@ class ETagCache:
     def _gzip(self, digest: str, body: bytes) -> bytes:
         out = self.gzipped.get(digest)
         if out is None:
-            out = self.gzipped[digest] = gzip.compress(body, compresslevel=4, mtime=0)  # 4: most of 6's ratio, 5x faster
+            out = self.gzipped[digest] = gzip.compress(
+                body, compresslevel=4, mtime=0
+            )  # 4: most of 6's ratio, 5x faster
             if len(self.gzipped) > self.GZIP_MEMO:
                 self.gzipped.popitem(last=False)
         else:

@@ -23,7 +23,7 @@ from .facts import fact_text, facts_for, params_model
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(templates_dir()))
-SIZES = {"s": 0.8, "m": 1.0, "l": 1.3, "xl": 1.7}   # `size=` aliases for `scale=`
+SIZES = {"s": 0.8, "m": 1.0, "l": 1.3, "xl": 1.7}  # `size=` aliases for `scale=`
 SCALE_BOUNDS = (0.25, 4.0)
 MAX_STEP = 10_000
 
@@ -33,7 +33,7 @@ class Links:
     """Where pages point: live server paths (root "") or relative files in an export (root "..")."""
 
     root: str = ""
-    suffix: str = ""            # ".html" in an export
+    suffix: str = ""  # ".html" in an export
     offline: bool = False
 
     def static(self, path: str) -> str:
@@ -52,8 +52,7 @@ class Links:
         return self.tour("dials") if self.offline else "/dials"
 
     def for_js(self) -> dict[str, str]:
-        return {"root": self.root, "tour": f"{self.root}/tour/", "embed": f"{self.root}/embed/",
-                "suffix": self.suffix}
+        return {"root": self.root, "tour": f"{self.root}/tour/", "embed": f"{self.root}/embed/", "suffix": self.suffix}
 
 
 LIVE = Links()
@@ -83,7 +82,7 @@ def _coerce(c: Control, raw: str | None) -> Any:
 MAX_QUESTION_CHARS = 500
 
 
-DEFAULT_QUESTION = "What is the capital of France?"   # the cover's suggestion; our words, not a figure
+DEFAULT_QUESTION = "What is the capital of France?"  # the cover's suggestion; our words, not a figure
 
 
 def question(query: Mapping[str, str]) -> str | None:
@@ -95,8 +94,10 @@ def question(query: Mapping[str, str]) -> str | None:
 def page_params(scene: Scene, query: Mapping[str, str]) -> dict[str, Any]:
     """Each control's value from the URL; a `question` control takes `q` unless the URL names it."""
     q = question(query)
-    return {c.name: _coerce(c, q if c.question and q is not None and c.name not in query else query.get(c.name))
-            for c in scene.controls}
+    return {
+        c.name: _coerce(c, q if c.question and q is not None and c.name not in query else query.get(c.name))
+        for c in scene.controls
+    }
 
 
 def _scale(query: Mapping[str, str]) -> str | None:
@@ -124,8 +125,12 @@ def embed_options(query: Mapping[str, str]) -> dict[str, str]:
     controls=0|1 (embeds show no controls unless 1), autoplay=0|1, theme=light|dark|auto,
     step=N|last, scale=0.25-4 (or size=s|m|l|xl), present=0|1. tour.js reads the same rules.
     """
-    allowed = {"controls": ("0", "1"), "autoplay": ("0", "1"), "theme": ("light", "dark", "auto"),
-               "present": ("0", "1")}
+    allowed = {
+        "controls": ("0", "1"),
+        "autoplay": ("0", "1"),
+        "theme": ("light", "dark", "auto"),
+        "present": ("0", "1"),
+    }
     opts = {k: query[k] for k, ok in allowed.items() if query.get(k) in ok}
     for k, v in (("step", _step(query.get("step"))), ("scale", _scale(query))):
         if v is not None:
@@ -138,15 +143,26 @@ def rendered_fact(scene: Scene, params: Mapping[str, Any] | None = None) -> str 
     None when the combination is refused. The page refills it from /api/facts/<slug> after every draw."""
     model = params_model(scene.slug)
     try:
-        p = None if model is None or params is None else model.model_validate(
-            {k: v for k, v in params.items() if k in model.model_fields})
+        p = (
+            None
+            if model is None or params is None
+            else model.model_validate({k: v for k, v in params.items() if k in model.model_fields})
+        )
         return fact_text(scene, facts_for(scene.slug, p))
     except ValueError:
         return None
 
 
-def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links = LIVE,
-               scenes: tuple[Scene, ...] | None = None, standalone: bool = False, q: str | None = None) -> dict:
+def page_state(
+    scene: Scene,
+    params: dict,
+    opts: dict,
+    embed: bool,
+    links: Links = LIVE,
+    scenes: tuple[Scene, ...] | None = None,
+    standalone: bool = False,
+    q: str | None = None,
+) -> dict:
     """What tour.js needs (the `page-state` JSON block): scene, params, controls, neighbours, links.
 
     `scenes` is the tour being navigated (all chapters live; the exported ones in an offline bundle).
@@ -154,15 +170,25 @@ def page_state(scene: Scene, params: dict, opts: dict, embed: bool, links: Links
     scenes = scenes or load_scenes()
     i = scenes.index(scene)
     return {
-        "slug": scene.slug, "number": scene.number, "title": scene.title, "api": f"/api/{scene.slug}",
+        "slug": scene.slug,
+        "number": scene.number,
+        "title": scene.title,
+        "api": f"/api/{scene.slug}",
         "facts": f"/api/facts/{scene.slug}" if params_model(scene.slug) and scene.fact else None,
-        "embed": embed, "params": params,
-        "defaults": scene.defaults(), "presets": list(scene.presets), "resolve": list(scene.resolve),
+        "embed": embed,
+        "params": params,
+        "defaults": scene.defaults(),
+        "presets": list(scene.presets),
+        "resolve": list(scene.resolve),
         "controls": [c.__dict__ | {"options": list(c.options)} for c in scene.controls],
         "prev": scenes[i - 1].slug if i > 0 else None,
         "next": scenes[i + 1].slug if i + 1 < len(scenes) else None,
-        "count": len(load_scenes()), "options": opts, "offline": links.offline, "urls": links.for_js(),
-        "standalone": standalone, "question": q,
+        "count": len(load_scenes()),
+        "options": opts,
+        "offline": links.offline,
+        "urls": links.for_js(),
+        "standalone": standalone,
+        "question": q,
     }
 
 
@@ -172,20 +198,37 @@ def state_json(state: dict) -> str:
     return json.dumps(state, ensure_ascii=False).replace("<", "\\u003c")
 
 
-def page_context(scene: Scene, query: Mapping[str, str], embed: bool, links: Links = LIVE,
-                 scenes: tuple[Scene, ...] | None = None, standalone: bool = False) -> dict:
+def page_context(
+    scene: Scene,
+    query: Mapping[str, str],
+    embed: bool,
+    links: Links = LIVE,
+    scenes: tuple[Scene, ...] | None = None,
+    standalone: bool = False,
+) -> dict:
     """Template context for a tour or embed page (shared by the server and the offline export)."""
     scenes = scenes or load_scenes()
     params = page_params(scene, query)
     opts = embed_options(query)
     state = page_state(scene, params, opts, embed, links, scenes, standalone, question(query))
     by_slug = {s.slug: s for s in scenes}
-    return {"scene": scene, "scenes": scenes, "total": len(load_scenes()), "params": params,
-            "prev_scene": by_slug.get(state["prev"]), "next_scene": by_slug.get(state["next"]),
-            "fact": rendered_fact(scene, params), "state_json": state_json(state), "opts": opts,
-            "version": __version__, "theme": opts.get("theme", "auto"), "u": links,
-            "scale": opts.get("scale"), "show_controls": not embed or opts.get("controls") == "1",
-            "scene_css": (static_dir() / "css" / "scenes" / f"{scene.slug}.css").is_file()}
+    return {
+        "scene": scene,
+        "scenes": scenes,
+        "total": len(load_scenes()),
+        "params": params,
+        "prev_scene": by_slug.get(state["prev"]),
+        "next_scene": by_slug.get(state["next"]),
+        "fact": rendered_fact(scene, params),
+        "state_json": state_json(state),
+        "opts": opts,
+        "version": __version__,
+        "theme": opts.get("theme", "auto"),
+        "u": links,
+        "scale": opts.get("scale"),
+        "show_controls": not embed or opts.get("controls") == "1",
+        "scene_css": (static_dir() / "css" / "scenes" / f"{scene.slug}.css").is_file(),
+    }
 
 
 def _render(request: Request, scene: Scene, template: str, embed: bool, standalone: bool = False) -> HTMLResponse:
@@ -200,7 +243,7 @@ def _scene_or_404(slug: str) -> Scene:
     return scene
 
 
-COVER_BOARD = "parallelism"   # the cover draws chapter 10's board: the whole server
+COVER_BOARD = "parallelism"  # the cover draws chapter 10's board: the whole server
 
 
 def cover_context(query: Mapping[str, str], links: Links = LIVE) -> dict:
@@ -208,8 +251,13 @@ def cover_context(query: Mapping[str, str], links: Links = LIVE) -> dict:
     board = scene_by_slug(COVER_BOARD)
     ctx = page_context(board, {}, embed=True, links=links)
     state = page_state(board, board.defaults(), {"autoplay": "1"}, embed=True, links=links)
-    return {**ctx, "state_json": state_json(state), "question": question(query) or DEFAULT_QUESTION,
-            "max_question": MAX_QUESTION_CHARS, "theme": embed_options(query).get("theme", "auto")}
+    return {
+        **ctx,
+        "state_json": state_json(state),
+        "question": question(query) or DEFAULT_QUESTION,
+        "max_question": MAX_QUESTION_CHARS,
+        "theme": embed_options(query).get("theme", "auto"),
+    }
 
 
 @router.get("/", response_class=HTMLResponse)
