@@ -11,19 +11,12 @@ run() -> rows; `python bench/bench_drag.py` prints them.
 
 from __future__ import annotations
 
-import os
 import statistics
 
 from _server import serve
 
-CHROMIUM = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from inside_llm.headless import launch
+
 DRAGS = 5
 EVENTS = 31  # one per animation frame at ~30 fps for one second
 SEATS = [round(1 + 63 * k / (EVENTS - 1)) for k in range(EVENTS)]
@@ -64,7 +57,7 @@ def run() -> list[dict]:
 
     settle, sent, max_open = [], [], []
     with serve(workers=1) as (base, _), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         for k in range(DRAGS):
             rate = 3.25 + 0.5 * k  # never seen: a new URL for every seat count

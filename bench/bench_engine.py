@@ -18,18 +18,9 @@ import statistics
 import time
 
 from inside_llm import modelfile
+from inside_llm.api.engine import DEMO_QUESTIONS as QUESTIONS  # the live demo's own questions
 from inside_llm.engine import Engine, EngineLimits
 
-QUESTIONS = [
-    "What is the capital of France?",
-    "Name three primary colours.",
-    "What is 12 times 12?",
-    "Who wrote Romeo and Juliet?",
-    "Say good morning in Spanish.",
-    "What is the largest planet?",
-    "Why is the sky blue?",
-    "What does a GPU do?",
-]
 DECODE_STEPS = 16
 PROMPT_TOKENS = 64
 CHATS = 1000

@@ -12,21 +12,13 @@ run() -> rows; `python bench/bench_pages.py` prints them. Figures only: nothing 
 
 from __future__ import annotations
 
-import os
 import statistics
 
 from _server import serve
 
 from inside_llm.api.registry import CHAPTER_SLUGS
+from inside_llm.headless import launch
 
-CHROMIUM = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 LOADS = 3
 ANIMATE_S = 5.0
 LONG_MS = 50
@@ -90,7 +82,7 @@ def run() -> list[dict]:
 
     rows, tour_files = [], {}
     with serve(workers=1) as (base, _), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = launch(p)
         pages = [(slug, f"{base}/tour/{slug}") for slug in CHAPTER_SLUGS] + [("dials-page", f"{base}/dials")]
         for slug, url in pages:
             loads = [_load(browser, url) for _ in range(LOADS)]

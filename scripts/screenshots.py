@@ -16,14 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from inside_llm.headless import launch
+
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 
 
@@ -64,7 +58,7 @@ def main() -> None:
     server = start_server(port)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            browser = launch(p)
             for slug in args.slugs:
                 for theme in ["light", "dark"] if args.dark else ["light"]:
                     for name, (w, hgt) in SIZES.items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import threading
@@ -13,17 +12,17 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from inside_llm.app import create_app
+from inside_llm.headless import CHROMIUM
 from inside_llm.settings import MAX_REQUEST_HEAD_BYTES
 
 
 def pytest_report_header(config):
     """Say which browser the browser tests drive: CI upgrades Debian's chromium, so the version shows."""
-    chromium = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
     try:
-        version = subprocess.run([chromium, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+        version = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         version = f"not runnable ({exc})"
-    return f"browser tests: {chromium}: {version or 'no version printed'}"
+    return f"browser tests: {CHROMIUM}: {version or 'no version printed'}"
 
 
 @pytest.fixture(scope="session")

@@ -262,16 +262,9 @@ class Engine:
             seq.cancelled = True
             self._lock.notify()
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        max_new_tokens: int,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        seed: int = 0,
-    ) -> list[int]:
-        """Blocking convenience: the ids the engine writes for one prompt (stop token excluded)."""
-        stream = self.submit(prompt, max_new_tokens, temperature, top_k, seed, client=f"generate-{id(prompt)}")
+    def generate(self, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
+        """Blocking convenience: the ids the engine writes for one prompt, greedily (stop token excluded)."""
+        stream = self.submit(prompt, max_new_tokens, client=f"generate-{id(prompt)}")
         return [t for t in stream if t is not None]
 
     def close(self) -> None:

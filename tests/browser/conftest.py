@@ -5,20 +5,12 @@ These tests never skip: without /usr/bin/chromium they fail and say how to insta
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from pagekit import unexpected_errors, watch_console
 
-CHROMIUM = os.environ.get("INSIDE_LLM_CHROMIUM", "/usr/bin/chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from inside_llm.headless import CHROMIUM, launch
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +24,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        b = launch(p)
         yield b
         b.close()
 

@@ -11,20 +11,12 @@ import pytest
 from pagekit import change, settled
 
 from inside_llm import modelfile
+from inside_llm.api.catalog import LLAMA_31_8B_CONFIG
 
 pytestmark = pytest.mark.browser
 SHOTS = Path(__file__).parents[2] / "out" / "screens"
-LLAMA_8B = {
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "max_position_embeddings": 131072,
-    "num_attention_heads": 32,
-    "num_hidden_layers": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "_name_or_path": "meta-llama/Llama-3.1-8B",
-}
+# the OpenAPI example (Llama 3.1 8B's config.json) as a visitor would paste it, with its name
+LLAMA_8B = {**LLAMA_31_8B_CONFIG, "_name_or_path": "meta-llama/Llama-3.1-8B"}
 
 
 def said(page, key: str) -> str:

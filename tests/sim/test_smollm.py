@@ -19,71 +19,21 @@ from inside_llm import modelfile
 from inside_llm.sim.smollm import Panels
 from inside_llm.sim.transformer import KVCache
 
+# The reference ids as published, a line each (left unformatted).
+# fmt: off
 PUBLISHED = {
     "Hello, we can use": [19556, 28, 392, 416, 722],
     "The capital of France is": [504, 3575, 282, 4649, 314],
-    "You are a helpful AI assistant named SmolLM, trained by Hugging Face": [
-        2683,
-        359,
-        253,
-        5356,
-        5646,
-        11173,
-        3365,
-        3511,
-        308,
-        34519,
-        28,
-        7018,
-        411,
-        407,
-        19712,
-        8182,
-    ],
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face":
+        [2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182],
     "\n": [198],
     "Hello world! 123": [19556, 905, 17, 216, 33, 34, 35],
     "Café déjà vu.": [51, 1939, 2756, 32564, 90, 16739, 386, 101, 30],
     "  multiple   spaces": [216, 2701, 256, 5600],
 }
-FRANCE_CHAT = [
-    1,
-    9690,
-    198,
-    2683,
-    359,
-    253,
-    5356,
-    5646,
-    11173,
-    3365,
-    3511,
-    308,
-    34519,
-    28,
-    7018,
-    411,
-    407,
-    19712,
-    8182,
-    2,
-    198,
-    1,
-    4093,
-    198,
-    1780,
-    314,
-    260,
-    3575,
-    282,
-    4649,
-    47,
-    2,
-    198,
-    1,
-    520,
-    9531,
-    198,
-]
+FRANCE_CHAT = [1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407,
+               19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
+# fmt: on
 FRANCE_GREEDY = [504, 3575, 282, 4649, 314, 7042, 30, 2]
 
 

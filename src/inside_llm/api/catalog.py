@@ -7,32 +7,20 @@ the query fields that put it on the dials (`model=custom&hidden_size=...`).
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, Any
+from dataclasses import asdict, fields
+from typing import Annotated, Any, get_type_hints
 
 from fastapi import APIRouter, Body
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from ..sim import catalog
 from ..sim.hardware import FORMATS, KV_PRECISIONS, WEIGHT_PRECISIONS, kv_bytes_per_value
-from ..sim.models import ModelSpec, from_hf_config, kv_bytes_per_token, param_counts
+from ..sim.models import SHAPE_FIELDS, ModelSpec, from_hf_config, kv_bytes_per_token, param_counts
 
 router = APIRouter(tags=["catalog"])
 
 # The ModelSpec fields /api/dials accepts with model=custom (Hugging Face config.json names).
-CUSTOM_MODEL_FIELDS = (
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "intermediate_size",
-    "vocab_size",
-    "max_position_embeddings",
-    "num_local_experts",
-    "num_experts_per_tok",
-    "tie_word_embeddings",
-)
+CUSTOM_MODEL_FIELDS = (*SHAPE_FIELDS, "tie_word_embeddings")
 LLAMA_31_8B_CONFIG = {  # meta-llama/Llama-3.1-8B config.json, architecture fields (the OpenAPI example)
     "architectures": ["LlamaForCausalLM"],
     "hidden_size": 4096,
@@ -63,21 +51,17 @@ class ParamBreakdown(BaseModel):
     active: int
 
 
-class DerivedModel(BaseModel):
-    id: str
-    name: str
-    hidden_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    max_position_embeddings: int
-    tie_word_embeddings: bool
-    num_local_experts: int
-    num_experts_per_tok: int
-    attention_bias: bool
+# The ModelSpec fields a derived model shows, typed as ModelSpec declares them and in its order: one owner.
+_SPEC_TYPES = get_type_hints(ModelSpec)
+_SHOWN_SPEC_FIELDS = {"id", "name", *CUSTOM_MODEL_FIELDS, "attention_bias"}
+ModelShape = create_model(
+    "ModelShape", **{f.name: (_SPEC_TYPES[f.name], ...) for f in fields(ModelSpec) if f.name in _SHOWN_SPEC_FIELDS}
+)
+
+
+class DerivedModel(ModelShape):
+    """A model as POST /api/catalog/models returns it: its shape, then what is computed from it."""
+
     is_moe: bool
     published_params_b: float | None = None
     params_b: float = Field(description="Parameters computed from the shape, billions.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -80,15 +80,16 @@ def _read(name: str) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
+def _sourced_rows(name: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(id, fields) per row of a catalog file whose rows carry a [sources] table, the sources made read-only."""
+    for key, row in _read(name).items():
+        yield key, {**row, "sources": MappingProxyType(dict(row.get("sources", {})))}
+
+
 @cache
 def gpus() -> Mapping[str, GPU]:
     """All catalog GPUs by id (insertion order of gpus.toml)."""
-    out = {}
-    for gpu_id, row in _read("gpus.toml").items():
-        row = dict(row)
-        sources = MappingProxyType(dict(row.pop("sources", {})))
-        out[gpu_id] = GPU(id=gpu_id, sources=sources, **row)
-    return MappingProxyType(out)
+    return MappingProxyType({gpu_id: GPU(id=gpu_id, **row) for gpu_id, row in _sourced_rows("gpus.toml")})
 
 
 _DEMO_KEYS = {
@@ -145,12 +146,7 @@ def models() -> Mapping[str, ModelSpec]:
 @cache
 def nodes() -> Mapping[str, NodeSpec]:
     """8-GPU node facts keyed by GPU id (only GPUs sold on an HGX-style baseboard)."""
-    out = {}
-    for gpu_id, row in _read("node.toml").items():
-        row = dict(row)
-        sources = MappingProxyType(dict(row.pop("sources", {})))
-        out[gpu_id] = NodeSpec(gpu_id=gpu_id, sources=sources, **row)
-    return MappingProxyType(out)
+    return MappingProxyType({gpu_id: NodeSpec(gpu_id=gpu_id, **row) for gpu_id, row in _sourced_rows("node.toml")})
 
 
 @cache

@@ -32,6 +32,33 @@ from typing import Any
 from .errors import SimError
 
 REQUIRED_HF_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+# Every model's shape, each a whole number of at least 1 (with tie_word_embeddings, what the dials' model=custom takes).
+SHAPE_FIELDS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "max_position_embeddings",
+    "num_local_experts",
+    "num_experts_per_tok",
+)
+# The optional features (MoE widths, latent attention, sliding windows), each a whole number, 0 when absent.
+FEATURE_FIELDS = (
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "shared_expert_intermediate_size",
+    "first_k_dense_replace",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "sliding_window",
+    "sliding_window_layers",
+)
 
 
 @dataclass(frozen=True)
@@ -69,18 +96,7 @@ class ModelSpec:
     published_source: str = ""
 
     def __post_init__(self) -> None:
-        for name in (
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "head_dim",
-            "intermediate_size",
-            "vocab_size",
-            "max_position_embeddings",
-            "num_local_experts",
-            "num_experts_per_tok",
-        ):
+        for name in SHAPE_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SimError(name, f"{name} must be a whole number of at least 1, not {value!r}.")
@@ -98,19 +114,7 @@ class ModelSpec:
                 f"must be at most the experts per layer (num_local_experts, {self.num_local_experts}).",
                 also=("num_local_experts",),
             )
-        for name in (
-            "moe_intermediate_size",
-            "n_shared_experts",
-            "shared_expert_intermediate_size",
-            "first_k_dense_replace",
-            "kv_lora_rank",
-            "q_lora_rank",
-            "qk_rope_head_dim",
-            "qk_nope_head_dim",
-            "v_head_dim",
-            "sliding_window",
-            "sliding_window_layers",
-        ):
+        for name in FEATURE_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise SimError(name, f"{name} must be a whole number of at least 0, not {value!r}.")

@@ -60,6 +60,20 @@ class ParallelParams:
     prompt_tokens: int = 1024
     output_tokens: int = 256
 
+    def serving_params(self) -> serving.ServingParams:
+        """The same server as the dials describe it (everything but the micro-batches)."""
+        return serving.ServingParams(
+            model=self.model,
+            gpu=self.gpu,
+            gpus=self.gpus,
+            tp=self.tp,
+            pp=self.pp,
+            precision=self.precision,
+            batch=self.batch,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+        )
+
 
 def _check(p: ParallelParams) -> tuple[EngineConfig, catalog.NodeSpec]:
     """Validate (ValueError names the field and bound) and build one replica's EngineConfig."""
@@ -86,19 +100,7 @@ def _check(p: ParallelParams) -> tuple[EngineConfig, catalog.NodeSpec]:
             f"one chat; {p.micro_batches} is too many.",
             also=("batch",),
         )
-    cfg, _ = serving.resolve(
-        serving.ServingParams(
-            model=p.model,
-            gpu=p.gpu,
-            gpus=p.gpus,
-            tp=p.tp,
-            pp=p.pp,
-            precision=p.precision,
-            batch=p.batch,
-            prompt_tokens=p.prompt_tokens,
-            output_tokens=p.output_tokens,
-        )
-    )
+    cfg, _ = serving.resolve(p.serving_params())
     return cfg, node
 
 
@@ -194,21 +196,7 @@ def _phase(cfg: EngineConfig, node: catalog.NodeSpec, st: StepTime, m: int, phas
 
 def _steps(cfg: EngineConfig, p: ParallelParams, m: int) -> serving._Phases:
     """Prefill and mean decode of one batch in m uneven micro-batches (the dials' own timing)."""
-    return serving.pipeline_times(
-        cfg,
-        serving.ServingParams(
-            model=p.model,
-            gpu=p.gpu,
-            gpus=p.gpus,
-            tp=p.tp,
-            pp=p.pp,
-            precision=p.precision,
-            batch=p.batch,
-            prompt_tokens=p.prompt_tokens,
-            output_tokens=p.output_tokens,
-        ),
-        m,
-    )
+    return serving.pipeline_times(cfg, p.serving_params(), m)
 
 
 def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
