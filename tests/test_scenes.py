@@ -89,3 +89,20 @@ def test_pickers_offer_every_catalog_entry_the_endpoint_accepts(scene, client):
         offered = {value for value, _label in c.options}
         missing = accepted - offered - PICKER_EXCEPTIONS.get((scene.slug, c.name), set())
         assert not missing, f"{scene.slug}.{c.name} picker lacks {sorted(missing)}"
+
+
+def test_a_unit_is_singular_beside_exactly_one():
+    from inside_llm.scenes import singular_unit
+
+    assert [singular_unit(u) for u in ("chats", "GPUs", "tokens", "requests")] == ["chat", "GPU", "token", "request"]
+    assert [singular_unit(u) for u in ("requests/s", "USD", "per check")] == ["requests/s", "USD", "per check"]
+    gpu = next(s for s in SCENES if s.slug == "gpu")
+    tp = next(c for c in gpu.controls if c.name == "tp")
+    assert (tp.unit_for(1), tp.unit_for(8)) == ("GPU", "GPUs")
+
+
+def test_the_select_option_for_one_gpu_says_gpu(client):
+    html = client.get("/tour/gpu").text
+    assert (
+        re.search(r'<option value="1"\s*>1 GPU</option>', html) and '<option value="8" selected>8 GPUs</option>' in html
+    )

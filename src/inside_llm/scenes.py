@@ -19,6 +19,12 @@ CONTROL_KINDS = ("range", "select", "toggle", "text", "textarea", "number")
 FILE_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)\.toml$")
 
 
+def singular_unit(unit: str) -> str:
+    """ "chats" -> "chat", "GPUs" -> "GPU"; a unit that is not one plain plural word ("requests/s", "USD") stays.
+    The same rule as lib/format.js `unitFor`."""
+    return unit[:-1] if re.fullmatch(r"[A-Za-z]+s", unit) else unit
+
+
 @dataclass(frozen=True)
 class Control:
     """One control: its query name, label, kind and bounds (unit shown beside the value)."""
@@ -38,6 +44,10 @@ class Control:
     main: bool = False  # the chapter's main control: first in the rail, kept on a phone's bottom bar
     question: bool = False  # text filled from the visitor's question (`q` in the URL), which it also sets
 
+    def unit_for(self, value: Any) -> str:
+        """The unit beside `value`: a plain plural word loses its s at exactly 1 ("1 GPU", "2 GPUs")."""
+        return singular_unit(self.unit) if value == 1 else self.unit
+
 
 @dataclass(frozen=True)
 class Scene:
@@ -50,9 +60,8 @@ class Scene:
     fact: str
     controls: tuple[Control, ...] = ()
     presets: tuple[dict, ...] = field(default=())
-    resolve: tuple[dict, ...] = field(
-        default=()
-    )  # [[resolve]] rules: lib/resolve.js moves controls to a valid combination
+    # [[resolve]] rules: lib/resolve.js moves controls to a valid combination
+    resolve: tuple[dict, ...] = field(default=())
 
     def defaults(self) -> dict[str, Any]:
         return {c.name: c.default for c in self.controls}

@@ -84,3 +84,13 @@ def test_scene_stylesheet_is_linked_in_the_head(client):
     html = client.get("/tour/dials").text
     head = html.split("</head>")[0]
     assert 'href="/static/css/scenes/dials.css"' in head
+
+
+def test_a_slider_value_of_one_takes_a_singular_unit(page, base_url):
+    page.goto(base_url + "/tour/roofline")
+    page.wait_for_selector("html[data-rendered]")
+    assert page.locator("#out-batch").inner_text() == "1 chat"
+    page.evaluate(
+        "() => { const s = document.querySelector('#ctl-batch'); s.value = 1; s.dispatchEvent(new Event('input', {bubbles: true})); }"
+    )
+    page.wait_for_function("() => document.querySelector('#out-batch').textContent === '2 chats'")

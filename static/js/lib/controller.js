@@ -5,7 +5,7 @@ import { createOfflineFetcher, offlineFetchJSON } from './offline.js';
 import { announce } from './a11y.js';
 import { prefersReducedMotion } from './tween.js';
 import { h, clear } from './svg.js';
-import { num } from './format.js';
+import { num, unitFor } from './format.js';
 import { requestedStep } from './options.js';
 import { resolve } from './resolve.js';
 
@@ -67,7 +67,7 @@ export function createController(state, els, hooks = {}) {
 
   function showValue(c) {
     const out = form && form.querySelector(`#out-${c.name}`);
-    if (out) out.textContent = `${num(params[c.name], 4)}${c.unit ? ` ${c.unit}` : ''}`;
+    if (out) out.textContent = `${num(params[c.name], 4)}${c.unit ? ` ${unitFor(params[c.name], c.unit)}` : ''}`;
   }
 
   function writeControl(c, el) {

@@ -54,6 +54,12 @@ export function usd(x) {
   return `$${x >= 100 ? nf(0).format(x) : fixed(x, x < 1 ? 3 : 2)}`;
 }
 
+/** The unit beside n: a plain plural word loses its s at exactly 1 (unitFor(1, 'chats') -> 'chat'); a unit that
+ *  is not one plain plural word ('requests/s', 'USD') stays. The same rule as scenes.py `singular_unit`. */
+export function unitFor(n, unit) {
+  return Number(n) === 1 && /^[A-Za-z]+s$/.test(unit) ? unit.slice(0, -1) : unit;
+}
+
 /** A count with its word: plural(1, 'token') -> "1 token", plural(1200, 'token') -> "1,200 tokens". */
 export function plural(n, one, many = `${one}s`) {
   return `${num(n)} ${n === 1 ? one : many}`;
