@@ -56,9 +56,8 @@ def test_every_floor_has_norm_and_change_and_the_drawn_ones_their_vectors(client
             assert f["vectors"] == []
         assert f["scale"] > 0
     for f, x in zip(d["floors"], [fw.embeddings] + [t.resid_out for t in fw.layers], strict=True):
-        typical = np.median(
-            np.quantile(np.abs(x), 0.98, axis=-1)
-        )  # a typical token's range: one outsized token saturates
+        # a typical token's range: one outsized token saturates
+        typical = np.median(np.quantile(np.abs(x), 0.98, axis=-1))
         assert f["scale"] == pytest.approx(typical, rel=5e-3)  # 3 significant digits
     assert d["shared_scale"] == max(f["scale"] for f in d["floors"] if f["drawn"])
 

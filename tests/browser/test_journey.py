@@ -223,9 +223,9 @@ def test_a_refusal_is_said_beside_its_control_and_never_lands_in_the_url(page, b
     open_page(page, base_url + "/tour/dials?model=llama-2-7b")
     page.allowed_errors.append("422")
     drawn = page.url
-    page.locator("#ctl-prompt_tokens").evaluate(
+    page.locator("#ctl-prompt_tokens").evaluate(  # 2**13 = 8,192 tokens
         "(el) => { el.value = 13; el.dispatchEvent(new Event('input', { bubbles: true })); }"
-    )  # 8,192 tokens
+    )
     note = page.locator('.control[data-name="prompt_tokens"] .control-note.problem')
     note.wait_for()
     assert "4,096 tokens" in note.inner_text() and "Value error" not in page.content()

@@ -68,9 +68,8 @@ def test_prefill_and_incremental_decode_give_the_same_logits(smollm):
     ids = smollm.encode("The quick brown fox jumps over the lazy dog. It")
     full = smollm.forward(ids).logits  # [T, V] all at once
     cache = KVCache(smollm.config)
-    steps = np.concatenate(
-        [smollm.forward(ids[:4], cache).logits] + [smollm.forward([t], cache).logits for t in ids[4:]]
-    )  # 4, then one by one
+    first_four = [smollm.forward(ids[:4], cache).logits]
+    steps = np.concatenate(first_four + [smollm.forward([t], cache).logits for t in ids[4:]])  # then one by one
     assert cache.num_tokens == len(ids)
     np.testing.assert_allclose(steps, full, rtol=0, atol=2e-3 * np.abs(full).max())
     assert (steps.argmax(-1) == full.argmax(-1)).all()

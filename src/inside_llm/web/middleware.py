@@ -206,9 +206,8 @@ class ETagCache:
     def _gzip(self, digest: str, body: bytes) -> bytes:
         out = self.gzipped.get(digest)
         if out is None:
-            out = self.gzipped[digest] = gzip.compress(
-                body, compresslevel=4, mtime=0
-            )  # 4: most of 6's ratio, 5x faster
+            # level 4: most of level 6's ratio, 5x faster
+            out = self.gzipped[digest] = gzip.compress(body, compresslevel=4, mtime=0)
             if len(self.gzipped) > self.GZIP_MEMO:
                 self.gzipped.popitem(last=False)
         else:
