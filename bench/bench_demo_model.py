@@ -25,7 +25,7 @@ def run() -> list[dict]:
         prompt = demo_timing.default_prompt_ids(model, PROMPT_TOKENS)
         model.forward(prompt)  # warm up BLAS and caches
         tag = f"demo_{model_name}"
-        kv = demo_timing.time_kv_cache(model, prompt, NEW_TOKENS, repeats=3)
+        kv = demo_timing.time_kv_cache(model, prompt, NEW_TOKENS, rounds=3)
         ctx = f"{model.num_params / 1e6:.1f}M params, {PROMPT_TOKENS}-token prompt, {NEW_TOKENS} new tokens"
         rows += [
             _row(f"{tag}_decode_kv_cache", kv["cached_tokens_per_s"], "tokens/s", f"single stream; {ctx}"),
@@ -33,7 +33,7 @@ def run() -> list[dict]:
                 f"{tag}_decode_recompute",
                 kv["recompute_tokens_per_s"],
                 "tokens/s",
-                f"no cache: every step reruns the prefix; {ctx}",
+                f"no cache: every new token reruns the prefix; {ctx}",
             ),
             _row(
                 f"{tag}_kv_cache_speedup",
@@ -42,7 +42,7 @@ def run() -> list[dict]:
                 f"recompute time / cached time; same tokens: {kv['same_tokens']}",
             ),
         ]
-        pd = demo_timing.time_prefill_decode(model, prompt, num_decode_tokens=32, repeats=3)
+        pd = demo_timing.time_prefill_decode(model, prompt, num_decode_tokens=32, rounds=3)
         rows += [
             _row(
                 f"{tag}_prefill_time_per_token",

@@ -11,8 +11,9 @@ import inside_llm
 SIM = Path(inside_llm.__file__).parent / "sim"
 ALLOWED = set(sys.stdlib_module_names) | {"numpy", "inside_llm"}
 # The real model reads its own file: gguf (the file format), tokenizers (its BPE), threadpoolctl (BLAS
-# threads), and jinja2's sandbox for the chat template the file carries (a Jinja template by definition).
-MODEL_READERS = {"smollm.py": {"gguf", "tokenizers", "threadpoolctl", "jinja2"}}
+# threads; cpu_measure.py reads how many BLAS runs with), and jinja2's sandbox for the chat template the file carries
+# (a Jinja template by definition).
+MODEL_READERS = {"smollm.py": {"gguf", "tokenizers", "threadpoolctl", "jinja2"}, "cpu_measure.py": {"threadpoolctl"}}
 
 
 def _imports(path: Path) -> set[str]:

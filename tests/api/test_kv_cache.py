@@ -182,3 +182,75 @@ def test_latent_attention_caches_a_small_latent_per_token(client):
     assert d["bytes"] == 61 * 576 * 2 and "latent" in d["math"]["formula"]
     oss = client.get("/api/kv-cache", params={"model": "gpt-oss-120b"}).json()["kv_per_token"]
     assert oss["bytes"] == 18 * 2 * 8 * 64 * 2 and any("sliding-window" in a for a in oss["math"]["assumptions"])
+
+
+# ---- GET /api/kv-cache/measured: the served model's own cache, weighed and timed --------------------
+
+
+@pytest.fixture
+def fresh_measurements(monkeypatch):
+    """Nothing measured yet in this process (each test measures for itself)."""
+    from inside_llm.api import kv_cache, measured
+
+    monkeypatch.setattr(measured, "_SHARED", {})
+    monkeypatch.setattr(kv_cache, "MEASURED", measured.Measured(kv_cache._measure_kv, 2, kv_cache._kv_unavailable))
+
+
+def test_measured_kv_bytes_per_token_beside_llama_70b(client):
+    from inside_llm.api.measured import served
+
+    r = client.get("/api/kv-cache/measured")
+    assert r.status_code == 200
+    d = r.json()
+    s = served()
+    c = s.model.config
+    stored, bf16, large = d["served_as_stored"], d["served_bf16"], d["large_model"]
+    assert stored["bytes_per_token"] == 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4
+    assert bf16["bytes_per_token"] * 2 == stored["bytes_per_token"] and bf16["precision"] == "bf16"
+    assert (large["model"], large["bytes_per_token"], large["layers"], large["key_value_heads"]) == (
+        "Llama 3.1 70B",
+        327_680,
+        80,
+        8,
+    )
+    assert d["large_over_served"] == pytest.approx(327_680 / bf16["bytes_per_token"], rel=2e-3)
+    assert d["measured_bytes_per_token"] == stored["bytes_per_token"] and d["matches_formula"] is True
+    assert d["measured_cache_bytes"] == d["measured_cache_tokens"] * stored["bytes_per_token"]
+    if s.served == "smollm2":
+        assert stored["bytes_per_token"] == 46_080 and stored["model"] == "SmolLM2-135M-Instruct"
+    t = d["decode"]
+    assert t["same_tokens"] is True and t["recompute_milliseconds_per_token"] > t["cached_milliseconds_per_token"] > 0
+    assert t["speedup"] == pytest.approx(
+        t["recompute_milliseconds_per_token"] / t["cached_milliseconds_per_token"], rel=2e-3
+    )
+    layer = client.get("/api/layer/measured").json()  # chapter 3 shows the same measurement
+    assert (layer["cached_ms_per_token"], layer["recompute_ms_per_token"]) == (
+        t["cached_milliseconds_per_token"],
+        t["recompute_milliseconds_per_token"],
+    )
+    assert client.get("/api/kv-cache/measured").content == r.content, "measured once per process, then cached"
+    props = client.get("/openapi.json").json()["components"]["schemas"]["KVCacheMeasuredResponse"]["properties"]
+    assert {"served_as_stored", "large_model", "measured_bytes_per_token", "decode"} <= set(props)
+
+
+def test_measured_kv_unavailable_says_why(client, fresh_measurements, monkeypatch):
+    from inside_llm.sim import demo_timing
+
+    def broken(*a, **k):
+        raise RuntimeError("no")
+
+    monkeypatch.setattr(demo_timing, "time_kv_cache", broken)
+    d = client.get("/api/kv-cache/measured").json()
+    assert d["available"] is False and d["reason"] == "the measurement failed (RuntimeError)"
+    assert d["served_as_stored"] is None and d["decode"] is None
+
+
+def test_measured_kv_weighs_the_toy_without_smollm2(client, no_model, fresh_measurements):
+    from inside_llm.api.demo_model import demo_model
+
+    d = client.get("/api/kv-cache/measured").json()
+    c = demo_model().config
+    assert d["available"] and d["model"]["served"] == "toy" and "not on this server" in d["model"]["note"]
+    assert d["served_as_stored"]["model"] == "our toy model"
+    assert d["served_as_stored"]["bytes_per_token"] == 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4
+    assert d["matches_formula"] is True and d["large_model"]["bytes_per_token"] == 327_680

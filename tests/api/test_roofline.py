@@ -140,3 +140,77 @@ def test_prefill_curve_slides_over_the_ridge_as_the_prompt_grows(client):
     assert ai == sorted(ai) and ai[0] < ridge < ai[-1]
     i = pc["prompt_tokens"].index(1024)
     assert ai[i] == d["prefill"]["arithmetic_intensity"]
+
+
+# ---- GET /api/roofline/measured: this CPU's own roofs and the served model on them ----------------
+
+
+@pytest.fixture
+def fresh_measurements(monkeypatch):
+    """Nothing measured yet in this process (each test measures for itself)."""
+    from inside_llm.api import measured, roofline
+
+    monkeypatch.setattr(measured, "_SHARED", {})
+    monkeypatch.setattr(roofline, "MEASURED", measured.Measured(roofline._measure_cpu, 2, roofline._cpu_unavailable))
+
+
+def test_measured_cpu_roofline_is_consistent_and_shared_with_chapter_2(client):
+    from inside_llm.api.measured import served
+    from inside_llm.sim import cpu_measure
+
+    r = client.get("/api/roofline/measured")
+    assert r.status_code == 200
+    d = r.json()
+    assert d["available"] and d["measured_on"] == "this server's CPU" and d["reason"] is None
+    roofs, pre, dec, pred = d["roofs"], d["prefill"], d["decode"], d["decode_prediction"]
+    bw, peak = roofs["memory_bandwidth_bytes_per_second"], roofs["matrix_multiply_flops_per_second"]
+    assert 1e8 < bw < 1e13 and 1e8 < peak < 1e14 and roofs["blas_threads"] >= 1
+    assert roofs["ridge_flops_per_byte"] == pytest.approx(peak / bw, rel=2e-3)
+    assert 2 * roofs["copy_buffer_bytes"] >= (roofs["last_level_cache_bytes"] or 0)
+    s = served()
+    assert d["model"]["served"] == s.served and d["model"]["name"] == s.model.name
+    assert pred["weight_bytes_per_token"] == cpu_measure.weight_bytes_per_token(s.model)
+    assert pred["predicted_milliseconds_per_token"] == pytest.approx(
+        1e3 * pred["weight_bytes_per_token"] / bw, rel=2e-3
+    )
+    assert pred["measured_milliseconds_per_token"] == dec["milliseconds_per_token"]
+    ratio = pred["measured_milliseconds_per_token"] / pred["predicted_milliseconds_per_token"]
+    assert pred["measured_over_predicted"] == pytest.approx(ratio, rel=2e-3)
+    assert (pre["phase"], dec["phase"], pre["tokens"]) == ("prefill", "decode", 64)
+    assert dec["bound"] == "memory" and dec["arithmetic_intensity"] < 1  # one token per weight read
+    assert pre["arithmetic_intensity"] > 30 * dec["arithmetic_intensity"]  # 64 tokens share each weight read
+    for p in (pre, dec):
+        assert p["tokens_per_second"] == pytest.approx(1e3 / p["milliseconds_per_token"], rel=2e-3)
+        assert p["roof_flops_per_second"] == pytest.approx(min(peak, p["arithmetic_intensity"] * bw), rel=2e-3)
+    e = client.get("/api/embeddings/measured").json()  # chapter 2 shows the same measurement
+    assert (e["prefill_ms_per_token"], e["decode_ms_per_token"]) == (
+        pre["milliseconds_per_token"],
+        dec["milliseconds_per_token"],
+    )
+    assert e["model"]["served"] == d["model"]["served"]
+    assert client.get("/api/roofline/measured").content == r.content, "measured once per process, then cached"
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert {"memory_bandwidth_bytes_per_second", "ridge_flops_per_byte"} <= set(schema["CpuRoofs"]["properties"])
+    assert "decode_prediction" in schema["RooflineMeasuredResponse"]["properties"]
+
+
+def test_measured_cpu_roofline_unavailable_says_why(client, fresh_measurements, monkeypatch):
+    from inside_llm.sim import cpu_measure
+
+    def broken(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(cpu_measure, "machine_roofs", broken)
+    d = client.get("/api/roofline/measured").json()
+    assert d["available"] is False and d["reason"] == "the measurement failed (MemoryError)"
+    assert d["roofs"] is None and d["decode"] is None and d["cpu"]["logical_cores"] >= 1
+
+
+def test_measured_cpu_roofline_times_the_toy_without_smollm2(client, no_model, fresh_measurements):
+    from inside_llm.api.demo_model import demo_model
+    from inside_llm.sim import cpu_measure
+
+    d = client.get("/api/roofline/measured").json()
+    assert d["available"] and d["model"]["served"] == "toy" and d["model"]["requested"] == "smollm2"
+    assert "SmolLM2-135M-Instruct is not on this server" in d["model"]["note"]
+    assert d["decode_prediction"]["weight_bytes_per_token"] == cpu_measure.weight_bytes_per_token(demo_model())

@@ -204,9 +204,9 @@ def test_numpy_logits_match_the_torch_training_model(model, train_script):
 def test_timing_helpers_report_units_and_agree_on_tokens():
     draft = load_model("draft")
     prompt = demo_timing.default_prompt_ids(draft, 16)
-    pd = demo_timing.time_prefill_decode(draft, prompt, num_decode_tokens=4, repeats=1)
+    pd = demo_timing.time_prefill_decode(draft, prompt, num_decode_tokens=4, rounds=1)
     assert pd["prefill_ms_per_token"] > 0 and pd["decode_ms_per_token"] > 0
-    kv = demo_timing.time_kv_cache(draft, prompt, num_new_tokens=4)
+    kv = demo_timing.time_kv_cache(draft, prompt, num_new_tokens=4, rounds=1)
     assert kv["same_tokens"] and kv["speedup_x"] > 0 and kv["cached_tokens_per_s"] > 0
     b = demo_timing.time_batched_decode(draft, 4, prompt, steps=2, repeats=1)
     assert b["tokens_per_s"] > 0 and b["batch_size"] == 4

@@ -23,12 +23,11 @@ from pydantic import BaseModel, Field
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
+from . import measured
 from .common import Math
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
-    demo_model,
-    model_info,
     model_tokens,
     piece_text,
     served_info,
@@ -36,7 +35,7 @@ from .demo_model import (
     served_name,
     sig,
 )
-from .measured import Measured, cpu_info
+from .measured import Measured
 
 router = APIRouter(tags=["2 · embeddings"])
 
@@ -267,45 +266,32 @@ def facts(p: PromptParams | None = None) -> dict[str, str]:
 
 
 # ---- measured on this server's CPU: prefill vs decode time per token ---------------------------
-ROUNDS = 3
 
 
-def _measure() -> dict:
-    from ..sim import demo_timing
-
-    m = demo_model()
-    prompt = demo_timing.default_prompt_ids(m, 64)
-    m.forward(prompt)  # warm up
-    runs = [demo_timing.time_prefill_decode(m, prompt, num_decode_tokens=32, repeats=3) for _ in range(ROUNDS)]
-    prefill = min(r["prefill_ms_per_token"] for r in runs)  # a busy neighbour on the CPU only ever slows a round
-    decode = min(r["decode_ms_per_token"] for r in runs)
-    out = {
-        "prompt_tokens": runs[0]["prompt_tokens"],
-        "decode_tokens": runs[0]["decode_tokens"],
-        "prefill_ms_per_token": prefill,
-        "decode_ms_per_token": decode,
-        "prefill_tokens_per_s": 1e3 / prefill,
-        "decode_tokens_per_s": 1e3 / decode,
-        "decode_over_prefill_time_per_token": decode / prefill,
-    }
+def _measure(served: str) -> dict:
+    s = measured.served()
+    r = measured.prefill_decode(s)  # the same measurement chapter 5 places under this CPU's roofs
+    keys = ("prefill_ms_per_token", "decode_ms_per_token", "prefill_tokens_per_s", "decode_tokens_per_s")
     return {
         "available": True,
         "measured_on": "this server's CPU",
-        "cpu": cpu_info(),
-        "model": model_info(m),
-        **{k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()},
-        "rounds": ROUNDS,
-        "note": f"Wall-clock time in numpy, measured once when this server process first answered this URL "
-        f"(each figure: the fastest of {ROUNDS} rounds, each the median of 3 runs): a 64-token prompt in "
-        "one forward pass (prefill), then 32 tokens one at a time with the KV cache (decode). Prefill "
-        "shares each weight read across the prompt's tokens; decode does not.",
+        "cpu": measured.cpu_info(),
+        "model": measured.served_model_info(s),
+        "prompt_tokens": r["prompt_tokens"],
+        "decode_tokens": r["decode_tokens"],
+        **{k: measured.sig4(r[k]) for k in (*keys, "decode_over_prefill_time_per_token")},
+        "rounds": r["rounds"],
+        "note": f"Wall-clock time in numpy, measured once when this server process first needed it (each "
+        f"figure: the fastest of {r['rounds']} rounds): a {r['prompt_tokens']}-token prompt in one forward pass "
+        f"(prefill), then {r['decode_tokens']} tokens one at a time with the KV cache (decode). Prefill shares "
+        "each weight read across the prompt's tokens; decode does not.",
     }
 
 
-MEASURED = Measured(_measure)
+MEASURED = Measured(_measure, keys=2)
 
 
 @router.get("/api/embeddings/measured")
 def get_measured() -> Response:
-    """Prefill vs decode time per token of the demo model on this server's CPU (measured once per process)."""
-    return MEASURED.response()
+    """Prefill vs decode time per token of the served model (SmolLM2, else the toy) on this server's CPU."""
+    return MEASURED.response(measured.served().served)

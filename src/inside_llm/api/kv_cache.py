@@ -5,6 +5,8 @@ reservation policy) also carry their frames (slot counts, in columns) and reside
 pages or region from which step to which: the stage derives any step's residents from them; block
 tables travel as page strings, two base-64 digits per page). The
 chosen model only sizes a token's keys and values in bytes (`kv_per_token`); the pool is in tokens.
+GET /api/kv-cache/measured -> the served model's own cache on this server: bytes per token by formula and
+weighed, beside Llama 3.1 70B's, and decoding with the cache vs recomputing the prefix, timed once.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import numpy as np
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from ..sim import catalog
+from ..sim import catalog, cpu_measure
 from ..sim.derivation import derive
 from ..sim.errors import SimError
 from ..sim.kvpolicies import KVFrames, KVPolicyRun, KVResult, Residencies, simulate_kv
 from ..sim.models import kv_bytes_per_token
+from . import measured as ms
 from .common import MAX_REQUESTS, Workload, seed_field
+from .measured import Measured
 
 router = APIRouter(tags=["6 · kv-cache"])
 
@@ -230,3 +234,135 @@ def facts(p: KVCacheParams | None = None) -> dict[str, str]:
         "paged_waste_pct": f"{pols['paged']['waste_fraction']:.1%}",
         "block_size": str(pols["paged"]["block_size"]),
     }
+
+
+# ---- measured on this server's CPU: the served model's own cache ----------------------------
+MEASURED_CACHE_TOKENS = 16  # tokens read before the cache's bytes are counted
+SCALE_MODEL = "llama-3.1-70b"
+
+
+class KVBytesPerToken(BaseModel):
+    """One token's keys and values: 2 (K and V) x layers x key/value heads x head size x bytes per value."""
+
+    model: str
+    precision: Literal["float32", "bf16"]
+    layers: int
+    key_value_heads: int
+    head_size: int
+    bytes_per_value: int
+    bytes_per_token: int
+    source: str = Field(description="Where the shape comes from.")
+
+
+class CacheVsRecompute(BaseModel):
+    """Per new token after the prompt: one token through the model with the cache vs the whole prefix again."""
+
+    prompt_tokens: int
+    new_tokens: int
+    cached_milliseconds_per_token: float
+    recompute_milliseconds_per_token: float
+    cached_tokens_per_second: float
+    recompute_tokens_per_second: float
+    speedup: float = Field(description="recompute time / cached time (x).")
+    same_tokens: bool = Field(description="Recomputing predicts the same greedy tokens as the cache did.")
+    rounds: int = Field(description="Rounds timed; the fastest is kept.")
+
+
+class KVCacheMeasuredResponse(BaseModel):
+    available: bool
+    measured_on: str = "this server's CPU"
+    reason: str | None = Field(None, description="Why nothing was measured (when available is false).")
+    cpu: dict = Field(description="name and logical_cores of this server's CPU.")
+    model: dict | None = Field(
+        None, description="The model measured: SmolLM2 when its file is here, else the toy (served, note say which)."
+    )
+    served_as_stored: KVBytesPerToken | None = Field(
+        None, description="The served model's bytes per token at float32, as its cache is held on this server."
+    )
+    served_bf16: KVBytesPerToken | None = Field(None, description="The same shape at BF16, as a GPU server keeps it.")
+    large_model: KVBytesPerToken | None = Field(None, description="Llama 3.1 70B at BF16, from the catalog.")
+    large_over_served: float | None = Field(
+        None, description="Large model's bytes per token / served model's, both BF16."
+    )
+    measured_cache_tokens: int | None = Field(None, description="Tokens read before the cache was weighed.")
+    measured_cache_bytes: int | None = Field(None, description="Bytes the cache's buffers held for those tokens.")
+    measured_bytes_per_token: float | None = Field(None, description="measured_cache_bytes / measured_cache_tokens.")
+    matches_formula: bool | None = Field(None, description="The measured bytes per token equal served_as_stored's.")
+    decode: CacheVsRecompute | None = None
+    note: str = (
+        "Bytes per token from each model's own shape; the cache's bytes weighed after reading "
+        f"{MEASURED_CACHE_TOKENS} tokens; decode timed in numpy, once when this server process first needed it "
+        "(the fastest of a few rounds, so a busy neighbour on the CPU counts least)."
+    )
+
+
+def _kv_unavailable(reason: str, *key) -> dict:
+    return KVCacheMeasuredResponse(available=False, reason=reason, cpu=ms.cpu_info()).model_dump()
+
+
+def _measure_kv(served: str) -> dict:
+    s = ms.served()
+    c = s.model.config
+    name = ms.served_model_info(s)["display_name"]
+    source = "the model file's own metadata" if s.served == "smollm2" else "the toy model's config (demo/)"
+
+    def served_kv(precision: str, size: int) -> KVBytesPerToken:
+        return KVBytesPerToken(
+            model=name,
+            precision=precision,
+            layers=c.n_layers,
+            key_value_heads=c.n_kv_heads,
+            head_size=c.head_dim,
+            bytes_per_value=size,
+            bytes_per_token=cpu_measure.kv_values_per_token(s.model) * size,
+            source=source,
+        )
+
+    big = catalog.model(SCALE_MODEL)
+    large = KVBytesPerToken(
+        model=big.name,
+        precision="bf16",
+        layers=big.full_attention_layers,
+        key_value_heads=big.num_key_value_heads,
+        head_size=big.head_dim,
+        bytes_per_value=KV_BYTES_PER_VALUE,
+        bytes_per_token=int(kv_bytes_per_token(big, KV_BYTES_PER_VALUE)),
+        source=big.source,
+    )
+    stored, bf16 = served_kv("float32", 4), served_kv("bf16", KV_BYTES_PER_VALUE)
+    held = cpu_measure.cache_bytes_held(s.model, ms.prompt_ids(s)[:MEASURED_CACHE_TOKENS])
+    t = ms.cache_vs_recompute(s)  # the same measurement chapter 3 shows
+    return KVCacheMeasuredResponse(
+        available=True,
+        cpu=ms.cpu_info(),
+        model=ms.served_model_info(s),
+        served_as_stored=stored,
+        served_bf16=bf16,
+        large_model=large,
+        large_over_served=ms.sig4(large.bytes_per_token / bf16.bytes_per_token),
+        measured_cache_tokens=MEASURED_CACHE_TOKENS,
+        measured_cache_bytes=held,
+        measured_bytes_per_token=held / MEASURED_CACHE_TOKENS,
+        matches_formula=held == stored.bytes_per_token * MEASURED_CACHE_TOKENS,
+        decode=CacheVsRecompute(
+            prompt_tokens=t["prompt_tokens"],
+            new_tokens=t["new_tokens"],
+            cached_milliseconds_per_token=ms.sig4(t["cached_ms_per_token"]),
+            recompute_milliseconds_per_token=ms.sig4(t["recompute_ms_per_token"]),
+            cached_tokens_per_second=ms.sig4(t["cached_tokens_per_s"]),
+            recompute_tokens_per_second=ms.sig4(t["recompute_tokens_per_s"]),
+            speedup=ms.sig4(t["speedup_x"]),
+            same_tokens=t["same_tokens"],
+            rounds=t["rounds"],
+        ),
+    ).model_dump()
+
+
+MEASURED = Measured(_measure_kv, keys=2, on_failure=_kv_unavailable)
+
+
+@router.get("/api/kv-cache/measured", response_model=KVCacheMeasuredResponse)
+def get_measured() -> Response:
+    """The served model's KV bytes per token (formula and weighed) beside Llama 3.1 70B's, and decoding with
+    the cache vs recomputing the prefix on this server's CPU (measured once per process)."""
+    return MEASURED.response(ms.served().served)

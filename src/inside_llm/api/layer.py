@@ -24,19 +24,18 @@ from ..sim.derivation import derive, math_dict
 from ..sim.errors import SimError
 from ..sim.transformer import LayerTrace
 from ..sim.transformer_ops import rms_norm
+from . import measured
 from .common import Math
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
-    demo_model,
-    model_info,
     model_tokens,
     served_info,
     served_model,
     served_name,
     sig,
 )
-from .measured import Measured, cpu_info
+from .measured import Measured
 
 router = APIRouter(tags=["3 · layer"])
 
@@ -258,45 +257,33 @@ def facts(p: LayerParams | None = None) -> dict[str, str]:
 
 
 # ---- measured on this server's CPU: decoding with the KV cache vs recomputing the prefix --------
-ROUNDS = 2
 
 
-def _measure() -> dict:
-    from ..sim import demo_timing
-
-    m = demo_model()
-    prompt = demo_timing.default_prompt_ids(m, 64)
-    runs = [demo_timing.time_kv_cache(m, prompt, num_new_tokens=32, repeats=1) for _ in range(ROUNDS)]
-    cached = min(r["cached_ms_per_token"] for r in runs)  # a busy neighbour on the CPU only ever slows a round
-    recompute = min(r["recompute_ms_per_token"] for r in runs)
-    out = {
-        "prompt_tokens": runs[0]["prompt_tokens"],
-        "new_tokens": runs[0]["new_tokens"],
-        "cached_ms_per_token": cached,
-        "recompute_ms_per_token": recompute,
-        "cached_tokens_per_s": 1e3 / cached,
-        "recompute_tokens_per_s": 1e3 / recompute,
-        "speedup_x": recompute / cached,
-    }
-    out = {k: v if isinstance(v, int) else float(f"{v:.4g}") for k, v in out.items()}
-    out |= {"same_tokens": all(r["same_tokens"] for r in runs), "rounds": ROUNDS}
+def _measure(served: str) -> dict:
+    s = measured.served()
+    r = measured.cache_vs_recompute(s)  # the same measurement chapter 6 shows
+    keys = ("cached_ms_per_token", "recompute_ms_per_token", "cached_tokens_per_s", "recompute_tokens_per_s")
     return {
         "available": True,
         "measured_on": "this server's CPU",
-        "cpu": cpu_info(),
-        "model": model_info(m),
-        **out,
-        "note": "Wall-clock time in numpy, measured once when this server process first answered "
-        "this URL (each figure: the fastest of `rounds` rounds): 32 greedy tokens after a 64-token prompt, "
-        "keeping every layer's keys and values (cached; includes the one prefill) vs rerunning the whole "
-        "prefix for each new token.",
+        "cpu": measured.cpu_info(),
+        "model": measured.served_model_info(s),
+        "prompt_tokens": r["prompt_tokens"],
+        "new_tokens": r["new_tokens"],
+        **{k: measured.sig4(r[k]) for k in (*keys, "speedup_x")},
+        "same_tokens": r["same_tokens"],
+        "rounds": r["rounds"],
+        "note": f"Wall-clock time in numpy, measured once when this server process first needed it (each "
+        f"figure: the fastest of {r['rounds']} rounds): after a {r['prompt_tokens']}-token prompt, each of "
+        f"{r['new_tokens']} greedy tokens either runs one token through the model, reading every layer's kept "
+        "keys and values (cached), or reruns the whole prefix (recompute).",
     }
 
 
-MEASURED = Measured(_measure)
+MEASURED = Measured(_measure, keys=2)
 
 
 @router.get("/api/layer/measured")
 def get_measured() -> Response:
-    """Decode time per token with the KV cache vs recomputing the prefix, on this server's CPU (measured once)."""
-    return MEASURED.response()
+    """Decode time per token with the KV cache vs recomputing the prefix, for the served model on this CPU."""
+    return MEASURED.response(measured.served().served)

@@ -63,3 +63,70 @@ class Measured:
 
     def response(self, *key: Any) -> Response:
         return Response(content=self.json(*key), media_type="application/json")
+
+
+# ---- the served model, measured once: figures two chapters show ------------------------------
+PROMPT_TOKENS = 64  # the prompt every served-model timing reads (a fixed passage, so only the clock varies)
+_SHARED: dict[tuple, dict] = {}
+
+
+def shared(key: tuple, measure: Callable[[], dict]) -> dict:
+    """measure() once per process per key, under the one lock. Two endpoints that show the same measurement
+    (chapter 2's prefill vs decode is chapter 5's; chapter 3's cache vs recompute is chapter 6's) get the
+    same numbers; a measurement that raises is not kept (the endpoint answers available: false)."""
+    with _LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = measure()
+        return _SHARED[key]
+
+
+def served():
+    """The model these measurements time: SmolLM2 when its file is on this server, else the toy (and why)."""
+    from .demo_model import served_model
+
+    return served_model("smollm2")
+
+
+def served_model_info(s) -> dict:
+    """model_info plus which model was asked for, which one was measured, its name in words, and why the toy
+    stands in when it does."""
+    from .demo_model import model_info, served_name
+
+    return model_info(s.model) | {
+        "requested": s.requested,
+        "served": s.served,
+        "display_name": served_name(s),
+        "note": s.note,
+    }
+
+
+def prompt_ids(s) -> list[int]:
+    from ..sim import demo_timing
+
+    return demo_timing.default_prompt_ids(s.model, PROMPT_TOKENS)
+
+
+def prefill_decode(s) -> dict:
+    """sim.demo_timing.time_prefill_decode of the served model (once per process per model)."""
+    from ..sim import demo_timing
+
+    return shared(("prefill-decode", s.served), lambda: demo_timing.time_prefill_decode(s.model, prompt_ids(s)))
+
+
+def cache_vs_recompute(s) -> dict:
+    """sim.demo_timing.time_kv_cache of the served model (once per process per model)."""
+    from ..sim import demo_timing
+
+    return shared(("cache-vs-recompute", s.served), lambda: demo_timing.time_kv_cache(s.model, prompt_ids(s)))
+
+
+def machine_roofs() -> dict:
+    """This CPU's memory roof, compute roof and ridge (sim.cpu_measure.machine_roofs, once per process)."""
+    from ..sim import cpu_measure
+
+    return shared(("roofs",), cpu_measure.machine_roofs)
+
+
+def sig4(x: float) -> float:
+    """A measured float to 4 significant digits (the clock is not more precise than that)."""
+    return float(f"{x:.4g}")

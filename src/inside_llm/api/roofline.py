@@ -3,20 +3,24 @@
 A thin wrapper over `sim.roofline.roofline`: roofs and ridge for the GPU and precision, the prefill
 and decode points for the model, batch and prompt length (per GPU of a tensor-parallel group), the
 decode curve for batch 1..1024 with which batches fit in memory, and show-the-math for each number.
+GET /api/roofline/measured -> this server's CPU as a roofline (its measured memory and compute roofs)
+with the served model's measured prefill and decode on it (sim.cpu_measure), measured once per process.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..sim import catalog
+from ..sim import catalog, cpu_measure
 from ..sim import roofline as rl
 from ..sim.derivation import math_dict
+from . import measured as ms
 from .common import GpuId, Math, ModelId, WeightPrecision
 from .gpu import MAX_BATCH, MAX_CONTEXT, check_context, check_tp
+from .measured import Measured
 
 router = APIRouter(tags=["5 · roofline"])
 
@@ -154,3 +158,135 @@ def facts(p: RooflineParams | None = None) -> dict[str, str]:
         "decode_intensity": f"{d.decode.arithmetic_intensity:.1f}",
         "ridge": f"{d.roof.ridge_flops_per_byte:.0f}",
     }
+
+
+# ---- measured on this server's CPU: its own two roofs, and the served model under them ----------
+MEASURED_NOTE = (
+    "Wall-clock time in numpy, measured once when this server process first needed it; every figure is the "
+    "fastest of a few rounds, so a busy neighbour on the CPU counts least. Memory roof: numpy copying one "
+    "buffer into another, both together larger than the last-level cache (bytes read + bytes written per "
+    "second; one thread). Compute roof: a float32 matrix multiply with the BLAS threads the model runs with. "
+    "The model's FLOPs and bytes per token are computed from its own weight arrays; its times are measured."
+)
+
+
+class CpuRoofs(BaseModel):
+    """This CPU's two roofs, measured. Units: bytes/s, FLOP/s, FLOP/byte."""
+
+    memory_bandwidth_bytes_per_second: float = Field(
+        description="numpy copying one buffer into another: bytes read + bytes written per second (one thread)."
+    )
+    copy_buffer_bytes: int = Field(description="Size of each of the two buffers copied (bytes).")
+    last_level_cache_bytes: int | None = Field(description="The CPU's last-level cache as Linux reports it (bytes).")
+    matrix_multiply_flops_per_second: float = Field(
+        description="A float32 [n, n] @ [n, n] matrix multiply, 2 n^3 FLOPs, with `blas_threads` threads (FLOP/s)."
+    )
+    matrix_size: int = Field(description="n of that matrix multiply.")
+    blas_threads: int = Field(description="Threads BLAS runs with in this server process (the model's too).")
+    ridge_flops_per_byte: float = Field(description="Compute roof / memory roof: where the two roofs meet.")
+
+
+class CpuPoint(BaseModel):
+    """The served model's prefill or decode on this CPU: measured time, computed FLOPs and bytes."""
+
+    phase: Literal["prefill", "decode"]
+    tokens: int = Field(description="Prefill: prompt tokens in one forward pass. Decode: tokens timed, one per pass.")
+    milliseconds_per_token: float
+    tokens_per_second: float
+    flops_per_token: float = Field(description="2 per weight per token + attention's (computed, FLOPs).")
+    bytes_per_token: float = Field(description="Weights read once per pass + keys and values read and written.")
+    arithmetic_intensity: float = Field(description="FLOPs / bytes of one pass (FLOP/byte).")
+    attained_flops_per_second: float = Field(description="flops_per_token / measured seconds per token (FLOP/s).")
+    roof_flops_per_second: float = Field(description="min(compute roof, intensity x memory roof) (FLOP/s).")
+    bound: Literal["memory", "compute"] = Field(description="The roof above the point: left or right of the ridge.")
+
+
+class DecodePrediction(BaseModel):
+    """Decode time predicted from memory bandwidth alone vs measured."""
+
+    weight_bytes_per_token: int = Field(
+        description="Bytes of every weight matrix one decode step reads, the tied unembedding included, summed "
+        "from the model's arrays."
+    )
+    predicted_milliseconds_per_token: float = Field(description="weight bytes / measured memory bandwidth.")
+    measured_milliseconds_per_token: float
+    measured_over_predicted: float = Field(description="How many times slower than reading the weights alone.")
+
+
+class RooflineMeasuredResponse(BaseModel):
+    available: bool
+    measured_on: str = "this server's CPU"
+    reason: str | None = Field(None, description="Why nothing was measured (when available is false).")
+    cpu: dict = Field(description="name and logical_cores of this server's CPU.")
+    model: dict | None = Field(
+        None, description="The model timed: SmolLM2 when its file is here, else the toy (served, note say which)."
+    )
+    roofs: CpuRoofs | None = None
+    prefill: CpuPoint | None = None
+    decode: CpuPoint | None = None
+    decode_prediction: DecodePrediction | None = None
+    rounds: int | None = Field(None, description="Rounds of each model timing (the fastest is kept).")
+    note: str = MEASURED_NOTE
+
+
+def _cpu_unavailable(reason: str, *key) -> dict:
+    return RooflineMeasuredResponse(available=False, reason=reason, cpu=ms.cpu_info()).model_dump()
+
+
+def _measure_cpu(served: str) -> dict:
+    s = ms.served()
+    roofs, timing = ms.machine_roofs(), ms.prefill_decode(s)
+    mem, gemm = roofs["memory"], roofs["compute"]
+    bw, peak = mem["bytes_per_s"], gemm["flops_per_s"]
+    pts = cpu_measure.measured_points(s.model, timing)
+
+    def point(phase: str, tokens: int) -> CpuPoint:
+        p = pts[phase]
+        ai = p["arithmetic_intensity"]
+        return CpuPoint(
+            phase=phase,
+            tokens=tokens,
+            milliseconds_per_token=ms.sig4(1e3 * p["seconds_per_token"]),
+            tokens_per_second=ms.sig4(p["tokens_per_s"]),
+            flops_per_token=p["flops_per_token"],
+            bytes_per_token=p["bytes_per_token"],
+            arithmetic_intensity=ms.sig4(ai),
+            attained_flops_per_second=ms.sig4(p["flops_per_s"]),
+            roof_flops_per_second=ms.sig4(min(peak, ai * bw)),
+            bound="compute" if ai >= peak / bw else "memory",
+        )
+
+    pred = cpu_measure.decode_prediction(s.model, bw, timing["decode_ms_per_token"])
+    return RooflineMeasuredResponse(
+        available=True,
+        cpu=ms.cpu_info(),
+        model=ms.served_model_info(s),
+        roofs=CpuRoofs(
+            memory_bandwidth_bytes_per_second=ms.sig4(bw),
+            copy_buffer_bytes=mem["buffer_bytes"],
+            last_level_cache_bytes=mem["last_level_cache_bytes"],
+            matrix_multiply_flops_per_second=ms.sig4(peak),
+            matrix_size=gemm["size"],
+            blas_threads=roofs["blas_threads"],
+            ridge_flops_per_byte=ms.sig4(roofs["ridge_flops_per_byte"]),
+        ),
+        prefill=point("prefill", timing["prompt_tokens"]),
+        decode=point("decode", timing["decode_tokens"]),
+        decode_prediction=DecodePrediction(
+            weight_bytes_per_token=pred["weight_bytes_per_token"],
+            predicted_milliseconds_per_token=ms.sig4(pred["predicted_ms_per_token"]),
+            measured_milliseconds_per_token=ms.sig4(pred["measured_ms_per_token"]),
+            measured_over_predicted=ms.sig4(pred["measured_over_predicted"]),
+        ),
+        rounds=timing["rounds"],
+    ).model_dump()
+
+
+MEASURED = Measured(_measure_cpu, keys=2, on_failure=_cpu_unavailable)
+
+
+@router.get("/api/roofline/measured", response_model=RooflineMeasuredResponse)
+def get_measured() -> Response:
+    """This server's CPU as a roofline (measured memory and compute roofs) with the served model's prefill and
+    decode on it, and decode time predicted from bandwidth vs measured (measured once per process)."""
+    return MEASURED.response(ms.served().served)

@@ -136,11 +136,17 @@ export function legendScale(parent, caption) {
   return k;
 }
 
+/** The model a /measured response timed, in words, capitalised (its note says why when the toy stands in). */
+export function measuredWho(m) {
+  const name = m.model.display_name;
+  return `${name[0].toUpperCase()}${name.slice(1)}`;
+}
+
 /** Fetch a /measured endpoint once and draw labelled bars (ms per token), or say why not. */
 export async function measuredBars(ctx, box, url, title, fmt, alive) {
   clear(box);
   h('h2', { text: title }, box);
-  const note = h('p', { class: 'strip-measured-note', text: 'Measuring the toy model on this server’s CPU…' }, box);
+  const note = h('p', { class: 'strip-measured-note', text: 'Measuring the served model on this server’s CPU…' }, box);
   let m;
   try {
     m = await ctx.fetchJSON(url);
@@ -161,6 +167,7 @@ export async function measuredBars(ctx, box, url, title, fmt, alive) {
     h('span', { class: 'strip-bar-value', text: `${num(b.value, 3)} ms/token` }, row);
   }
   if (f.after) h('p', { class: 'strip-measured-note', text: f.after }, box);
+  if (m.model?.note) h('p', { class: 'strip-measured-note', text: m.model.note }, box);
 }
 
 /** The real model and the demo as two rectangles to the same scale (width: numbers per token, height: layers). */

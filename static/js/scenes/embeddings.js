@@ -7,7 +7,7 @@ import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
 import { fitted } from '../lib/fit.js';
 import { lensRows, lensLadder, fillLens, drawLensList } from './embeddings-lens.js';
-import { colours, vectorImage, pieceLabel, PIECE_KEY, readout, measuredBars, legendScale, variantFor, drawToScale, modelWords,
+import { colours, vectorImage, pieceLabel, PIECE_KEY, readout, measuredBars, measuredWho, legendScale, variantFor, drawToScale, modelWords,
   modelNote } from './embeddings-strips.js';
 
 const VARIANTS = {
@@ -291,7 +291,7 @@ async function loadMeasured() {
   if (view.measuredShown) return;
   view.measuredShown = true;
   await measuredBars(ctx, view.meas, '/api/embeddings/measured', 'Measured: prefill vs decode on this server', (m) => ({
-    text: `The toy model on ${m.measured_on} (${m.cpu.name}): a ${m.prompt_tokens}-token prompt in one pass, then ` +
+    text: `${measuredWho(m)} on ${m.measured_on} (${m.cpu.name}): a ${m.prompt_tokens}-token prompt in one pass, then ` +
       `${m.decode_tokens} tokens one at a time. Time per token:`,
     bars: [{ label: 'prefill', value: m.prefill_ms_per_token, cls: 'prefill' }, { label: 'decode', value: m.decode_ms_per_token, cls: 'decode' }],
     after: `Decode spends ${num(m.decode_over_prefill_time_per_token, 2)}× as long per token: it rereads every weight for one token.`,

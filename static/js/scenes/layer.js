@@ -5,7 +5,7 @@ import { num, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles } from '../lib/style.js';
 import { fitted } from '../lib/fit.js';
-import { colours, rowsImage, readout, measuredBars, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
+import { colours, rowsImage, readout, measuredBars, measuredWho, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
 import { drawAttention, groupOf, tokenText } from './layer-attention.js';
 
 const VARIANTS = {
@@ -68,7 +68,7 @@ export function update(data, params = {}) {
   if (!view.measuredShown) {
     view.measuredShown = true;
     measuredBars(ctx, view.meas, '/api/layer/measured', 'Measured: the KV cache on this server', (m) => ({
-      text: `The toy model on ${m.measured_on} (${m.cpu.name}): ${m.new_tokens} new tokens after a ${m.prompt_tokens}-token ` +
+      text: `${measuredWho(m)} on ${m.measured_on} (${m.cpu.name}): ${m.new_tokens} new tokens after a ${m.prompt_tokens}-token ` +
         `prompt, keeping each layer’s keys and values vs recomputing the whole prefix for every token. Time per token:`,
       bars: [{ label: 'with KV cache', value: m.cached_ms_per_token, cls: 'cached' },
         { label: 'recompute', value: m.recompute_ms_per_token, cls: 'recompute' }],
