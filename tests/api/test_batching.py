@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from apikit import assert_refused, assert_same_bytes_and_etag
 
 from inside_llm.api.batching import MAX_RATE, MAX_REQUESTS, MAX_SEATS
 
@@ -105,11 +106,10 @@ def test_waiting_queue_is_preempted_requests_then_arrivals_in_order(client):
 
 
 def test_same_url_same_bytes_and_etag(client):
-    a = client.get("/api/batching")
-    b = client.get("/api/batching?rate=3&requests=200&seats=8&workload=sharegpt&seed=0")
-    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    a = assert_same_bytes_and_etag(
+        client, "/api/batching", "/api/batching?rate=3&requests=200&seats=8&workload=sharegpt&seed=0"
+    )
     assert len(a.content) < 80_000, len(a.content)
-    assert client.get("/api/batching", headers={"if-none-match": a.headers["etag"]}).status_code == 304
 
 
 @pytest.mark.parametrize(
@@ -123,17 +123,11 @@ def test_same_url_same_bytes_and_etag(client):
     ],
 )
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
-    r = client.get("/api/batching", params={name: value})
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
-    assert err["loc"][-1] == name and bound in err["msg"]
+    assert_refused(client, "/api/batching", {name: value}, name, bound)
 
 
 def test_bad_workload_and_unknown_names_get_422(client):
-    r = client.get("/api/batching", params={"workload": "lmsys"})
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
-    assert err["loc"][-1] == "workload" and "sharegpt" in err["msg"]
+    assert_refused(client, "/api/batching", {"workload": "lmsys"}, "workload", "sharegpt")
     assert client.get("/api/batching", params={"step_time": 1}).status_code == 422
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from apikit import assert_refused, assert_same_bytes_and_etag
 
 from inside_llm.sim import catalog, gpu_layout
 from inside_llm.sim.costmodel import EngineConfig, memory_per_gpu
@@ -107,10 +108,7 @@ def test_a_model_too_big_for_the_gpu_says_so(client):
     ],
 )
 def test_bad_input_gets_422_naming_the_field(client, query, field, needle):
-    r = client.get("/api/gpu", params=query)
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
-    assert err["loc"][-1] == field and needle in err["msg"]
+    assert_refused(client, "/api/gpu", query, field, needle)
 
 
 def test_parameters_have_bounds_and_units_in_openapi(client):
@@ -122,8 +120,7 @@ def test_parameters_have_bounds_and_units_in_openapi(client):
 
 
 def test_deterministic_and_cacheable(client):
-    a, b = client.get("/api/gpu", params={"gpu": "h200"}), client.get("/api/gpu", params={"gpu": "h200"})
-    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    assert_same_bytes_and_etag(client, "/api/gpu?gpu=h200")
 
 
 def test_fact_figures_come_from_the_endpoint(client):

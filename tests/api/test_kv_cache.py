@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from apikit import assert_refused, assert_same_bytes_and_etag, refusal
 
 from inside_llm.api.kv_cache import CAPACITY_TOKENS, MAX_FRAMES, MAX_REQUESTS, MAX_SEQ_LEN, PAGE_DIGITS
 from inside_llm.sim.kvpolicies import simulate_kv
@@ -136,11 +137,10 @@ def test_undrawn_policies_keep_metrics_but_no_frames(client):
 
 
 def test_default_response_is_lean_and_deterministic(client):
-    a = client.get("/api/kv-cache")
+    a = assert_same_bytes_and_etag(
+        client, "/api/kv-cache", "/api/kv-cache?block_size=16&workload=sharegpt&requests=300&seed=0&model=llama-3.1-70b"
+    )
     assert len(a.content) < 120_000, len(a.content)
-    b = client.get("/api/kv-cache?block_size=16&workload=sharegpt&requests=300&seed=0&model=llama-3.1-70b")
-    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
-    assert client.get("/api/kv-cache", headers={"if-none-match": a.headers["etag"]}).status_code == 304
 
 
 def test_block_size_changes_paged_waste_only(client):
@@ -161,16 +161,11 @@ def test_block_size_changes_paged_waste_only(client):
     ],
 )
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
-    r = client.get("/api/kv-cache", params={name: value})
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
-    assert err["loc"][-1] == name and bound in err["msg"]
+    assert_refused(client, "/api/kv-cache", {name: value}, name, bound)
 
 
 def test_bad_workload_and_unknown_names_get_422(client):
-    r = client.get("/api/kv-cache", params={"workload": "lmsys"})
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
+    err = refusal(client, "/api/kv-cache", workload="lmsys")
     assert err["loc"][-1] == "workload" and "sharegpt" in err["msg"] and "alpaca" in err["msg"]
     assert client.get("/api/kv-cache", params={"compare": "paged"}).status_code == 422
     assert client.get("/api/kv-cache", params={"capacity": 1}).status_code == 422

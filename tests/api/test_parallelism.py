@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from apikit import assert_refused, assert_same_bytes_and_etag, get_json
 
 from inside_llm.sim.parallelism import ParallelParams, parallelism
 
@@ -20,9 +21,7 @@ CONTRACT = (
 
 
 def _get(client, **q):
-    r = client.get("/api/parallelism", params=q)
-    assert r.status_code == 200, r.text
-    return r.json()
+    return get_json(client, "/api/parallelism", **q)
 
 
 @pytest.mark.parametrize(
@@ -88,10 +87,7 @@ def test_tp_times_pp_must_divide_gpus(client, q):
     ],
 )
 def test_out_of_bounds_names_field_and_bound(client, field, value, bound):
-    r = client.get("/api/parallelism", params={field: value})
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
-    assert err["loc"][-1] == field and bound in err["msg"]
+    assert_refused(client, "/api/parallelism", {field: value}, field, bound)
 
 
 def test_micro_batches_above_batch_and_unknown_names_are_refused(client):
@@ -103,15 +99,7 @@ def test_micro_batches_above_batch_and_unknown_names_are_refused(client):
 
 
 def test_deterministic_cached_and_fast(client):
-    a = client.get("/api/parallelism", params={"tp": 2, "pp": 4})
-    b = client.get("/api/parallelism", params={"tp": 2, "pp": 4})
-    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
-    assert (
-        client.get(
-            "/api/parallelism", params={"tp": 2, "pp": 4}, headers={"if-none-match": a.headers["etag"]}
-        ).status_code
-        == 304
-    )
+    assert_same_bytes_and_etag(client, "/api/parallelism?tp=2&pp=4")
     t0 = time.perf_counter()
     client.get("/api/parallelism", params={"tp": 1, "pp": 2, "gpus": 2, "model": "qwen2.5-72b"})
     assert time.perf_counter() - t0 < 0.5

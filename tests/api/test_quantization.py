@@ -7,15 +7,14 @@ import time
 
 import numpy as np
 import pytest
+from apikit import get_json, refusal
 
 from inside_llm.sim import catalog, demo_quality, serving
 from inside_llm.sim.costmodel import GB, EngineConfig, memory_per_gpu
 
 
 def _get(client, **q):
-    r = client.get("/api/quantization", params=q)
-    assert r.status_code == 200, r.text
-    return r.json()
+    return get_json(client, "/api/quantization", **q)
 
 
 def test_contract_fields(client):
@@ -163,9 +162,7 @@ def test_tile_bits_decode_to_the_stored_values(client):
     ],
 )
 def test_bad_input_gets_422_naming_field_and_bound(client, q, field, words):
-    r = client.get("/api/quantization", params=q)
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
+    err = refusal(client, "/api/quantization", **q)
     assert err["loc"][-1] == field and all(w in err["msg"] for w in words)
     assert client.get("/api/quantization", params={"bogus": 1}).status_code == 422
 

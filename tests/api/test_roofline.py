@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from apikit import assert_refused, assert_same_bytes_and_etag
 
 from inside_llm.sim import catalog
 from inside_llm.sim import roofline as rl
@@ -101,10 +102,7 @@ def test_past_the_ridge_the_compute_roof_binds(client):
     ],
 )
 def test_bad_input_gets_422_naming_the_field(client, query, field, needle):
-    r = client.get("/api/roofline", params=query)
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
-    assert err["loc"][-1] == field and needle in err["msg"]
+    assert_refused(client, "/api/roofline", query, field, needle)
 
 
 def test_parameters_have_bounds_and_units_in_openapi(client):
@@ -116,8 +114,7 @@ def test_parameters_have_bounds_and_units_in_openapi(client):
 
 
 def test_deterministic_and_cacheable(client):
-    a, b = client.get("/api/roofline?batch=32"), client.get("/api/roofline?batch=32")
-    assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+    assert_same_bytes_and_etag(client, "/api/roofline?batch=32")
 
 
 def test_fact_is_the_models_own_number(client):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from apikit import assert_refused, assert_same_bytes_and_etag
 
 from inside_llm.api.speculative import DEFAULT_MAX_TOKENS, MAX_ALPHA, MAX_GAMMA, facts
 from inside_llm.sim import speculative as sp
@@ -75,13 +76,9 @@ def test_acceptance_rate_and_frames_agree(client):
 
 
 def test_same_url_same_bytes_and_etag(client):
-    a = client.get("/api/speculative")
-    b = client.get(
-        "/api/speculative",
-        params={"alpha": 0.8, "gamma": 4, "cost_ratio": 0.1, "max_tokens": DEFAULT_MAX_TOKENS, "prompt": ""},
-    )
-    assert a.status_code == 200 and a.content == b.content and a.headers["etag"] == b.headers["etag"]
-    assert client.get("/api/speculative", headers={"if-none-match": a.headers["etag"]}).status_code == 304
+    spelled_out = f"/api/speculative?alpha=0.8&gamma=4&cost_ratio=0.1&max_tokens={DEFAULT_MAX_TOKENS}&prompt="
+    a = assert_same_bytes_and_etag(client, "/api/speculative", spelled_out)
+    assert a.status_code == 200
     for key in ("wall_time_s", "target_s", "draft_s"):
         assert f'"{key}"' not in a.text, f"{key} is a clock value; it belongs at /api/speculative/measured"
     assert len(a.content) < 100_000
@@ -120,10 +117,7 @@ def test_alpha_and_cost_ratio_leave_the_demo_alone(client):
     ],
 )
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
-    r = client.get("/api/speculative", params={name: value})
-    assert r.status_code == 422
-    err = r.json()["detail"][0]
-    assert err["loc"][-1] == name and bound in err["msg"]
+    assert_refused(client, "/api/speculative", {name: value}, name, bound)
 
 
 def test_unknown_names_get_422(client):

@@ -2,11 +2,12 @@
 
 from functools import cache
 from types import SimpleNamespace
+from typing import get_type_hints
 
 import numpy as np
 import pytest
 
-from inside_llm.sim.schedrecords import frames, step_starts
+from inside_llm.sim.schedrecords import RunMetrics, frames, step_starts
 from inside_llm.sim.scheduler import Engine, simulate_batching
 from inside_llm.sim.stepcost import SimpleStepCost
 from inside_llm.sim.workloads import make_trace
@@ -72,15 +73,9 @@ def test_response_shape():
     assert [p.name for p in result.policies] == ["static", "continuous"]
     assert len(result.requests.arrival_s) == len(result.requests.num_output_tokens) == 200
     for p in result.policies:
-        for key in (
-            "throughput_tokens_per_s",
-            "ttft_ms_p50",
-            "ttft_ms_p99",
-            "latency_ms_p50",
-            "latency_ms_p99",
-            "seat_utilization",
-        ):
-            assert isinstance(getattr(p, key), float) and getattr(p, key) > 0
+        for key, kind in get_type_hints(RunMetrics).items():  # every rate, percentile and fraction
+            if kind is float:
+                assert isinstance(getattr(p, key), float) and getattr(p, key) > 0, key
         assert 0 < p.seat_utilization <= 1 and p.ttft_ms_p50 <= p.ttft_ms_p99
         assert len(p.requests.finish_s) == 200 and 0 < len(p.frames.time_s) <= 200
         assert all(len(column) == len(p.frames.time_s) for column in vars(p.frames).values())
