@@ -151,6 +151,18 @@ def test_tile_bits_decode_to_the_stored_values(client):
                 assert _decode(p["precision"], bits, scale) == pytest.approx(p["values"][r][c], rel=1e-3, abs=1e-7)
 
 
+def test_the_tile_is_the_served_models_first_query_matrix(client):
+    from inside_llm.api.demo_model import served_model
+
+    tile, served = _get(client)["tile"], served_model("smollm2")
+    wq = np.asarray(served.model.layers[0].wq, np.float32)  # [dim_in, q_out]
+    assert tile["model"] == served.served and tile["matrix_shape"] == list(wq.shape)
+    assert np.array_equal(np.asarray(tile["original"], np.float32), wq[:8, :8])
+    if served.served == "smollm2":  # 576 numbers per token in, 9 heads x 64 out; the file's Q4_1, said so
+        assert tile["matrix_shape"] == [576, 576] and "Q4_1" in tile["stored_as"]
+        assert tile["model_name"] == "SmolLM2-135M-Instruct"
+
+
 @pytest.mark.parametrize(
     "q,field,words",
     [

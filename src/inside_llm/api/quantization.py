@@ -3,7 +3,8 @@ a real weight tile in every format, published perplexities (with sources) and th
 
 Sizes and speeds come from the cost model (sim.costmodel, sim.serving); perplexities from
 data/quantization.toml (published) and sim.demo_quality (measured on the demo model, weights really
-quantized). The weight tile is the top-left 8x8 corner of the demo model's first query matrix,
+quantized). The weight tile is the top-left 8x8 corner of the served model's first query matrix
+(SmolLM2-135M-Instruct's, as its file's Q4_1 blocks decode, when it is on this server; else the toy's),
 quantized along its input axis exactly as for the perplexity measurement.
 """
 
@@ -22,6 +23,7 @@ from ..sim.derivation import derive
 from ..sim.errors import SimError
 from ..sim.transformer import load_model
 from .common import GpuId, Math, ModelId
+from .demo_model import served_model, served_name
 
 router = APIRouter(tags=["8 · quantization"])
 
@@ -182,10 +184,17 @@ def rows_for(model: str, gpu: str, batch: int) -> tuple[list[dict[str, Any]], in
 
 @lru_cache(maxsize=1)
 def weight_tile() -> dict[str, Any]:
-    """Top-left TILE x TILE of the demo model's layer-1 query matrix in each format."""
-    full = load_model(DEMO_MODEL).layers[0].wq  # [dim_in, q_out] float32 of float16
+    """Top-left TILE x TILE of the served model's layer-1 query matrix in each format: SmolLM2's (its file's
+    Q4_1 blocks, decoded) when it is on this server, else the toy's (float32 of float16)."""
+    served = served_model("smollm2")
+    full = served.model.layers[0].wq  # [dim_in, q_out]
+    name = served_name(served)
+    stored = "the file's 4-bit Q4_1 blocks, decoded" if served.served == "smollm2" else "float32, trained here"
     return {
-        "source": "demo model 'main', layer 1, query projection wq [in, out]: input rows 1-8 x output columns 1-8",
+        "model": served.served,
+        "model_name": name,
+        "stored_as": stored,
+        "source": f"{name}, layer 1, query projection wq [in, out] ({stored}): input rows 1-8 x output columns 1-8",
         **qz.weight_tile(full, TILE, demo_quality.GROUP_SIZE),
     }
 

@@ -99,7 +99,7 @@ function fieldOf(fields, i) {
 function buildTile(d, v) {
   const host = clear(view.tilePanel);
   h('h3', { text: 'Real weights, every bit' }, host);
-  h('p', { class: 'q-sub', text: `Top-left 8 × 8 of our demo model's first query matrix (${d.tile.matrix_shape.join(' × ')}). ` +
+  h('p', { class: 'q-sub', text: `Top-left 8 × 8 of ${d.tile.model_name}'s first query matrix (${d.tile.matrix_shape.join(' × ')}; ${d.tile.stored_as}). ` +
     'Each weight is a strip of its stored bits (filled = 1); point at one, or use the arrow keys, to read it.' }, host);
   const n = d.tile.shape[0];
   const W = n * (16 * v.cw + v.gapX), H = n * (v.ch + v.gapY) + v.ch + 10;
