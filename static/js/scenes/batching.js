@@ -3,8 +3,7 @@
 import { svg, h, clear, setAttrs } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, fixed, plural } from '../lib/format.js';
-import { loop } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, transport, still } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
 import { TITLES, drawPanels, loadMeasured } from './batching-panels.js';
@@ -24,17 +23,16 @@ let uid = 0;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('batching');
-  const css = document.querySelector('link[data-scene-css="batching"]');
-  if (css && !css.sheet) css.addEventListener('load', () => { if (view && view.data) layout(); }, { once: true });
-  clear(stage);
-  const wrap = h('div', { class: 'bt-scene' }, stage);
-  const bar = h('div', { class: 'bt-transport' }, wrap);
+  const wrap = sceneRoot(stage, 'batching', 'bt-scene', () => { if (view && view.data) layout(); });
+  const playback = transport(h('div', { class: 'bt-transport' }, wrap), {
+    button: { class: 'btn bt-play' },
+    scrub: { max: 1000, 'aria-label': 'Time on the shared clock' },
+    clock: { class: 'bt-clock' },
+    onPlay: run,
+    onSeek: (v) => setTime((v / 1000) * view.data.horizon_s),
+  });
   view = {
-    wrap, data: null, t: 0, clock: null, id: `bt${++uid}`,
-    play: h('button', { class: 'btn bt-play', type: 'button', 'aria-pressed': 'false' }, bar),
-    scrub: h('input', { type: 'range', min: 0, max: 1000, value: 0, step: 1, 'aria-label': 'Time on the shared clock' }, bar),
-    clockText: h('output', { class: 'bt-clock' }, bar),
+    wrap, data: null, t: 0, id: `bt${++uid}`, transport: playback, scrub: playback.scrub, clockText: playback.clock,
     chart: h('div', { class: 'bt-chart' }, wrap),
     legend: h('div', { class: 'legend bt-legend' }, wrap),
     follow: h('p', { class: 'bt-follow', 'aria-live': 'polite' }, wrap),
@@ -45,8 +43,6 @@ export function mount(stage, context) {
     math: h('div', { class: 'bt-math', 'data-secondary': '' }, wrap),
     measured: h('section', { class: 'bt-measured', 'aria-label': 'Measured on this server', 'data-secondary': '' }, wrap),
   };
-  view.play.addEventListener('click', () => (view.clock ? pause() : play()));
-  view.scrub.addEventListener('input', () => { pause(); setTime((Number(view.scrub.value) / 1000) * view.data.horizon_s); });
   legend();
   view.ro = new ResizeObserver(() => {
     const w = Math.round(view.chart.clientWidth);
@@ -63,7 +59,7 @@ export function mount(stage, context) {
 
 export function unmount() {
   if (!view) return;
-  pause();
+  view.transport.pause();
   view.ro.disconnect();
   if (view.live) view.live.stop();
   view = null;
@@ -80,10 +76,7 @@ export function update(data) {
   view.followed = followedRequest(data);
   layout();
   drawPanels(view, data);
-  const still = ctx.reducedMotion || ctx.options.autoplay === '0';
-  pause();
-  setTime(still ? data.horizon_s : 0);
-  if (!still) play();
+  view.transport.restart(still(ctx), () => setTime(data.horizon_s), () => setTime(0));
 }
 
 /**
@@ -106,28 +99,19 @@ export function numSteps(data) {
 
 export function showStep(i) {
   if (!view || !view.data) return;
-  pause();
+  view.transport.pause();
   setTime(beatAt(beats(view.data), i));
 }
 
 // ---- clock ---------------------------------------------------------------------------------
-function play() {
-  if (!view || view.clock) return;
+/** Play from where the clock stands (from 0 once it is at the end): one pass in PLAY_MS, a rest, and again. */
+function run() {
+  if (!view || !view.data) return null;
   const t0 = view.t >= view.data.horizon_s ? 0 : view.t / view.data.horizon_s;
-  view.play.textContent = '❚❚ Pause';
-  view.play.setAttribute('aria-pressed', 'true');
-  view.clock = loop((ms) => {
+  return (ms) => {
     const u = (t0 * PLAY_MS + ms) % (PLAY_MS + HOLD_MS);
     setTime(Math.min(1, u / PLAY_MS) * view.data.horizon_s);
-  });
-}
-
-function pause() {
-  if (!view) return;
-  if (view.clock) view.clock.stop();
-  view.clock = null;
-  view.play.textContent = '▶ Play';
-  view.play.setAttribute('aria-pressed', 'false');
+  };
 }
 
 function setTime(t) {

@@ -4,8 +4,8 @@ import { h, clear } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, bytes, duration, fixed, pct } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
-import { loop, prefersReducedMotion } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { loop } from '../lib/tween.js';
+import { sceneRoot, readoutRow, readout, widthClass, still } from '../lib/scene-kit.js';
 import { drawPackage, route, along } from './gpu-package.js';
 
 // Three drawings, px-for-px at about the width each is drawn for (the viewBox matches it): a full-width stage
@@ -15,8 +15,7 @@ const VARIANTS = {
   mid: { name: 'mid', W: 660, H: 430, pad: 10, gap: 10, stackW: 76, stackH: 54, band: 28, label: true, tile: 15, travelMs: 1800 },
   narrow: { name: 'narrow', W: 360, H: 440, pad: 6, gap: 7, stackW: 42, stackH: 40, band: 20, label: false, tile: 10, travelMs: 1700 },
 };
-const NARROW_BELOW = 500; // stage width (px) under which the phone drawing is used
-const MID_BELOW = 840; // ... and under which the tour-stage drawing is
+const WIDTHS = { narrow: 500, mid: 840 }; // stage width (px) under which the phone, then the tour-stage drawing is used
 const POOL = 96; // travelling tiles drawn at most at once (fixed set of SVG elements, moved every frame)
 const HOT_MS = 260; // an SM's on-chip memory glows this long after a tile lands
 
@@ -25,12 +24,10 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('gpu');
-  clear(stage);
-  const wrap = h('div', { class: 'gpu-scene' }, stage);
+  const wrap = sceneRoot(stage, 'gpu', 'gpu-scene');
   view = {
     stage,
-    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap),
     note: h('p', { class: 'gpu-note' }, wrap),
     figure: h('div', { class: 'gpu-figure' }, wrap),
     budget: h('div', { class: 'gpu-budget' }, wrap),
@@ -65,10 +62,7 @@ export function update(data) {
   draw(data);
 }
 
-function variantFor() {
-  const w = view.stage.clientWidth;
-  return !w ? 'wide' : w < NARROW_BELOW ? 'narrow' : w < MID_BELOW ? 'mid' : 'wide';
-}
+const variantFor = () => widthClass(view.stage, WIDTHS);
 
 function draw(d) {
   const variant = variantFor();
@@ -83,13 +77,6 @@ function draw(d) {
 
 // ---- readouts, note, legend, math ------------------------------------------------------------
 
-function readout(parent, label, value, unit, title) {
-  const r = h('div', { class: 'readout', title }, parent);
-  h('span', { class: 'label', text: label }, r);
-  const v = h('span', { class: 'value', text: value }, r);
-  if (unit) h('span', { class: 'unit', text: unit }, v);
-}
-
 function splitUnit(text) {
   const i = text.lastIndexOf(' ');
   return [text.slice(0, i), text.slice(i + 1)];
@@ -100,7 +87,7 @@ function drawReadouts(d) {
   clear(view.readouts);
   const [value, unit] = splitUnit(bytes(s.bytes_per_step));
   readout(view.readouts, 'Read per step', value, `${unit} per GPU`,
-    `weights ${bytes(s.weight_bytes_per_step)} + KV cache ${bytes(s.kv_bytes_per_step)}`);
+    { title: `weights ${bytes(s.weight_bytes_per_step)} + KV cache ${bytes(s.kv_bytes_per_step)}` });
   readout(view.readouts, 'One decode step', ...splitUnit(duration(s.step_ms)), `${s.bound}-bound`);
   readout(view.readouts, 'Average rate', fixed(s.effective_tb_s, 2), `TB/s · peak ${num(s.peak_tb_s)}`);
   readout(view.readouts, 'Tokens per second', num(s.tokens_per_s), d.batch === 1 ? 'one chat' : `${num(d.batch)} chats`);
@@ -224,17 +211,13 @@ function glow(dr, landed) {
   for (const i of landed) if (!dr.hot.has(i)) { dr.smMem[i].classList.add('hot'); dr.hot.set(i, true); }
 }
 
-function stillMotion() {
-  return prefersReducedMotion() || (ctx && ctx.options && ctx.options.autoplay === '0');
-}
-
 function startMotion(d) {
   stopMotion();
   const s = d.stream;
   view.clock.speed.textContent = `Slowed ${num(s.slow_motion)}×: one ${duration(s.step_ms)} step lasts ` +
     `${fixed(s.screen_step_s, 1)} s on screen.`;
-  view.figure.classList.toggle('still', stillMotion() || view.paused);
-  if (stillMotion() || view.paused) {
+  view.figure.classList.toggle('still', still(ctx) || view.paused);
+  if (still(ctx) || view.paused) {
     frame(s.screen_step_s * 1000 * (view.paused ? view.pausedAt : 0.5));
     if (!view.paused) showWholeStep(s);
     return;
@@ -260,7 +243,7 @@ function buildClock() {
   c.status = h('span', { class: 'gpu-clock-text' }, row);
   c.speed = h('p', { class: 'gpu-speed' }, c);
   c.lastText = -1;
-  if (stillMotion()) c.pause.hidden = true;
+  if (still(ctx)) c.pause.hidden = true;
 }
 
 function togglePause() {

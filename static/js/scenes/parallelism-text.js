@@ -5,6 +5,7 @@ import { h, clear } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, bytes, duration, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
+import { readout } from '../lib/scene-kit.js';
 
 const MATH_KEYS = [['weights_gb', 'Weights per GPU'], ['kv_cache_gb', 'KV cache per GPU'],
   ['allreduce_bytes_per_layer', 'All-reduce bytes per layer'], ['allreduce_ms', 'All-reduce time'],
@@ -20,26 +21,19 @@ export function drawText(els, d, phase) {
   drawMath(els, d);
 }
 
-function readout(parent, label, value, unit, cls = '') {
-  const r = h('div', { class: `readout ${cls}` }, parent);
-  h('span', { class: 'label', text: label }, r);
-  const v = h('span', { class: 'value', text: value }, r);
-  if (unit) h('span', { class: 'unit', text: unit }, v);
-}
-
 function drawReadouts(els, d) {
   const r = clear(els.readouts);
   readout(r, 'Weights per GPU', fixed(d.weights_gb, 1), `GB of ${num(d.capacity_gb)}`);
   readout(r, 'KV cache per GPU', fixed(d.kv_cache_gb, 2), 'GB');
   readout(r, 'Fits', d.fits ? 'yes' : 'no', d.fits ? `${fixed(d.spare_gb, 0)} GB spare` : `${fixed(d.shortfall_gb, 0)} GB short`,
-    d.fits ? 'ok' : 'bad');
+    { cls: d.fits ? 'ok' : 'bad' });
   readout(r, 'First token', d.fits ? duration(d.ttft_ms) : '–', d.fits ? '' : 'cannot run');
   readout(r, 'Per chat', d.fits ? num(d.tokens_per_s_per_user) : '–', d.fits ? 'tokens/s' : 'cannot run');
   readout(r, 'Prefill bubble', pct(d.bubble_fraction, 0), d.pp > 1 ? `${d.micro_batches} micro-batches` : 'no pipeline');
   if (d.nodes) {
     const n = d.nodes;
     readout(r, 'Nodes', num(n.nodes), n.spans_nodes ? 'replica spans nodes: network links' : `one ${n.gpus_per_node}-GPU NVLink domain`,
-      n.spans_nodes ? 'bad' : '');
+      { cls: n.spans_nodes ? 'bad' : '' });
   }
 }
 

@@ -3,8 +3,7 @@
 import { svg, h, clear } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, duration, plural } from '../lib/format.js';
-import { prefersReducedMotion } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readoutRow, widthClass, still } from '../lib/scene-kit.js';
 import { drawText } from './parallelism-text.js';
 import { POOL, animateBoard, beatCount, showBeat } from './parallelism-motion.js';
 import { drawLayer } from './parallelism-layer.js';
@@ -15,18 +14,15 @@ const VARIANTS = {
   mid: { name: 'mid', W: 660, H: 340, x0: 12, gw: 146, step: 162, gh: 110, sw: 104, sh: 38, label: 13, small: 11, barY: 48 },
   narrow: { name: 'narrow', W: 360, H: 330, x0: 6, gw: 82, step: 88, gh: 104, sw: 76, sh: 36, label: 12, small: 10, barY: 46 },
 };
-const NARROW_BELOW = 500; // stage widths (px): a phone, the tour's stage beside its rails, a full-width slide
-const MID_BELOW = 840;
+const WIDTHS = { narrow: 500, mid: 840 }; // stage widths (px): a phone, the tour's stage beside its rails, a full-width slide
 
 let view = null;
 
 export function mount(stage, context) {
-  sceneStyles('parallelism');
-  clear(stage);
-  const wrap = h('div', { class: 'par-scene' }, stage);
+  const wrap = sceneRoot(stage, 'parallelism', 'par-scene');
   view = {
     stage, ctx: context,
-    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap),
     verdict: h('p', { class: 'par-verdict' }, wrap),
     layer: h('div', { class: 'par-layer' }, wrap),
     board: h('div', { class: 'par-board' }, wrap),
@@ -74,10 +70,7 @@ function drawLegend() {
 }
 
 const phaseOf = () => (view.params.phase === 'decode' ? 'decode' : 'prefill');
-function variantFor() {
-  const w = view.stage.clientWidth;
-  return !w ? 'wide' : w < NARROW_BELOW ? 'narrow' : w < MID_BELOW ? 'mid' : 'wide';
-}
+const variantFor = () => widthClass(view.stage, WIDTHS);
 
 function drawAll() {
   stopMotion();
@@ -89,8 +82,7 @@ function drawAll() {
   view.args = { d, p: d[phaseOf()], dr: view.drawing, tl: view.tl, ly: view.ly, v,
     caption: (text) => { view.caption.textContent = text; } };
   if (view.step !== null) return showBeat(view.args, view.step);
-  const frozen = prefersReducedMotion() || view.ctx.options?.autoplay === '0';
-  view.motion = animateBoard({ ...view.args, frozen });
+  view.motion = animateBoard({ ...view.args, frozen: still(view.ctx) });
 }
 
 /** Presenter beats: the tensor-parallel story of one layer (whole, cut, compute, all-reduce...) or pipeline slots. */

@@ -5,14 +5,14 @@ import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readoutRow, readout, widthClass } from '../lib/scene-kit.js';
 import { createMeter, LABEL, signed } from './quantization-meter.js';
 
 const VARIANTS = {
   wide: { name: 'wide', cw: 4.6, ch: 15, gapX: 7, gapY: 5, font: 11.5 },
   narrow: { name: 'narrow', cw: 2.5, ch: 12, gapX: 4, gapY: 4, font: 10 },
 };
-const NARROW_BELOW = 640;
+const WIDTHS = { narrow: 640 }; // stage width (px) under which the phone tile is drawn
 const TILE_FORMAT = { bf16: 'bf16', fp8: 'fp8', int8: 'int8', int4: 'int4' };
 const MATH_KEYS = [['weights_gb', 'Model size'], ['gpus_needed', 'GPUs needed'], ['tokens_per_s_per_user', 'Tokens/s per chat'],
   ['tokens_per_s_per_user_same_gpus', 'Tokens/s per chat, same GPUs'],
@@ -21,12 +21,10 @@ const MATH_KEYS = [['weights_gb', 'Model size'], ['gpus_needed', 'GPUs needed'],
 let view = null;
 
 export function mount(stage, context) {
-  sceneStyles('quantization');
-  clear(stage);
-  const wrap = h('div', { class: 'q-scene' }, stage);
+  const wrap = sceneRoot(stage, 'quantization', 'q-scene');
   view = {
     stage, ctx: context,
-    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap),
     top: h('div', { class: 'q-row' }, wrap),
     meterRow: h('div', { class: 'q-row q-meter-row' }, wrap),
     table: h('div', { class: 'q-published', 'data-secondary': '' }, wrap),
@@ -63,16 +61,9 @@ export function update(data) {
   drawMath(data);
 }
 
-const variantFor = () => (view.stage.clientWidth && view.stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide');
+const variantFor = () => widthClass(view.stage, WIDTHS);
 
 // ---- readouts ------------------------------------------------------------------------------------
-
-function readout(parent, label, value, unit) {
-  const r = h('div', { class: 'readout' }, parent);
-  h('span', { class: 'label', text: label }, r);
-  const v = h('span', { class: 'value', text: value }, r);
-  if (unit) h('span', { class: 'unit', text: unit }, v);
-}
 
 function drawReadouts(d) {
   const r = clear(view.readouts);

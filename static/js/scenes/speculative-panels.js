@@ -3,12 +3,13 @@
 import { svg, h, clear, root } from '../lib/svg.js';
 import { num, fixed, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
+import { widthClass } from '../lib/scene-kit.js';
 
 const CHARTS = {
   wide: { W: 480, H: 236, l: 42, r: 14, t: 22, b: 40 },
   narrow: { W: 340, H: 220, l: 36, r: 10, t: 22, b: 38 },
 };
-const NARROW_BELOW = 440; // px of panel width under which the chart uses the phone layout
+const WIDTHS = { narrow: 440 }; // px of panel width under which the chart uses the phone layout
 
 /** True when the formula panel's width now calls for the other chart layout (the caller redraws). */
 export function chartLayoutChanged(panels) {
@@ -16,7 +17,7 @@ export function chartLayoutChanged(panels) {
   return !!box && box.dataset.variant !== variant(box);
 }
 
-const variant = (box) => (box.clientWidth && box.clientWidth < NARROW_BELOW ? 'narrow' : 'wide');
+const variant = (box) => widthClass(box, WIDTHS);
 
 function section(parent, cls, label) {
   return parent.querySelector(`:scope > .${cls}`) || h('section', { class: cls, 'aria-label': label }, parent);

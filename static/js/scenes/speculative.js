@@ -3,8 +3,7 @@
 import { h, clear } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, pct, fixed, plural } from '../lib/format.js';
-import { loop } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readoutRow, readout, transport, still } from '../lib/scene-kit.js';
 import { drawAnalytic, drawMeasured, drawLedger, chartLayoutChanged } from './speculative-panels.js';
 
 const MS = { ghost: 140, gap: 220, sweep: 700, verdict: 950, settle: 320 }; // one pass, phase by phase
@@ -15,18 +14,16 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('speculative');
-  clear(stage);
-  const wrap = h('div', { class: 'sp-scene' }, stage);
+  const wrap = sceneRoot(stage, 'speculative', 'sp-scene');
   const bar = h('div', { class: 'sp-transport', role: 'group', 'aria-label': 'Passes' }, wrap);
   view = {
-    wrap, data: null, key: '', clock: null, step: 0, pose: '',
+    wrap, data: null, key: '', step: 0, pose: '',
     first: button(bar, '|◀', 'Back to the prompt', () => showStep(0)),
     prev: button(bar, '◀', 'Previous pass', () => showStep(Math.max(0, view.step - 1))),
-    play: button(bar, '▶ Play', null, () => (view.clock ? pause() : play())),
+    transport: transport(bar, { onPlay: run, hush: () => [view.readouts] }),
     next: button(bar, '▶', 'Next pass', () => showStep(Math.min(numSteps(view.data) - 1, view.step + 1))),
     passLabel: h('span', { class: 'sp-pass-label' }, bar),
-    readouts: h('div', { class: 'readouts sp-readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap, 'sp-readouts'),
     bench: h('section', { class: 'sp-bench', 'aria-label': 'This pass' }, wrap),
     text: h('p', { class: 'sp-text', 'aria-label': 'Prompt and answer so far' }, wrap),
     check: h('p', { class: 'sp-check', 'data-narrow-secondary': '' }, wrap),
@@ -35,7 +32,6 @@ export function mount(stage, context) {
     legend: h('div', { class: 'legend sp-legend', 'data-secondary': '' }, wrap),
     panels: h('div', { class: 'sp-panels' }, wrap),
   };
-  view.play.setAttribute('aria-pressed', 'false');
   view.benchHead = h('p', { class: 'sp-bench-head', text: 'Running the draft and the big model on this server…' }, view.bench);
   view.chips = h('div', { class: 'sp-chips' }, view.bench);
   view.passBar = h('div', { class: 'sp-passbar', 'aria-hidden': 'true' }, view.bench);
@@ -52,7 +48,7 @@ const panelOpts = () => ({ embed: ctx.embed, fetchJSON: ctx.fetchJSON, setParam:
 
 export function unmount() {
   if (!view) return;
-  pause();
+  view.transport.pause();
   view.ro.disconnect();
   view = null;
 }
@@ -76,9 +72,7 @@ export function update(data, params) {
       `${d.num_tokens}), recomputed one pass per token.`
     : '✗ The answer differs from the target’s own greedy answer: a bug, not a property of the method.';
   drawOther(data, params);
-  pause();
-  if (ctx.reducedMotion || ctx.options.autoplay === '0') poseStep(numSteps(data) - 1);
-  else { poseStep(0); play(); }
+  view.transport.restart(still(ctx), () => poseStep(numSteps(data) - 1), () => poseStep(0));
 }
 
 /** The other example run: after the one where the draft is usually right, the one where it is often wrong. */
@@ -102,7 +96,7 @@ export function numSteps(data) {
 
 export function showStep(i) {
   if (!view || !view.data) return;
-  pause();
+  view.transport.pause();
   poseStep(Math.max(0, Math.min(i, numSteps(view.data) - 1)));
 }
 
@@ -115,38 +109,26 @@ function button(parent, text, label, onClick) {
 // ---- clock: pass i runs ghosts, gap, sweep, verdict, settle -----------------------------------
 const passMs = (f) => f.proposed.length * MS.ghost + MS.gap + MS.sweep + MS.verdict + MS.settle;
 
-function play() {
-  if (!view || view.clock || !view.data) return;
+/** Play from the pass on screen (from the prompt once at the end); reduced motion plays still steps. */
+function run() {
+  if (!view || !view.data) return null;
   const frames = view.data.demo.frames;
   const starts = [];
   let total = 0;
   for (const f of frames) { starts.push(total); total += passMs(f); }
   const t0 = view.step > 0 && view.step < frames.length ? starts[view.step] : 0;
   if (view.step >= frames.length) poseStep(0);
-  view.play.textContent = '❚❚ Pause';
-  view.play.setAttribute('aria-pressed', 'true');
-  view.readouts.setAttribute('aria-live', 'off'); // not a stream of announcements while it plays
   if (ctx.reducedMotion) { // no motion: one still step after another, each shown as its verdict
     const s0 = view.step;
-    view.clock = loop((ms) => poseStep((s0 + Math.floor(Math.max(0, ms) / STILL_STEP_MS)) % (frames.length + 1)));
-    return;
+    return (ms) => poseStep((s0 + Math.floor(Math.max(0, ms) / STILL_STEP_MS)) % (frames.length + 1));
   }
-  view.clock = loop((ms) => {
+  return (ms) => {
     const u = (t0 + Math.max(0, ms)) % (total + END_HOLD_MS); // the first frame may stamp a hair before t0
     if (u >= total) return poseStep(frames.length);
     let i = starts.length - 1;
     while (starts[i] > u) i--;
     pose(i, u - starts[i]);
-  });
-}
-
-function pause() {
-  if (!view) return;
-  if (view.clock) view.clock.stop();
-  view.clock = null;
-  view.play.textContent = '▶ Play';
-  view.play.setAttribute('aria-pressed', 'false');
-  view.readouts.setAttribute('aria-live', 'polite');
+  };
 }
 
 /** Step s, still: s = 0 the prompt alone, else pass s - 1 at its verdict (no motion). */
@@ -274,12 +256,7 @@ function showText(written, fresh) {
 // ---- readouts and legend -----------------------------------------------------------------------
 function drawReadouts(d, passes, written) {
   clear(view.readouts);
-  const r = (label, value, unit) => {
-    const el = h('div', { class: 'readout' }, view.readouts);
-    h('span', { class: 'label', text: label }, el);
-    const v = h('span', { class: 'value', text: value }, el);
-    if (unit) h('span', { class: 'unit', text: unit }, v);
-  };
+  const r = (label, value, unit) => readout(view.readouts, label, value, unit);
   const drafts = d.frames.slice(0, passes).reduce((a, x) => a + x.proposed.length, 0);
   const kept = d.frames.slice(0, passes).reduce((a, x) => a + x.num_accepted, 0);
   r('Big-model passes', num(passes), `for ${plural(written, 'token')}`);

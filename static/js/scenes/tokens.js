@@ -5,7 +5,7 @@ import { h, clear } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { fixed, num, pct } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 
 const MAX_CHIPS = 4000; // drawing cap; counts always cover every token
 const RULE_OF_THUMB = 0.75; // OpenAI's "a token is about 3/4 of a word", cited in the response's math
@@ -21,11 +21,9 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('tokens');
-  clear(stage);
-  const wrap = h('div', { class: 'tokens-scene' }, stage);
+  const wrap = sceneRoot(stage, 'tokens', 'tokens-scene');
   view = {
-    readouts: h('div', { class: 'readouts tok-readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap, 'tok-readouts'),
     rule: h('p', { class: 'tok-rule' }, wrap),
     meters: h('div', { class: 'tok-meters' }, wrap),
     legend: h('div', { class: 'legend' }, wrap),
@@ -71,14 +69,6 @@ export function update(data, params) {
   drawSource(chat ? null : params.text, tokens);
   drawIds(tokens);
   clear(view.math).appendChild(mathDetails(data.math.words_per_token, 'How is words per token computed?'));
-}
-
-function readout(parent, label, value, unit) {
-  const r = h('div', { class: 'readout' }, parent);
-  h('span', { class: 'label', text: label }, r);
-  const v = h('span', { class: 'value', text: value }, r);
-  if (unit) h('span', { class: 'unit', text: unit }, v);
-  return r;
 }
 
 function drawReadouts(d, chat) {
