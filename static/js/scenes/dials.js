@@ -4,7 +4,7 @@ import { h, clear } from '../lib/svg.js';
 import { num, pct, bytes, duration, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween, lerp } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 import { createMemoryBar, createCurve } from './dials-memory.js';
 import { createChat } from './dials-chat.js';
 
@@ -38,11 +38,9 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('dials');
-  clear(stage);
-  const wrap = h('div', { class: 'dials' }, stage);
+  const wrap = sceneRoot(stage, 'dials', 'dials');
   const config = h('p', { class: 'dials-config' }, wrap);
-  const tiles = h('div', { class: 'dials-readouts readouts', 'aria-live': 'polite' }, wrap);
+  const tiles = readoutRow(wrap, 'dials-readouts');
   const mathPanel = h('div', { class: 'dials-math', hidden: true, id: 'dials-math' }, wrap);
   view = { wrap, config, mathPanel, open: null, data: null, params: null, anim: null,
     readouts: READOUTS.map((r) => readoutTile(tiles, r)) };
@@ -80,10 +78,11 @@ export function update(data, params) {
 
 // ---- readouts ----------------------------------------------------------------------------------
 
+/** A readout tile whose digits glide (.n, aria-hidden) while its final text waits for screen readers. */
 function readoutTile(parent, r) {
-  const el = h('div', { class: 'readout', 'data-key': r.key }, parent);
-  h('span', { class: 'label', text: r.label }, el);
-  const value = h('span', { class: 'value' }, el);
+  const el = readout(parent, r.label, '');
+  el.dataset.key = r.key;
+  const value = el.querySelector('.value');
   const n = h('span', { class: 'n', 'aria-hidden': 'true' }, value);
   const unit = h('span', { class: 'unit', 'aria-hidden': 'true' }, value);
   const said = h('span', { class: 'visually-hidden' }, value);

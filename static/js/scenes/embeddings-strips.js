@@ -2,13 +2,12 @@
 
 import { svg, h, clear, cssVar, root } from '../lib/svg.js';
 import { num } from '../lib/format.js';
+import { widthClass } from '../lib/scene-kit.js';
 
 export const NEG = '#e8743b'; // negative values: a warm hue; positive values use --c-tokens (activations)
-export const NARROW_BELOW = 620; // stage width (px) under which the phone drawing is used
+const WIDTHS = { narrow: 620 }; // stage width (px) under which the phone drawing is used
 
-export function variantFor(stage) {
-  return stage.clientWidth && stage.clientWidth < NARROW_BELOW ? 'narrow' : 'wide';
-}
+export const variantFor = (stage) => widthClass(stage, WIDTHS);
 
 function rgb(hex) {
   const m = /^#?([0-9a-f]{6})$/i.exec(hex.trim());
@@ -115,14 +114,6 @@ export function followModelSelect(ctx, getData) {
   };
   sel.addEventListener('change', onChange);
   return () => sel.removeEventListener('change', onChange);
-}
-
-export function readout(parent, label, value, unit, cls = '') {
-  const r = h('div', { class: `readout ${cls}` }, parent);
-  h('span', { class: 'label', text: label }, r);
-  const v = h('span', { class: 'value', text: value }, r);
-  if (unit) h('span', { class: 'unit', text: unit }, v);
-  return r;
 }
 
 /** The colour key: a gradient from -scale through 0 to +scale, with a short caption. */

@@ -4,10 +4,10 @@ import { svg, h, clear, root } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
 import { lensRows, lensLadder, fillLens, drawLensList } from './embeddings-lens.js';
-import { colours, vectorImage, pieceLabel, PIECE_KEY, readout, measuredBars, measuredWho, legendScale, variantFor, drawToScale, modelWords,
+import { colours, vectorImage, pieceLabel, PIECE_KEY, measuredBars, measuredWho, legendScale, variantFor, drawToScale, modelWords,
   modelNote } from './embeddings-strips.js';
 
 const VARIANTS = {
@@ -20,12 +20,10 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('embeddings');
-  clear(stage);
-  const wrap = h('div', { class: 'emb-scene' }, stage);
+  const wrap = sceneRoot(stage, 'embeddings', 'emb-scene');
   view = {
     stage, wrap, timer: 0, shown: 0, animated: false, sel: null, data: null, variant: null, measured: null,
-    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap),
     note: h('p', { class: 'emb-note' }, wrap),
     figure: h('div', { class: 'emb-figure' }, wrap),
     legend: h('div', { class: 'legend emb-legend' }, wrap),
@@ -112,7 +110,7 @@ function drawReadouts(d) {
   const who = m.served === 'smollm2' ? 'SmolLM2' : 'toy';
   readout(view.readouts, 'Numbers per token', num(m.dim), `${who} (${real}: ${num(d.real_model.hidden_size)})`);
   readout(view.readouts, 'Layers', num(m.n_layers), `${who} (${real}: ${num(d.real_model.num_layers)})`);
-  readout(view.readouts, 'Next token', pieceLabel(d.next_token), `${pct(d.next_token.p, 0)} likely`, 'emb-next');
+  readout(view.readouts, 'Next token', pieceLabel(d.next_token), `${pct(d.next_token.p, 0)} likely`, { cls: 'emb-next' });
 }
 
 function drawNote(d) {

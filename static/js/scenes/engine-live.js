@@ -11,7 +11,7 @@
 import { svg, h, clear } from '../lib/svg.js';
 import { fetchJSON } from '../lib/api.js';
 import { num, fixed, bytes, plural } from '../lib/format.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneStyles } from '../lib/scene-kit.js';
 
 const WINDOW_S = 30; // lanes show the last WINDOW_S seconds
 const REOPEN_MS = 1000; // after the feed ends, while the panel is shown

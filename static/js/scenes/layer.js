@@ -3,9 +3,9 @@
 import { svg, h, clear, root } from '../lib/svg.js';
 import { num, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneStyles, sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
-import { colours, rowsImage, readout, measuredBars, measuredWho, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
+import { colours, rowsImage, measuredBars, measuredWho, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
 import { drawAttention, groupOf, tokenText } from './layer-attention.js';
 
 const VARIANTS = {
@@ -19,12 +19,10 @@ let ctx = null;
 export function mount(stage, context) {
   ctx = context;
   sceneStyles('embeddings'); // the shared strip, key and bar styles
-  sceneStyles('layer');
-  clear(stage);
-  const wrap = h('div', { class: 'ly-scene' }, stage);
+  const wrap = sceneRoot(stage, 'layer', 'ly-scene');
   view = {
     stage, wrap, sel: null, data: null, timer: 0, animated: false, shown: SECTIONS.length,
-    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap),
     note: h('p', { class: 'ly-note' }, wrap),
     chips: h('div', { class: 'chips ly-chips', role: 'group', 'aria-label': 'Tokens: hover or focus one to look from it' }, wrap),
   };
@@ -122,7 +120,7 @@ function drawReadouts(d) {
   readout(view.readouts, 'Layer', `${d.layer + 1} of ${m.n_layers}`, `index ${d.layer}`);
   readout(view.readouts, 'Attention heads', num(m.n_heads), `query · ${m.n_kv_heads} key/value`);
   readout(view.readouts, 'MLP stretch', `×${num(m.ffn_dim / m.dim, 2)}`, `${num(m.dim)} → ${num(m.ffn_dim)} → ${num(m.dim)} numbers`);
-  view.selReadout = readout(view.readouts, 'Looking from', '', '', 'ly-from');
+  view.selReadout = readout(view.readouts, 'Looking from', '', '', { cls: 'ly-from' });
 }
 
 function drawNote(d) {
