@@ -7,6 +7,7 @@
 //                                           one tile, .readout > .label + .value > .unit; returns the tile
 //   widthClass(el, below)                   'narrow' | 'mid' | ... | 'wide' by el's width: the first name of
 //                                           `below` ({narrow: 500, mid: 840}) whose px the width is under
+//   redrawOnWidth(el, below, drawn, redraw) redraw when el is resized into another width class
 //   still(ctx)                              the scene must not move by itself: reduced motion, or autoplay=0
 //   transport(bar, opts)                    a ▶ Play / ❚❚ Pause button on a looping clock, with an optional
 //                                           scrub range and clock <output> (see below)
@@ -65,6 +66,19 @@ export function widthClass(el, below) {
   const w = el.clientWidth;
   if (w) for (const [name, px] of Object.entries(below)) if (w < px) return name;
   return 'wide';
+}
+
+/**
+ * Narrow/wide switching: call redraw() when `el` is resized into a width class other than drawn(), the one
+ * on screen (falsy while nothing is drawn). Returns the ResizeObserver: disconnect it on unmount.
+ */
+export function redrawOnWidth(el, below, drawn, redraw) {
+  const ro = new ResizeObserver(() => {
+    const shown = drawn();
+    if (shown && widthClass(el, below) !== shown) redraw();
+  });
+  ro.observe(el);
+  return ro;
 }
 
 /** True when the scene should draw its end state and not start moving: reduced motion, or autoplay=0 (a step). */

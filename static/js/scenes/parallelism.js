@@ -3,7 +3,7 @@
 import { svg, h, clear } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, duration, plural } from '../lib/format.js';
-import { sceneRoot, readoutRow, widthClass, still } from '../lib/scene-kit.js';
+import { sceneRoot, readoutRow, widthClass, redrawOnWidth, still } from '../lib/scene-kit.js';
 import { drawText } from './parallelism-text.js';
 import { POOL, animateBoard, beatCount, showBeat } from './parallelism-motion.js';
 import { drawLayer } from './parallelism-layer.js';
@@ -35,10 +35,7 @@ export function mount(stage, context) {
     math: h('div', { class: 'par-math', 'data-secondary': '' }, wrap),
     data: null, params: {}, variant: null, motion: null, step: null,
   };
-  view.ro = new ResizeObserver(() => {
-    if (view && view.data && variantFor() !== view.variant) drawAll();
-  });
-  view.ro.observe(stage);
+  view.ro = redrawOnWidth(stage, WIDTHS, () => view?.data && view.variant, drawAll);
 }
 
 export function unmount() {

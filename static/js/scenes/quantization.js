@@ -5,7 +5,7 @@ import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween } from '../lib/tween.js';
-import { sceneRoot, readoutRow, readout, widthClass } from '../lib/scene-kit.js';
+import { sceneRoot, readoutRow, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 import { createMeter, LABEL, signed } from './quantization-meter.js';
 
 const VARIANTS = {
@@ -36,10 +36,7 @@ export function mount(stage, context) {
   view.meter = createMeter(h('section', { class: 'q-panel q-gauge', 'aria-label': 'Perplexity meter' }, view.meterRow),
     // a phone-sized slide keeps the gauge; the cards that name its needles go (they are in the full page)
     h('section', { class: 'q-panel q-needles', 'data-narrow-secondary': '' }, view.meterRow));
-  view.ro = new ResizeObserver(() => {
-    if (view && view.data && variantFor() !== view.variant) { view.tile = null; drawTile(view.data); }
-  });
-  view.ro.observe(stage);
+  view.ro = redrawOnWidth(stage, WIDTHS, () => view?.data && view.variant, () => { view.tile = null; drawTile(view.data); });
 }
 
 export function unmount() {
