@@ -29,12 +29,24 @@ def browser():
         b.close()
 
 
-@pytest.fixture()
-def page(browser):
-    """A 1280x860 page. Strict: the test fails when the page logged an error it did not allow."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 860})
+def _strict_page(browser, **context):
+    """A page in a fresh context; after the test, fails it when the page logged an error it did not allow
+    (patterns in page.allowed_errors)."""
+    ctx = browser.new_context(**context)
     pg = watch_console(ctx.new_page())
     yield pg
     errors = unexpected_errors(pg)
     ctx.close()
     assert errors == [], f"console errors: {errors}"
+
+
+@pytest.fixture()
+def page(browser):
+    """A 1280x860 page. Strict: the test fails when the page logged an error it did not allow."""
+    yield from _strict_page(browser, viewport={"width": 1280, "height": 860})
+
+
+@pytest.fixture()
+def phone(browser):
+    """A 390x844 page that asks for reduced motion (the still picture on a phone). Strict, as `page`."""
+    yield from _strict_page(browser, viewport={"width": 390, "height": 844}, reduced_motion="reduce")

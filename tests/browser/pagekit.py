@@ -32,6 +32,32 @@ def change(page, action, timeout: float = 90_000) -> int:
     return rendered(page, n, timeout)
 
 
+def set_range(page, selector: str, value) -> None:
+    """Move a slider (or any input) as a hand does: set its value and fire `input`."""
+    page.locator(selector).evaluate(
+        "(el, v) => { el.value = v; el.dispatchEvent(new Event('input', { bubbles: true })); }", str(value)
+    )
+
+
+def refetch(page, endpoint: str, expect: str, action) -> None:
+    """Run action() (change a control) and wait for the response of `endpoint` whose URL holds `expect`
+    (a query part such as "seats=24")."""
+    with page.expect_response(lambda r: endpoint in r.url and expect in r.url):
+        action()
+
+
+def measured_panel(page, panel: str, bar: str, at_least: int, timeout: float) -> str:
+    """Wait until a panel of figures measured on this server's CPU has drawn at least `at_least` bars (`bar`),
+    or says 'Not measured'; returns the panel's text."""
+    page.wait_for_function(
+        "([panel, bar, n]) => document.querySelectorAll(bar).length >= n || "
+        "document.querySelector(panel)?.textContent.includes('Not measured')",
+        arg=[panel, bar, at_least],
+        timeout=timeout,
+    )
+    return page.locator(panel).inner_text()
+
+
 def settled(page_or_frame, expr: str) -> float:
     """The value of expr once it stops moving (five equal readings, a frame apart): a fit search or a tween has
     ended. For waits on a drawing that eases to its final state, not on the clock."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pagekit import measured_panel, refetch, set_range
 
 pytestmark = pytest.mark.browser
 
@@ -31,9 +32,7 @@ def test_readouts_and_the_shared_clock(page, base_url):
     assert "×" in table and "p99" in table and "%" in table
     clock = page.locator(".bt-clock").inner_text()
     x = page.locator(".bt-cursor").get_attribute("x1")
-    page.locator(".bt-transport input[type=range]").evaluate(
-        "(el) => { el.value = 700; el.dispatchEvent(new Event('input', { bubbles: true })); }"
-    )
+    set_range(page, ".bt-transport input[type=range]", 700)
     assert page.locator(".bt-clock").inner_text() != clock
     assert float(page.locator(".bt-cursor").get_attribute("x1")) > float(x)
     statuses = page.locator(".bt-status").all_text_contents()
@@ -46,12 +45,7 @@ def test_readouts_and_the_shared_clock(page, base_url):
 def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url):
     page.goto(base_url + "/tour/batching?step=1")
     ready(page)
-    page.wait_for_function(
-        "() => document.querySelectorAll('.bt-bar').length === 3 || "
-        "document.querySelector('.bt-measured')?.textContent.includes('Not measured')",
-        timeout=60_000,
-    )
-    text = page.locator(".bt-measured").inner_text()
+    text = measured_panel(page, ".bt-measured", ".bt-bar", 3, timeout=60_000)
     assert "this server's CPU" in text
     if "Not measured" not in text:
         values = page.locator(".bt-bar-value").all_inner_texts()
@@ -63,28 +57,19 @@ def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url
 def test_controls_refetch(page, base_url):
     page.goto(base_url + "/tour/batching?step=8")
     ready(page)
-    with page.expect_response(lambda r: "/api/batching?" in r.url and "seats=24" in r.url):
-        page.locator("#ctl-seats").evaluate(
-            "(el) => { el.value = 24; el.dispatchEvent(new Event('input', { bubbles: true })); }"
-        )
+    refetch(page, "/api/batching?", "seats=24", lambda: set_range(page, "#ctl-seats", 24))
     page.wait_for_function("() => document.querySelectorAll('.bt-svg g[data-policy=static] .bt-lane').length === 24")
     assert "seats=24" in page.url
     assert page.console_errors == []
 
 
-def test_reduced_motion_shows_the_whole_run(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(base_url + "/tour/batching")
-    ready(page)
-    clock = page.locator(".bt-clock").inner_text()
+def test_reduced_motion_shows_the_whole_run(phone, base_url):
+    phone.goto(base_url + "/tour/batching")
+    ready(phone)
+    clock = phone.locator(".bt-clock").inner_text()
     m = re.match(r"([\d.,]+) s of ([\d.,]+) s", clock)
     assert m and m.group(1) == m.group(2), clock
-    assert page.locator(".bt-play").get_attribute("aria-pressed") == "false"
-    assert errors == []
-    ctx.close()
+    assert phone.locator(".bt-play").get_attribute("aria-pressed") == "false"
 
 
 def test_steps_are_a_dozen_instants_most_before_continuous_finishes(page, base_url):
@@ -140,9 +125,7 @@ def test_default_load_queues_under_both_policies_and_one_chat_is_followed(page, 
     ready(page)
     seen = {"static": 0, "continuous": 0}
     for value in range(0, 1001, 50):
-        page.locator(".bt-transport input[type=range]").evaluate(
-            f"(el) => {{ el.value = {value}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}"
-        )
+        set_range(page, ".bt-transport input[type=range]", value)
         for name in seen:
             seen[name] = max(
                 seen[name], int(page.locator(f".bt-panel[data-policy={name}]").get_attribute("data-waiting"))

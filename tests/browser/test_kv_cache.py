@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pagekit import refetch, set_range
 
 pytestmark = pytest.mark.browser
 
@@ -48,9 +49,7 @@ def test_scrubber_changes_the_frame(page, base_url):
     assert not page.locator(".kv-clock").inner_text().startswith("step 1,200 of")
     before = page.locator(".kv-right canvas").get_attribute("aria-label")
     counts = page.locator(".kv-right .kv-counts").inner_text()
-    page.locator(".kv-transport input[type=range]").evaluate(
-        "(el) => { el.value = 1200; el.dispatchEvent(new Event('input', { bubbles: true })); }"
-    )
+    set_range(page, ".kv-transport input[type=range]", 1200)
     assert page.locator(".kv-clock").inner_text().startswith("step 1,200 of")
     assert page.locator(".kv-right .kv-counts").inner_text() != counts
     assert page.locator(".kv-right canvas").get_attribute("aria-label") != before
@@ -106,27 +105,20 @@ def test_controls_refetch_and_url_state(page, base_url):
     page.goto(base_url + "/tour/kv-cache?compare=oracle&step=4")
     ready(page)
     assert page.locator(".kv-left").get_attribute("data-policy") == "oracle"
-    with page.expect_response(lambda r: "/api/kv-cache" in r.url and "block_size=64" in r.url):
-        page.select_option("#ctl-block_size", "64")
+    refetch(page, "/api/kv-cache", "block_size=64", lambda: page.select_option("#ctl-block_size", "64"))
     page.wait_for_function("() => document.querySelector('.kv-right h3')?.textContent.includes('64-token')")
     assert "block_size=64" in page.url
     assert page.console_errors == []
 
 
-def test_reduced_motion_shows_a_still_frame(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(base_url + "/tour/kv-cache")
-    ready(page)
-    first = page.locator(".kv-clock").inner_text()
-    page.wait_for_timeout(600)
-    assert page.locator(".kv-clock").inner_text() == first and not first.startswith("step 0 of")
-    assert page.locator(".kv-play").get_attribute("aria-pressed") == "false"
-    assert WASTE.match(page.locator(".kv-right .kv-waste .value").first.inner_text())
-    assert errors == []
-    ctx.close()
+def test_reduced_motion_shows_a_still_frame(phone, base_url):
+    phone.goto(base_url + "/tour/kv-cache")
+    ready(phone)
+    first = phone.locator(".kv-clock").inner_text()
+    phone.wait_for_timeout(600)
+    assert phone.locator(".kv-clock").inner_text() == first and not first.startswith("step 0 of")
+    assert phone.locator(".kv-play").get_attribute("aria-pressed") == "false"
+    assert WASTE.match(phone.locator(".kv-right .kv-waste .value").first.inner_text())
 
 
 def test_phone_sized_embed_keeps_the_two_grids_readable(page, base_url):
@@ -151,9 +143,7 @@ def test_one_chat_grows_token_by_token_with_bytes_from_the_model_shape(page, bas
     assert page.locator(".kv-scene").get_attribute("data-phase") == "one-chat"
     tokens = []
     for step in (3, 4, 5, 20):
-        page.locator(".kv-transport input[type=range]").evaluate(
-            f"(el) => {{ el.value = {step}; el.dispatchEvent(new Event('input', {{ bubbles: true }})); }}"
-        )
+        set_range(page, ".kv-transport input[type=range]", step)
         text = page.locator(".kv-chat-text").inner_text()
         tokens.append(int(re.match(r"([\d,]+) of [\d,]+ tokens", text).group(1).replace(",", "")))
         assert "× 328 KB per token" in text and "Llama 3.1 70B" in text, text
@@ -162,8 +152,7 @@ def test_one_chat_grows_token_by_token_with_bytes_from_the_model_shape(page, bas
     assert "2 × 80 layers × 8 KV heads × 128 values × 2 bytes = 327,680 bytes" in math
     height = page.locator(".kv-chat-grid").bounding_box()["height"]
     assert height >= 10
-    with page.expect_response(lambda r: "/api/kv-cache" in r.url and "model=llama-3.1-8b" in r.url):
-        page.select_option("#ctl-model", "llama-3.1-8b")
+    refetch(page, "/api/kv-cache", "model=llama-3.1-8b", lambda: page.select_option("#ctl-model", "llama-3.1-8b"))
     page.wait_for_function("() => document.querySelector('.kv-chat-math').textContent.includes('131,072 bytes')")
     assert page.console_errors == []
 

@@ -154,20 +154,17 @@ def test_layer_slider_and_model_switch_stay_inside_the_model(page, base_url):
     assert page.locator("#stage g.ly-thumb").count() == toy.n_heads
 
 
-def test_phone_width_keeps_the_map_large_and_no_sideways_scroll(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
-    page = ctx.new_page()
-    open_page(page, base_url + "/tour/layer")
+def test_phone_width_keeps_the_map_large_and_no_sideways_scroll(phone, base_url):
+    open_page(phone, base_url + "/tour/layer")
     shown = "() => [...document.querySelectorAll('#stage .ly-section.shown')].map(s => s.classList[1])"
-    assert page.evaluate(shown) == ["ly-qkv", "ly-attn", "ly-mlp"], "reduced motion: the whole layer at once"
-    w, h = page.evaluate(MAP)
+    assert phone.evaluate(shown) == ["ly-qkv", "ly-attn", "ly-mlp"], "reduced motion: the whole layer at once"
+    w, h = phone.evaluate(MAP)
     assert w >= 250 and h >= 250, f"the attention map on a phone: {w:.0f} x {h:.0f}"
-    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), (
+    assert phone.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), (
         "no sideways scroll at 390 px"
     )
-    open_page(page, base_url + "/tour/layer?step=0")
-    page.wait_for_function(f"() => JSON.stringify(({shown})()) === '[\"ly-qkv\"]'")
-    ctx.close()
+    open_page(phone, base_url + "/tour/layer?step=0")
+    phone.wait_for_function(f"() => JSON.stringify(({shown})()) === '[\"ly-qkv\"]'")
 
 
 def test_typing_after_an_empty_prompt_draws_again(page, base_url):

@@ -98,16 +98,10 @@ def test_hovering_a_weight_explains_its_bits(page, base_url):
     assert page.console_errors == []
 
 
-def test_phone_width_and_reduced_motion(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
-    pg = ctx.new_page()
-    errors = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(base_url + "/tour/quantization?precision=fp8")
-    pg.wait_for_selector(".q-tile-svg.narrow")
-    assert pg.locator(".q-gauge-svg .needle").count() == 2
-    assert errors == []
-    ctx.close()
+def test_phone_width_and_reduced_motion(phone, base_url):
+    phone.goto(base_url + "/tour/quantization?precision=fp8")
+    phone.wait_for_selector(".q-tile-svg.narrow")
+    assert phone.locator(".q-gauge-svg .needle").count() == 2
 
 
 def test_the_real_model_card_says_its_baseline_is_the_files_q4_1(page, base_url):

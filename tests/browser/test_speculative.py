@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pagekit import change, measured_panel, open_page, refetch, set_range
 
 pytestmark = pytest.mark.browser
 
@@ -79,10 +80,7 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
     ready(page)
     assert page.locator(".sp-dot.chosen").get_attribute("data-gamma") == "4"
     assert page.locator(".sp-dot").count() == 10
-    with page.expect_response(lambda r: "/api/speculative?" in r.url and "gamma=7" in r.url):
-        page.locator("#ctl-gamma").evaluate(
-            "(el) => { el.value = 7; el.dispatchEvent(new Event('input', { bubbles: true })); }"
-        )
+    refetch(page, "/api/speculative?", "gamma=7", lambda: set_range(page, "#ctl-gamma", 7))
     page.wait_for_function("() => document.querySelector('.sp-dot.chosen')?.dataset.gamma === '7'", timeout=120_000)
     assert "gamma=7" in page.url
     d = api(page, base_url, "?gamma=7")
@@ -97,12 +95,7 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
 def test_measured_panel_sits_beside_the_prediction(page, base_url):
     page.goto(base_url + "/tour/speculative?step=last")
     ready(page)
-    page.wait_for_function(
-        "() => document.querySelectorAll('.sp-bar').length >= 4 || "
-        "document.querySelector('.sp-measured')?.textContent.includes('Not measured')",
-        timeout=150_000,
-    )
-    text = page.locator(".sp-measured").inner_text()
+    text = measured_panel(page, ".sp-measured", ".sp-bar", 4, timeout=150_000)
     assert "this server’s CPU" in text and "more than one decode step" in text
     values = page.locator(".sp-bar-value").all_inner_texts()
     assert all(re.fullmatch(r"[\d.]+×", v) for v in values)
@@ -116,29 +109,22 @@ def test_measured_panel_sits_beside_the_prediction(page, base_url):
     assert page.console_errors == []
 
 
-def test_reduced_motion_shows_the_whole_answer_still(browser, base_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, reduced_motion="reduce")
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(base_url + "/tour/speculative")
-    ready(page)
-    d = api(page, base_url)["demo"]
+def test_reduced_motion_shows_the_whole_answer_still(phone, base_url):
+    phone.goto(base_url + "/tour/speculative")
+    ready(phone)
+    d = api(phone, base_url)["demo"]
     n = len(d["frames"])
-    assert page.locator(".sp-pass-label").inner_text() == f"Pass {n} of {n}"
-    assert page.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count() == d["num_tokens"]
-    assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
-    page.locator(".sp-transport [aria-pressed]").click()  # plays still steps: each pass's verdict, no sweep
-    page.wait_for_function(
+    assert phone.locator(".sp-pass-label").inner_text() == f"Pass {n} of {n}"
+    assert phone.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count() == d["num_tokens"]
+    assert phone.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
+    phone.locator(".sp-transport [aria-pressed]").click()  # plays still steps: each pass's verdict, no sweep
+    phone.wait_for_function(
         "() => document.querySelector('.sp-pass-label')?.textContent === 'Pass 1 of %d'" % n, timeout=30_000
     )
-    assert page.locator(".sp-chip.ghost:not([hidden])").count() == 0
-    assert errors == []
-    ctx.close()
+    assert phone.locator(".sp-chip.ghost:not([hidden])").count() == 0
 
 
 def test_opens_on_a_run_the_draft_mostly_guesses_then_offers_a_bad_one(page, base_url):
-    from pagekit import change, open_page
 
     good = api(page, base_url)
     ex, d = good["example_prompts"], good["demo"]
@@ -160,7 +146,6 @@ def test_opens_on_a_run_the_draft_mostly_guesses_then_offers_a_bad_one(page, bas
 
 
 def test_gpu_time_bars_show_the_speed_up_as_lengths(page, base_url):
-    from pagekit import open_page
 
     d = api(page, base_url)["demo"]
     t = d["gpu_time"]
