@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, model_serializer
+from pydantic import AfterValidator, BaseModel, Field, ValidationInfo, model_serializer
 
 from ..sim import catalog
 from ..sim.errors import SimError, words
@@ -38,6 +38,37 @@ MAX_REQUESTS = 1000  # requests in a trace a page may ask for (chapters 6 and 7;
 def seed_field(what: str) -> Any:
     """A seed parameter: `what` it seeds; any integer 0..2^31-1 (the same seed gives the same response)."""
     return Field(0, ge=0, le=MAX_SEED, description=f"Seed of {what} (no unit; 0-{MAX_SEED}).")
+
+
+# ---- a model's decode on a tensor-parallel group (chapters 4 and 5) -----------------------------------------
+TP_CHOICES = (1, 2, 4, 8)  # tensor-parallel groups within one 8-GPU node
+MAX_CONTEXT = 131_072  # tokens of context; the chosen model's own window is checked too
+
+
+def check_tp(tp: int) -> int:
+    if tp not in TP_CHOICES:
+        *most, last = map(str, TP_CHOICES)
+        raise SimError("tp", f"Tensor parallel (tp) must be {', '.join(most)} or {last} GPUs, not {tp}.")
+    return tp
+
+
+def check_context(value: int, info: ValidationInfo) -> int:
+    """Tokens of context must fit the chosen model's window (the model field is validated before this one)."""
+    model_id = info.data.get("model")
+    if model_id is not None:
+        window = catalog.model(model_id).max_position_embeddings
+        if value > window:
+            raise SimError(
+                info.field_name,
+                f"{label(info.field_name)} must be at most {window:,} tokens, the context window of "
+                f"{catalog.model(model_id).name}, not {value:,}.",
+            )
+    return value
+
+
+# Give each its default and a description in the chapter's words: `tp: TensorParallel = Field(8, description=...)`.
+TensorParallel = Annotated[int, Field(ge=1, le=8), AfterValidator(check_tp)]
+ContextTokens = Annotated[int, Field(ge=1, le=MAX_CONTEXT, validate_default=True), AfterValidator(check_context)]
 
 
 # ---- show-the-math: the response form of sim.derivation.Derivation ------------------------------

@@ -10,41 +10,17 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..sim import catalog, gpu_layout
 from ..sim.costmodel import EngineConfig, memory_per_gpu
 from ..sim.derivation import math_dict
-from ..sim.errors import SimError
 from ..sim.roofline import MAX_BATCH
-from .common import GpuId, Math, ModelId, WeightPrecision, label
+from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision
 
 router = APIRouter(tags=["4 · gpu"])
 
-MAX_CONTEXT = 131_072
-TP_CHOICES = (1, 2, 4, 8)
 TILES_PER_STEP = 120  # the drawing splits one step's bytes into this many travelling tiles
-
-
-def check_tp(tp: int) -> int:
-    if tp not in TP_CHOICES:
-        *most, last = map(str, TP_CHOICES)
-        raise SimError("tp", f"Tensor parallel (tp) must be {', '.join(most)} or {last} GPUs, not {tp}.")
-    return tp
-
-
-def check_context(value: int, info: ValidationInfo, name: str) -> int:
-    """The context must fit the chosen model's window (the model field is validated first)."""
-    model_id = info.data.get("model")
-    if model_id is not None:
-        window = catalog.model(model_id).max_position_embeddings
-        if value > window:
-            raise SimError(
-                name,
-                f"{label(name)} must be at most {window:,} tokens, the context window of "
-                f"{catalog.model(model_id).name}, not {value:,}.",
-            )
-    return value
 
 
 class GpuParams(BaseModel):
@@ -55,27 +31,14 @@ class GpuParams(BaseModel):
         "bf16", description="Weight storage (bytes per weight): bf16|fp16|fp8|int8|int4."
     )
     batch: int = Field(1, ge=1, le=MAX_BATCH, description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}).")
-    context: int = Field(
+    context: ContextTokens = Field(
         1024,
-        ge=1,
-        le=MAX_CONTEXT,
-        validate_default=True,
         description="Tokens already in each chat, read from the KV cache every step "
         f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).",
     )
-    tp: int = Field(
-        8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). Figures are per GPU."
+    tp: TensorParallel = Field(
+        8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). Figures are per GPU."
     )
-
-    @field_validator("tp")
-    @classmethod
-    def _tp(cls, v: int) -> int:
-        return check_tp(v)
-
-    @field_validator("context")
-    @classmethod
-    def _context(cls, v: int, info: ValidationInfo) -> int:
-        return check_context(v, info, "context")
 
 
 class StreamOut(BaseModel):

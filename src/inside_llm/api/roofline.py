@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..sim import catalog, cpu_measure
 from ..sim import roofline as rl
 from ..sim.derivation import math_dict
 from . import measured as ms
-from .common import GpuId, Math, ModelId, WeightPrecision
-from .gpu import MAX_BATCH, MAX_CONTEXT, check_context, check_tp
+from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision
+from .gpu import MAX_BATCH
 from .measured import Measured
 
 router = APIRouter(tags=["5 · roofline"])
@@ -38,27 +38,14 @@ class RooflineParams(BaseModel):
         le=MAX_BATCH,
         description=f"Chats decoded together (sequences; 1-{MAX_BATCH:,}); prefill runs that many prompts.",
     )
-    prompt_tokens: int = Field(
+    prompt_tokens: ContextTokens = Field(
         1024,
-        ge=1,
-        le=MAX_CONTEXT,
-        validate_default=True,
         description="Prompt length per chat; decode reads this much KV cache per chat "
         f"(tokens; 1-{MAX_CONTEXT:,}, at most the model's window).",
     )
-    tp: int = Field(
-        8, ge=1, le=8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). Points are per GPU."
+    tp: TensorParallel = Field(
+        8, description="Tensor-parallel GPUs sharing the model (GPUs; 1, 2, 4 or 8). Points are per GPU."
     )
-
-    @field_validator("tp")
-    @classmethod
-    def _tp(cls, v: int) -> int:
-        return check_tp(v)
-
-    @field_validator("prompt_tokens")
-    @classmethod
-    def _prompt(cls, v: int, info: ValidationInfo) -> int:
-        return check_context(v, info, "prompt_tokens")
 
 
 class RoofOut(BaseModel):
