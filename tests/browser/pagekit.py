@@ -3,6 +3,7 @@ and fires `inside-llm:rendered` on document after each (static/js/lib/controller
 
 from __future__ import annotations
 
+import math
 import re
 
 RENDERS = "() => Number(document.documentElement.dataset.rendered || 0)"
@@ -78,3 +79,24 @@ def watch_console(pg):
 
 def unexpected_errors(pg) -> list[str]:
     return [e for e in pg.console_errors if not any(re.search(p, e) for p in pg.allowed_errors)]
+
+
+def measured_panel(page, timeout: float = 120_000):
+    """Wait for a "Measured on this server" panel (scenes/measured-panels.js) to finish: it says
+    data-measured="shown" or "unavailable" once the server's CPU has answered. Returns its locator."""
+    sel = '[data-measured="shown"], [data-measured="unavailable"]'
+    page.wait_for_selector(sel, timeout=timeout)
+    return page.locator(sel)
+
+
+def js_num(x: float, sig: int = 3) -> str:
+    """format.js num(x, sig): significant digits, integers whole, thousands separated, no trailing zeros
+    (Intl rounds half away from zero: 176.5 -> "177")."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    if abs(x) >= 10 ** (sig - 1) or float(x).is_integer():
+        digits = 0
+    else:
+        digits = min(6, max(0, sig - 1 - math.floor(math.log10(abs(x) or 1))))
+    text = f"{Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):,}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -203,3 +203,36 @@ def test_the_visitors_question_is_the_chat_whose_cache_is_weighed(page, base_url
     ready(page)
     assert page.locator(".kv-chat-question").is_hidden(), "without a question the line stays hidden"
     assert page.console_errors == []
+
+
+def test_measured_panel_shows_the_responses_bytes_and_times(page, base_url):
+    import json
+    import urllib.request
+
+    from pagekit import js_num, measured_panel
+
+    page.goto(base_url + "/tour/kv-cache")
+    ready(page)  # the simulation draws without waiting for the measurement
+    panel = measured_panel(page)
+    assert panel.get_attribute("data-measured") == "shown"
+    with urllib.request.urlopen(base_url + "/api/kv-cache/measured") as r:  # measured once: the numbers drawn
+        m = json.load(r)
+    small, big, t = m["served_bf16"], m["large_model"], m["decode"]
+    bars = panel.locator(".mp-kv-bars .mp-bar")
+    assert bars.locator(".mp-bar-label").all_inner_texts() == [small["model"], big["model"]]
+    assert bars.locator(".mp-bar-value").all_inner_texts() == [
+        f"{small['bytes_per_token']:,} bytes",
+        f"{big['bytes_per_token']:,} bytes",
+    ]
+    widths = bars.locator(".mp-bar-track i").evaluate_all("els => els.map((e) => parseFloat(e.style.width))")
+    assert widths[1] == 100 and widths[0] == pytest.approx(100 * small["bytes_per_token"] / big["bytes_per_token"])
+    text = panel.inner_text()
+    assert f"{js_num(m['large_over_served'])}× as much per token" in text
+    assert f"held {m['measured_cache_bytes']:,} bytes, {m['measured_bytes_per_token']:,.0f} per token" in text
+    assert panel.locator(".mp-check strong").inner_text().strip() == "Weighed here:"  # it matched the formula
+    times = panel.locator(".mp-time-bars .mp-bar-value").all_inner_texts()
+    assert times == [
+        f"{js_num(t['cached_milliseconds_per_token'])} ms/token",
+        f"{js_num(t['recompute_milliseconds_per_token'])} ms/token",
+    ]
+    assert f"{js_num(t['speedup'])}× faster with the cache" in text

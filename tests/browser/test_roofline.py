@@ -197,3 +197,70 @@ def test_drag_either_point_along_its_path(page, base_url):
     label = page.locator("#stage text.rf-label.prefill").text_content()
     assert label.startswith("prefill · 4,096 tokens × 64 ·")
     assert page.console_errors == []
+
+
+# ---- "Measured on this server": this CPU's own roofline ----------------------------------------
+
+
+def test_measured_cpu_roofline_draws_the_responses_roofs_and_points(page, base_url):
+    import json
+    import math
+    import urllib.request
+
+    from pagekit import js_num, measured_panel, open_page
+
+    open_page(page, base_url + "/tour/roofline")  # the chart draws without waiting for the measurement
+    assert page.locator("#stage svg.roofline-svg").count() == 1
+    panel = measured_panel(page)
+    assert panel.get_attribute("data-measured") == "shown"
+    with urllib.request.urlopen(base_url + "/api/roofline/measured") as r:  # measured once: the numbers drawn
+        m = json.load(r)
+    roofs, pre, dec, pred = m["roofs"], m["prefill"], m["decode"], m["decode_prediction"]
+    svg = panel.locator("svg.mp-roofline")
+    assert svg.locator("line.mp-roof").count() == 2
+    assert svg.locator("circle.mp-point").count() == 2
+
+    def ticks(axis):
+        return [
+            (float(t.get_attribute("data-value")), float(t.get_attribute("x" if axis == "x" else "y")))
+            for t in svg.locator(f"text.mp-{axis}tick").all()
+        ]
+
+    def scale(axis):
+        """value -> SVG coordinate, from two of the axis's own ticks (log scale)."""
+        (v0, p0), (v1, p1) = ticks(axis)[0], ticks(axis)[-1]
+        per = (p1 - p0) / (math.log10(v1) - math.log10(v0))
+        off = 4 if axis == "y" else 0  # y tick labels sit 4 units below their line (baseline)
+        return lambda v: p0 - off + per * (math.log10(v) - math.log10(v0))
+
+    x, y = scale("x"), scale("y")
+    bw, peak, ridge = (
+        roofs["memory_bandwidth_bytes_per_second"],
+        roofs["matrix_multiply_flops_per_second"],
+        roofs["ridge_flops_per_byte"],
+    )
+    mem, comp = svg.locator("line.mp-roof.memory"), svg.locator("line.mp-roof.compute")
+    assert float(mem.get_attribute("x2")) == pytest.approx(x(ridge), abs=0.6)  # the roofs meet at the ridge ...
+    assert float(mem.get_attribute("y2")) == pytest.approx(y(peak), abs=0.6)  # ... at the compute roof's height
+    assert float(comp.get_attribute("y1")) == pytest.approx(y(peak), abs=0.6)
+    x1 = float(mem.get_attribute("x1"))  # the memory roof is bandwidth x intensity: its left end, read back
+    assert float(mem.get_attribute("y1")) == pytest.approx(y(bw * 10 ** ((x1 - x(1)) / (x(10) - x(1)))), abs=0.6)
+    for p in (pre, dec):
+        dot = svg.locator(f"circle.mp-point[data-phase='{p['phase']}']")
+        assert float(dot.get_attribute("cx")) == pytest.approx(x(p["arithmetic_intensity"]), abs=0.6)
+        assert float(dot.get_attribute("cy")) == pytest.approx(y(p["attained_flops_per_second"]), abs=0.6)
+        assert f"{p['phase']} · {js_num(p['tokens_per_second'])} tokens/s" in svg.inner_html()
+    assert (
+        float(svg.locator("circle.mp-point.decode").get_attribute("cx"))
+        < x(ridge)
+        < float(svg.locator("circle.mp-point.prefill").get_attribute("cx"))
+    )
+    readouts = panel.locator(".mp-readouts").inner_text()
+    assert js_num(bw / 1e9) in readouts and js_num(peak / 1e9) in readouts and js_num(ridge) in readouts
+    assert js_num(pre["tokens_per_second"]) in readouts and js_num(dec["tokens_per_second"]) in readouts
+    line = panel.locator(".mp-predict strong").inner_text()
+    assert line == (
+        f"Decode predicted from bandwidth: {js_num(pred['predicted_milliseconds_per_token'])} ms/token; "
+        f"measured: {js_num(pred['measured_milliseconds_per_token'])} ms/token."
+    )
+    assert m["model"]["display_name"][:6].lower() in panel.locator(".mp-note").first.inner_text().lower()

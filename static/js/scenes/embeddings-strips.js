@@ -127,40 +127,6 @@ export function legendScale(parent, caption) {
   return k;
 }
 
-/** The model a /measured response timed, in words, capitalised (its note says why when the toy stands in). */
-export function measuredWho(m) {
-  const name = m.model.display_name;
-  return `${name[0].toUpperCase()}${name.slice(1)}`;
-}
-
-/** Fetch a /measured endpoint once and draw labelled bars (ms per token), or say why not. */
-export async function measuredBars(ctx, box, url, title, fmt, alive) {
-  clear(box);
-  h('h2', { text: title }, box);
-  const note = h('p', { class: 'strip-measured-note', text: 'Measuring the served model on this server’s CPU…' }, box);
-  let m;
-  try {
-    m = await ctx.fetchJSON(url);
-  } catch (err) {
-    note.textContent = `The CPU measurement needs the live server (${err.message}).`;
-    return;
-  }
-  if (!alive()) return;
-  if (!m.available) { note.textContent = `Not measured: ${m.reason}.`; return; }
-  const f = fmt(m);
-  note.textContent = f.text;
-  const max = Math.max(...f.bars.map((b) => b.value));
-  const list = h('div', { class: 'strip-bars', 'aria-live': 'polite' }, box);
-  for (const b of f.bars) {
-    const row = h('div', { class: `strip-bar ${b.cls}` }, list);
-    h('span', { class: 'strip-bar-label', text: b.label }, row);
-    h('i', {}, h('span', { class: 'strip-bar-track' }, row)).style.width = `${(100 * b.value) / max}%`;
-    h('span', { class: 'strip-bar-value', text: `${num(b.value, 3)} ms/token` }, row);
-  }
-  if (f.after) h('p', { class: 'strip-measured-note', text: f.after }, box);
-  if (m.model?.note) h('p', { class: 'strip-measured-note', text: m.model.note }, box);
-}
-
 /** The real model and the demo as two rectangles to the same scale (width: numbers per token, height: layers). */
 export function drawToScale(box, d) {
   clear(box);

@@ -7,8 +7,9 @@ import { mathDetails } from '../lib/math.js';
 import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
 import { lensRows, lensLadder, fillLens, drawLensList } from './embeddings-lens.js';
-import { colours, vectorImage, pieceLabel, PIECE_KEY, measuredBars, measuredWho, legendScale, variantFor, drawToScale, modelWords,
+import { colours, vectorImage, pieceLabel, PIECE_KEY, legendScale, variantFor, drawToScale, modelWords,
   modelNote } from './embeddings-strips.js';
+import { measuredBars, measuredWho } from './measured-panels.js';
 
 const VARIANTS = {
   wide: { name: 'wide', W: 860, label: 92, lens: 190, maxCols: 20, maxCell: 7, maxTile: 84 },

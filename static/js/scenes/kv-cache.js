@@ -10,6 +10,7 @@ import { sceneStyles } from '../lib/style.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
 import { paintGrid, paintChat, cellAt, colourOf } from './kv-cache-grid.js';
 import { livePanel } from './engine-live.js';
+import { kvMeasured } from './measured-panels.js';
 import { toQuery } from '../lib/api.js';
 
 // The clock: the first INTRO_STEPS steps go token by token (the chat above grows one token at a time), then the
@@ -43,7 +44,10 @@ export function mount(stage, context) {
     legend: h('div', { class: 'legend kv-legend' }, wrap),
     bt: h('section', { class: 'kv-bt', 'aria-label': 'Block table', 'data-narrow-secondary': '' }, wrap),
     summary: h('div', { class: 'kv-summary', 'data-narrow-secondary': '' }, wrap),
+    measured: h('section', { class: 'kv-measured', 'aria-label': 'Measured on this server', 'data-secondary': '' }, wrap),
   };
+  // the served model's own cache, weighed and timed on the server: fetched beside the simulation, never before it
+  if (!ctx.embed) kvMeasured(view.measured, ctx, () => view);
   view.play.addEventListener('click', () => (view.clock ? pause() : play()));
   view.scrub.addEventListener('input', () => { pause(); drawStep(Number(view.scrub.value)); });
   buildChat();

@@ -5,7 +5,8 @@ import { num, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles, sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
-import { colours, rowsImage, measuredBars, measuredWho, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
+import { colours, rowsImage, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
+import { measuredBars, measuredWho } from './measured-panels.js';
 import { drawAttention, groupOf, tokenText } from './layer-attention.js';
 
 const VARIANTS = {
@@ -18,7 +19,7 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('embeddings'); // the shared strip, key and bar styles
+  sceneStyles('embeddings'); // the shared strip and key styles
   const wrap = sceneRoot(stage, 'layer', 'ly-scene');
   view = {
     stage, wrap, sel: null, data: null, timer: 0, animated: false, shown: SECTIONS.length,

@@ -10,6 +10,7 @@ import { sceneStyles } from '../lib/style.js';
 import { obstacles, placeLabels } from './roofline-labels.js';
 import { drawReuse } from './roofline-reuse.js';
 import { bindDrag } from './roofline-drag.js';
+import { cpuRoofline } from './measured-panels.js';
 
 const VARIANTS = {
   wide: { name: 'wide', W: 900, H: 470, m: { l: 64, r: 18, t: 18, b: 52 }, r: 8, short: false },
@@ -40,9 +41,12 @@ export function mount(stage, context) {
     legend: h('div', { class: 'legend roofline-legend' }, wrap),
     reuseHead: h('p', { class: 'roofline-reuse-head', 'data-narrow-secondary': '' }, wrap),
     reuse: h('div', { class: 'roofline-reuse', 'data-narrow-secondary': '' }, wrap),
+    measured: h('section', { class: 'roofline-measured', 'aria-label': 'Measured on this server', 'data-secondary': '' }, wrap),
     math: h('div', { class: 'roofline-math', 'data-secondary': '' }, wrap),
     key: '', chart: null, data: null, anim: null, shown: null,
   };
+  // this CPU's own roofs, measured on the server: fetched beside the chart, never before it (a slide keeps the chart)
+  if (!ctx.embed) view.cpu = cpuRoofline(view.measured, ctx, () => view);
   view.ro = new ResizeObserver(() => {
     if (view && view.data && variantFor() !== view.variant) draw(view.data);
   });
@@ -53,6 +57,7 @@ export function unmount() {
   if (!view) return;
   if (view.anim) view.anim.cancel();
   view.ro.disconnect();
+  if (view.cpu) view.cpu.stop();
   view = null;
 }
 
