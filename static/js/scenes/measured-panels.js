@@ -6,7 +6,7 @@
 import { svg, h, clear, root } from '../lib/svg.js';
 import { num } from '../lib/format.js';
 import { log } from '../lib/scale.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneStyles, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 
 /** The model a /measured response timed, in words, capitalised (its note says why when the toy stands in). */
 export function measuredWho(m) {
@@ -74,7 +74,7 @@ export function measuredBars(ctx, box, url, title, fmt, alive) {
 
 const gflops = (x) => `${num(x / 1e9, 3)} GFLOP/s`;
 const decade = (x, up) => Math.pow(10, (up ? Math.ceil : Math.floor)(Math.log10(x)));
-const NARROW_BELOW = 520; // panel width (px) under which the phone drawing is used
+const WIDTHS = { narrow: 520 }; // panel width (px) under which the phone drawing is used
 
 /** GET /api/roofline/measured into `box`: readouts, the CPU's two roofs with prefill and decode, the prediction. */
 export function cpuRoofline(box, ctx, alive) {
@@ -98,14 +98,9 @@ export function cpuRoofline(box, ctx, alive) {
       readout('Prefill', num(m.prefill.tokens_per_second, 3), 'tokens/s', 'mp-compute');
       readout('Decode', num(m.decode.tokens_per_second, 3), 'tokens/s', 'mp-memory');
       const fig = h('div', { class: 'mp-figure' }, box);
-      const drawn = () => fig.dataset.variant;
-      const redraw = () => {
-        const narrow = box.clientWidth > 0 && box.clientWidth < NARROW_BELOW;
-        if (drawn() !== (narrow ? 'narrow' : 'wide')) drawCpuRoofline(fig, m, narrow);
-      };
-      redraw();
-      ro = new ResizeObserver(() => { if (alive()) redraw(); else ro.disconnect(); });
-      ro.observe(box);
+      const draw = () => drawCpuRoofline(fig, m, widthClass(box, WIDTHS) === 'narrow');
+      draw();
+      ro = redrawOnWidth(box, WIDTHS, () => fig.dataset.variant, draw);
       const p = m.decode_prediction;
       const line = h('p', { class: 'mp-predict' }, box);
       h('strong', { text: `Decode predicted from bandwidth: ${num(p.predicted_milliseconds_per_token, 3)} ms/token; ` +
