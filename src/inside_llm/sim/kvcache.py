@@ -20,10 +20,26 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from .workloads import check_int
+
 
 def num_blocks_for(num_tokens, block_size: int):
     """Blocks needed to hold num_tokens tokens: ceil(num_tokens / block_size) (ints or numpy arrays)."""
     return -(-num_tokens // block_size)
+
+
+def check_pool(capacity_field: str, capacity_tokens: int, block_size: int, max_seq_len: int, max_capacity: int) -> None:
+    """ValueError naming the parameter and its bound unless the pool is sound: blocks of 1-256 tokens,
+    sequences of 16-32,768 tokens, and a capacity (the parameter capacity_field) of at most max_capacity
+    tokens that holds the longest sequence in whole blocks."""
+    check_int("block_size", block_size, 1, 256)
+    check_int("max_seq_len", max_seq_len, 16, 32_768)
+    check_int(capacity_field, capacity_tokens, max_seq_len, max_capacity)
+    if (capacity_tokens // block_size) * block_size < max_seq_len:
+        raise ValueError(
+            f"{capacity_field} must hold max_seq_len={max_seq_len} tokens in whole "
+            f"blocks of {block_size}, got {capacity_tokens}"
+        )
 
 
 @dataclass(slots=True)

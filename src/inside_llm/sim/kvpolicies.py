@@ -37,8 +37,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from inside_llm.sim.derivation import derive
-from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, num_blocks_for
-from inside_llm.sim.workloads import PAPER, Trace, check_int, make_trace
+from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, check_pool, num_blocks_for
+from inside_llm.sim.workloads import PAPER, Trace, check_int, check_subset, make_trace
 
 POLICIES = ("paged", "contiguous", "pow2", "oracle")
 GROW, ADMIT, FINISH = 0, 1, 2  # event priorities within one step: grow, then admit, measure, finish
@@ -509,20 +509,12 @@ def validate_kv(
     policies: tuple[str, ...],
 ) -> None:
     """ValueError naming the parameter and its bound (a router maps these to 422)."""
-    check_int("block_size", block_size, 1, 256)
     check_int("num_requests", num_requests, 1, 10_000)
-    check_int("max_seq_len", max_seq_len, 16, 32_768)
-    check_int("capacity_tokens", capacity_tokens, max_seq_len, MAX_CAPACITY_TOKENS)
-    if (capacity_tokens // block_size) * block_size < max_seq_len:
-        raise ValueError(
-            f"capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole "
-            f"blocks of {block_size}, got {capacity_tokens}"
-        )
+    check_pool("capacity_tokens", capacity_tokens, block_size, max_seq_len, MAX_CAPACITY_TOKENS)
     check_int("max_frames", max_frames, 1, MAX_FRAMES)
     if frame_every is not None:
         check_int("frame_every", frame_every, 1, 10_000_000)
-    if not policies or any(p not in POLICIES for p in policies):
-        raise ValueError(f"policies must be a non-empty subset of {POLICIES}, got {policies!r}")
+    check_subset("policies", policies, POLICIES)
 
 
 def common_frame_every(runs: list[KVRun], max_frames: int) -> int:

@@ -47,10 +47,10 @@ from functools import cached_property
 
 import numpy as np
 
-from inside_llm.sim.kvcache import num_blocks_for
+from inside_llm.sim.kvcache import check_pool, num_blocks_for
 from inside_llm.sim.schedrecords import BatchingResult, policy_run, trace_requests
 from inside_llm.sim.stepcost import SimpleStepCost, StepTimeFn, decode_run_seconds, describe_step_time, seconds
-from inside_llm.sim.workloads import Trace, check_int, make_trace
+from inside_llm.sim.workloads import Trace, check_int, check_subset, make_trace
 
 ARRIVAL, STEP_END = 0, 1
 POLICIES = ("static", "continuous")
@@ -557,20 +557,12 @@ def validate_batching(
     if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
         raise ValueError(f"rate must be in (0, {MAX_RATE}] requests/s, got {rate!r}")
     check_int("seats", seats, 1, MAX_SEATS)
-    check_int("block_size", block_size, 1, 256)
-    check_int("max_seq_len", max_seq_len, 16, 32_768)
-    check_int("kv_capacity_tokens", kv_capacity_tokens, max_seq_len, MAX_KV_CAPACITY_TOKENS)
-    if (kv_capacity_tokens // block_size) * block_size < max_seq_len:
-        raise ValueError(
-            f"kv_capacity_tokens must hold max_seq_len={max_seq_len} tokens in whole blocks "
-            f"of {block_size}, got {kv_capacity_tokens}"
-        )
+    check_pool("kv_capacity_tokens", kv_capacity_tokens, block_size, max_seq_len, MAX_KV_CAPACITY_TOKENS)
     check_int("max_frames", max_frames, 1, 2000)
     check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 65_536)
     if step_time is not None and not callable(step_time):
         raise ValueError("step_time must be callable (num_prefill_tokens, num_decode_seqs, decode_context_tokens)")
-    if not policies or any(p not in POLICIES for p in policies):
-        raise ValueError(f"policies must be a non-empty subset of {POLICIES}, got {policies!r}")
+    check_subset("policies", policies, POLICIES)
 
 
 def simulate_batching(

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from inside_llm.sim.costmodel import EngineConfig, StepTime, step_time
+from inside_llm.sim.costmodel import Efficiency, EngineConfig, StepTime, step_time
 
 StepTimeFn = Callable[[int, int, int], Any]
 
@@ -31,7 +31,7 @@ class SimpleStepCost:
     A stand-in for inside_llm.sim.costmodel (routers pass the calibrated one); figures: H100 SXM
     datasheet (3.35 TB/s, 989 dense BF16 TFLOPS), Llama-2-7B config (6.74e9 params, 32 layers x
     4096 hidden x K and V x 2 bytes = 524,288 bytes of KV per token); efficiencies and overhead
-    as the cost model's defaults (hbm 0.75, GEMM 0.62, 1 ms + 32 layers x 25 us per step).
+    are the cost model's own (Efficiency: hbm 0.75, GEMM 0.62, 1 ms + 32 layers x 25 us per step).
     """
 
     params: float = 6.74e9
@@ -39,9 +39,9 @@ class SimpleStepCost:
     kv_bytes_per_token: float = 524_288.0
     hbm_bytes_per_s: float = 3.35e12
     flops_per_s: float = 989e12
-    hbm_efficiency: float = 0.75
-    math_efficiency: float = 0.62
-    overhead_s: float = 1.8e-3
+    hbm_efficiency: float = Efficiency.hbm
+    math_efficiency: float = Efficiency.gemm_compute_bf16
+    overhead_s: float = Efficiency.step_overhead_s + 32 * Efficiency.per_layer_overhead_s  # 32 layers
 
     def __call__(self, num_prefill_tokens: int, num_decode_seqs: int, decode_context_tokens: int) -> float:
         return float(self._seconds(num_prefill_tokens, num_decode_seqs, decode_context_tokens))

@@ -169,3 +169,9 @@ def check_int(name: str, value: int, lo: int, hi: int) -> None:
     """ValueError naming the parameter and its bound unless value is an int in [lo, hi]."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= value <= hi:
         raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+
+
+def check_subset(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    """ValueError naming the parameter unless values is a non-empty subset of allowed."""
+    if not values or any(v not in allowed for v in values):
+        raise ValueError(f"{name} must be a non-empty subset of {allowed}, got {values!r}")
