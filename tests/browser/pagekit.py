@@ -40,6 +40,13 @@ def set_range(page, selector: str, value) -> None:
     )
 
 
+def retype(page, selector: str, text: str, delay: float = 10) -> None:
+    """Clear a text box and type text into it key by key (delay ms apart), as a visitor does."""
+    box = page.locator(selector)
+    box.fill("")
+    box.type(text, delay=delay)
+
+
 def refetch(page, endpoint: str, expect: str, action) -> None:
     """Run action() (change a control) and wait for the response of `endpoint` whose URL holds `expect`
     (a query part such as "seats=24")."""
@@ -47,9 +54,10 @@ def refetch(page, endpoint: str, expect: str, action) -> None:
         action()
 
 
-def measured_panel(page, panel: str, bar: str, at_least: int, timeout: float) -> str:
-    """Wait until a panel of figures measured on this server's CPU has drawn at least `at_least` bars (`bar`),
-    or says 'Not measured'; returns the panel's text."""
+def measured_bars(page, panel: str, bar: str, at_least: int, timeout: float) -> str:
+    """Wait until a scene's own panel of CPU timings (chapters 7 and 9) has drawn at least `at_least` bars
+    (`bar`), or says 'Not measured'; returns the panel's text. (The shared panels of scenes/measured-panels.js
+    are awaited with measured_panel, below.)"""
     page.wait_for_function(
         "([panel, bar, n]) => document.querySelectorAll(bar).length >= n || "
         "document.querySelector(panel)?.textContent.includes('Not measured')",

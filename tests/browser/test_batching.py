@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from pagekit import measured_panel, refetch, set_range
+from pagekit import measured_bars, refetch, set_range
 
 pytestmark = pytest.mark.browser
 
@@ -45,7 +45,7 @@ def test_readouts_and_the_shared_clock(page, base_url):
 def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url):
     page.goto(base_url + "/tour/batching?step=1")
     ready(page)
-    text = measured_panel(page, ".bt-measured", ".bt-bar", 3, timeout=60_000)
+    text = measured_bars(page, ".bt-measured", ".bt-bar", 3, timeout=60_000)
     assert "this server's CPU" in text
     if "Not measured" not in text:
         values = page.locator(".bt-bar-value").all_inner_texts()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from pagekit import change, open_page
+from pagekit import change, open_page, retype
 
 from inside_llm.api.demo_model import served_model
 
@@ -31,9 +31,7 @@ def api(page, base_url, **params) -> dict:
 def test_typed_prompt_draws_one_column_per_token_and_the_drawn_floors(page, base_url):
     wide(page)
     open_page(page, base_url + "/tour/embeddings?autoplay=0")  # the drawing, not the rise's timing (tested below)
-    box = page.locator("#ctl-prompt")
-    box.fill("")
-    box.type("Juliet is the sun", delay=10)
+    retype(page, "#ctl-prompt", "Juliet is the sun")
     d = api(page, base_url, prompt="Juliet is the sun")
     n, drawn = d["num_tokens"], d["drawn_floors"]
     page.wait_for_function(f"() => document.querySelectorAll('#stage .emb-token').length === {n}")

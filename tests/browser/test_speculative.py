@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from pagekit import change, measured_panel, open_page, refetch, set_range
+from pagekit import change, measured_bars, open_page, refetch, set_range
 
 pytestmark = pytest.mark.browser
 
@@ -95,7 +95,7 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
 def test_measured_panel_sits_beside_the_prediction(page, base_url):
     page.goto(base_url + "/tour/speculative?step=last")
     ready(page)
-    text = measured_panel(page, ".sp-measured", ".sp-bar", 4, timeout=150_000)
+    text = measured_bars(page, ".sp-measured", ".sp-bar", 4, timeout=150_000)
     assert "this server’s CPU" in text and "more than one decode step" in text
     values = page.locator(".sp-bar-value").all_inner_texts()
     assert all(re.fullmatch(r"[\d.]+×", v) for v in values)

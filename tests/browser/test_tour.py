@@ -6,6 +6,7 @@ import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from pagekit import retype
 
 from inside_llm.api.registry import CHAPTER_SLUGS
 
@@ -30,9 +31,7 @@ def test_walk_all_eleven_steps_by_keyboard(page, base_url):
 
 def test_typed_prompt_renders_chips_and_updates_url(page, base_url):
     page.goto(base_url + "/tour/tokens")
-    box = page.locator("#ctl-text")
-    box.fill("")
-    box.type("Hello tokens 🦙", delay=10)
+    retype(page, "#ctl-text", "Hello tokens 🦙")
     page.wait_for_function(
         "() => document.querySelectorAll('.chip').length >= 4 && "
         "[...document.querySelectorAll('.chip')].some(c => c.textContent.includes('tokens'))"
@@ -60,9 +59,7 @@ def test_copied_url_reopens_the_same_state(page, base_url):
 
 def test_latest_request_wins_while_typing(page, base_url):
     page.goto(base_url + "/tour/tokens")
-    box = page.locator("#ctl-text")
-    box.fill("")
-    box.type("one two three four five six", delay=5)
+    retype(page, "#ctl-text", "one two three four five six", delay=5)
     page.wait_for_function(
         "() => [...document.querySelectorAll('.chip')].map(c => c.textContent).join('').includes('six')"
     )
