@@ -5,8 +5,7 @@ import { h, clear, cssVar } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, pct, plural, bytes } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
-import { loop } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readout, transport, still } from '../lib/scene-kit.js';
 import { twoRunBeats, beatAt } from '../lib/beats.js';
 import { paintGrid, paintChat, cellAt, colourOf } from './kv-cache-grid.js';
 import { livePanel } from './engine-live.js';
@@ -28,17 +27,18 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('kv-cache');
-  const css = document.querySelector('link[data-scene-css="kv-cache"]');
-  if (css && !css.sheet) css.addEventListener('load', () => { if (view && view.data) drawStep(view.step); }, { once: true });
-  clear(stage);
-  const wrap = h('div', { class: 'kv-scene' }, stage);
-  const bar = h('div', { class: 'kv-transport' }, wrap);
+  const wrap = sceneRoot(stage, 'kv-cache', 'kv-scene', () => { if (view && view.data) drawStep(view.step); });
+  const playback = transport(h('div', { class: 'kv-transport' }, wrap), {
+    button: { class: 'btn kv-play' },
+    scrub: { 'aria-label': 'Step of the simulation' },
+    clock: { class: 'kv-clock', 'aria-live': 'off' },
+    onPlay: run,
+    onSeek: drawStep,
+    // readouts are announced when the clock stands still, not at every step of the animation
+    hush: () => view.wrap.querySelectorAll('[data-live]'),
+  });
   view = {
-    wrap, data: null, step: 0, clock: null, selected: null, panels: [],
-    play: h('button', { class: 'btn kv-play', type: 'button', 'aria-pressed': 'false' }, bar),
-    scrub: h('input', { type: 'range', min: 0, max: 0, value: 0, step: 1, 'aria-label': 'Step of the simulation' }, bar),
-    clockText: h('output', { class: 'kv-clock', 'aria-live': 'off' }, bar),
+    wrap, data: null, step: 0, selected: null, panels: [], transport: playback, scrub: playback.scrub, clockText: playback.clock,
     chat: h('section', { class: 'kv-chat', 'aria-label': "One chat's keys and values" }, wrap),
     grids: h('div', { class: 'kv-panels' }, wrap),
     legend: h('div', { class: 'legend kv-legend' }, wrap),
@@ -48,8 +48,6 @@ export function mount(stage, context) {
   };
   // the served model's own cache, weighed and timed on the server: fetched beside the simulation, never before it
   if (!ctx.embed) kvMeasured(view.measured, ctx, () => view);
-  view.play.addEventListener('click', () => (view.clock ? pause() : play()));
-  view.scrub.addEventListener('input', () => { pause(); drawStep(Number(view.scrub.value)); });
   buildChat();
   askQuestionSize();
   for (const side of ['left', 'right']) view.panels.push(makePanel(side));
@@ -69,7 +67,7 @@ export function mount(stage, context) {
 
 export function unmount() {
   if (!view) return;
-  pause();
+  view.transport.pause();
   view.ro.disconnect();
   view.themeWatch.disconnect();
   if (view.live) view.live.stop();
@@ -87,10 +85,7 @@ export function update(data, params) {
   view.drawn.forEach((p, i) => setupPanel(view.panels[i], p));
   fillRequestPicker();
   drawSummary(data, pols);
-  const still = ctx.reducedMotion || ctx.options.autoplay === '0';
-  pause();
-  drawStep(still ? snapshotStep() : 0);
-  if (!still) play();
+  view.transport.restart(still(ctx), () => drawStep(snapshotStep()), () => drawStep(0));
 }
 
 /** The theme's colours, resolved for the canvas (cheap; read again at every draw, so a theme switch follows). */
@@ -115,7 +110,7 @@ export function numSteps(data) {
 
 export function showStep(i) {
   if (!view || !view.data) return;
-  pause();
+  view.transport.pause();
   drawStep(beatAt(beats(view.data), i));
 }
 
@@ -137,31 +132,15 @@ function msFor(step) {
   return (1000 * INTRO_STEPS) / INTRO_STEPS_PER_S + (1000 * (step - INTRO_STEPS)) / FAST_STEPS_PER_S;
 }
 
-function play() {
-  if (!view || view.clock) return;
+/** Play from the step on screen (from step 0 once at the end): slow through the intro, then fast, then a rest. */
+function run() {
+  if (!view || !view.data) return null;
   const start = view.step >= view.lastStep ? 0 : msFor(view.step);
   const total = msFor(view.lastStep) + HOLD_MS;
-  view.play.textContent = '❚❚ Pause';
-  view.play.setAttribute('aria-pressed', 'true');
-  live(false);
-  view.clock = loop((ms) => {
+  return (ms) => {
     const s = Math.min(view.lastStep, stepAfter((start + ms) % total));
     if (s !== view.step) drawStep(s);
-  });
-}
-
-function pause() {
-  if (!view) return;
-  if (view.clock) view.clock.stop();
-  view.clock = null;
-  view.play.textContent = '▶ Play';
-  view.play.setAttribute('aria-pressed', 'false');
-  live(true);
-}
-
-/** Readouts are announced when the clock stands still, not at every step of the animation. */
-function live(on) {
-  view.wrap.querySelectorAll('[data-live]').forEach((el) => el.setAttribute('aria-live', on ? 'polite' : 'off'));
+  };
 }
 
 function drawStep(s) {
@@ -298,12 +277,9 @@ function makePanel(side) {
     counts: h('p', { class: 'kv-counts' }, el),
     note: h('p', { class: 'kv-sub kv-note', 'data-narrow-secondary': '' }, el),
   };
-  const big = h('div', { class: 'readout' }, panel.readouts);
-  h('span', { class: 'label', text: 'Waste so far' }, big);
-  panel.wasteAvg = h('span', { class: 'value' }, big);
-  const now = h('div', { class: 'readout' }, panel.readouts);
-  h('span', { class: 'label', text: 'This step' }, now);
-  panel.wasteNow = h('span', { class: 'value small' }, now);
+  panel.wasteAvg = readout(panel.readouts, 'Waste so far', '').querySelector('.value');
+  panel.wasteNow = readout(panel.readouts, 'This step', '').querySelector('.value');
+  panel.wasteNow.classList.add('small');
   panel.segs = ['used', 'reserved', 'internal', 'external'].map((k) => h('span', { class: `seg ${k}` }, panel.meter));
   panel.canvas.addEventListener('click', (e) => pickAt(panel, e));
   return panel;

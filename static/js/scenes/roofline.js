@@ -6,7 +6,7 @@ import { num, pct } from '../lib/format.js';
 import { log } from '../lib/scale.js';
 import { mathDetails } from '../lib/math.js';
 import { tween, lerp } from '../lib/tween.js';
-import { sceneStyles } from '../lib/style.js';
+import { sceneRoot, readoutRow, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 import { obstacles, placeLabels } from './roofline-labels.js';
 import { drawReuse } from './roofline-reuse.js';
 import { bindDrag } from './roofline-drag.js';
@@ -17,8 +17,8 @@ const VARIANTS = {
   mid: { name: 'mid', W: 660, H: 410, m: { l: 58, r: 14, t: 16, b: 48 }, r: 7.5, short: false },
   narrow: { name: 'narrow', W: 360, H: 380, m: { l: 44, r: 10, t: 14, b: 44 }, r: 6.5, short: true },
 };
-const NARROW_BELOW = 500; // stage width (px) under which the phone chart is used
-const MID_BELOW = 840; // ... and under which the tour-stage chart is (the stage beside narration and controls)
+// stage width (px) under which the phone chart is used, then the tour-stage chart (beside narration and controls)
+const WIDTHS = { narrow: 500, mid: 840 };
 const X_DOMAIN = [0.5, 1e6]; // FLOP/byte: decode at batch 1 (~1) to prefill of many long prompts
 const LABELLED_BATCHES = [8, 64, 512]; // shown where they fit; the selected batch is named by the point's label
 const TWEEN_MS = 450;
@@ -28,12 +28,10 @@ let ctx = null;
 
 export function mount(stage, context) {
   ctx = context;
-  sceneStyles('roofline');
-  clear(stage);
-  const wrap = h('div', { class: 'roofline-scene' }, stage);
+  const wrap = sceneRoot(stage, 'roofline', 'roofline-scene');
   view = {
     stage,
-    readouts: h('div', { class: 'readouts', 'aria-live': 'polite' }, wrap),
+    readouts: readoutRow(wrap),
     note: h('p', { class: 'roofline-note' }, wrap),
     hint: h('p', { class: 'kbd-hint roofline-hint', 'data-secondary': '', text: 'Drag a dot along its dotted path, or focus it and press\u00a0←\u00a0→: ' +
       'decode moves with the number of chats, prefill with the prompt length.' }, wrap),
@@ -47,10 +45,7 @@ export function mount(stage, context) {
   };
   // this CPU's own roofs, measured on the server: fetched beside the chart, never before it (a slide keeps the chart)
   if (!ctx.embed) view.cpu = cpuRoofline(view.measured, ctx, () => view);
-  view.ro = new ResizeObserver(() => {
-    if (view && view.data && variantFor() !== view.variant) draw(view.data);
-  });
-  view.ro.observe(stage);
+  view.ro = redrawOnWidth(stage, WIDTHS, () => view?.data && view.variant, () => draw(view.data));
 }
 
 export function unmount() {
@@ -79,19 +74,9 @@ function drawReuseBlock(d) {
   view.reuseDrawing = drawReuse(view.reuse, d, view.variant);
 }
 
-function variantFor() {
-  const w = view.stage.clientWidth;
-  return !w ? 'wide' : w < NARROW_BELOW ? 'narrow' : w < MID_BELOW ? 'mid' : 'wide';
-}
+const variantFor = () => widthClass(view.stage, WIDTHS);
 
 // ---- readouts, note, legend, math ------------------------------------------------------------
-
-function readout(parent, label, value, unit, cls = '') {
-  const r = h('div', { class: `readout ${cls}` }, parent);
-  h('span', { class: 'label', text: label }, r);
-  const v = h('span', { class: 'value', text: value }, r);
-  if (unit) h('span', { class: 'unit', text: unit }, v);
-}
 
 const tflops = (x) => num(x / 1e12, 3);
 const share = (f) => pct(f, f < 0.1 ? 2 : 1);
@@ -101,9 +86,9 @@ function drawReadouts(d) {
   clear(view.readouts);
   readout(view.readouts, 'Decode intensity', num(dec.arithmetic_intensity, 3), `FLOP/byte · ridge ${num(rf.ridge_flops_per_byte)}`);
   readout(view.readouts, 'Decode attains', tflops(dec.attained_flops_per_s), `of ${tflops(rf.peak_flops_per_s)} TFLOP/s`);
-  readout(view.readouts, 'Math used', share(dec.share_of_peak), 'of peak', 'share');
+  readout(view.readouts, 'Math used', share(dec.share_of_peak), 'of peak', { cls: 'share' });
   readout(view.readouts, 'Roof that binds', d.binding_roof === 'memory' ? 'Memory' : 'Compute',
-    d.binding_roof === 'memory' ? 'bandwidth' : 'peak math', `binds-${d.binding_roof}`);
+    d.binding_roof === 'memory' ? 'bandwidth' : 'peak math', { cls: `binds-${d.binding_roof}` });
 }
 
 function drawNote(d) {
