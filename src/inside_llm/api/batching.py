@@ -20,7 +20,7 @@ from ..sim.schedrecords import BatchingResult
 from ..sim.scheduler import MAX_RATE, MAX_SEATS, simulate_batching
 from ..sim.stepcost import CostModelClock
 from .common import MAX_REQUESTS, Workload, seed_field
-from .measured import Measured, cpu_info
+from .measured import Measured, MeasuredHeader, cpu_info
 
 router = APIRouter(tags=["7 · batching"])
 
@@ -191,11 +191,7 @@ class MeasuredBatch(BaseModel):
     ms_per_step: float = Field(description="one decode step for the whole batch (ms): the best round's median")
 
 
-class MeasuredResponse(BaseModel):
-    available: bool
-    measured_on: str = "this server's CPU"
-    reason: str | None = None
-    cpu: dict
+class MeasuredResponse(MeasuredHeader):
     model: dict | None = None
     context_tokens: int = MEASURED_CONTEXT_TOKENS
     steps: int = MEASURED_STEPS

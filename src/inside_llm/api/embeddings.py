@@ -273,10 +273,7 @@ def _measure(served: str) -> dict:
     r = measured.prefill_decode(s)  # the same measurement chapter 5 places under this CPU's roofs
     keys = ("prefill_ms_per_token", "decode_ms_per_token", "prefill_tokens_per_s", "decode_tokens_per_s")
     return {
-        "available": True,
-        "measured_on": "this server's CPU",
-        "cpu": measured.cpu_info(),
-        "model": measured.served_model_info(s),
+        **measured.served_header(s),
         "prompt_tokens": r["prompt_tokens"],
         "decode_tokens": r["decode_tokens"],
         **{k: measured.sig4(r[k]) for k in (*keys, "decode_over_prefill_time_per_token")},

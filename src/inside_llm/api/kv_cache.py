@@ -26,7 +26,7 @@ from ..sim.kvpolicies import KVFrames, KVPolicyRun, KVResult, Residencies, simul
 from ..sim.models import kv_bytes_per_token
 from . import measured as ms
 from .common import MAX_REQUESTS, Workload, seed_field
-from .measured import Measured
+from .measured import Measured, MeasuredHeader
 
 router = APIRouter(tags=["6 · kv-cache"])
 
@@ -268,11 +268,7 @@ class CacheVsRecompute(BaseModel):
     rounds: int = Field(description="Rounds timed; the fastest is kept.")
 
 
-class KVCacheMeasuredResponse(BaseModel):
-    available: bool
-    measured_on: str = "this server's CPU"
-    reason: str | None = Field(None, description="Why nothing was measured (when available is false).")
-    cpu: dict = Field(description="name and logical_cores of this server's CPU.")
+class KVCacheMeasuredResponse(MeasuredHeader):
     model: dict | None = Field(
         None, description="The model measured: SmolLM2 when its file is here, else the toy (served, note say which)."
     )

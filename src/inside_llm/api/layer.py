@@ -264,10 +264,7 @@ def _measure(served: str) -> dict:
     r = measured.cache_vs_recompute(s)  # the same measurement chapter 6 shows
     keys = ("cached_ms_per_token", "recompute_ms_per_token", "cached_tokens_per_s", "recompute_tokens_per_s")
     return {
-        "available": True,
-        "measured_on": "this server's CPU",
-        "cpu": measured.cpu_info(),
-        "model": measured.served_model_info(s),
+        **measured.served_header(s),
         "prompt_tokens": r["prompt_tokens"],
         "new_tokens": r["new_tokens"],
         **{k: measured.sig4(r[k]) for k in (*keys, "speedup_x")},

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from fastapi import Response
+from pydantic import BaseModel, Field
 
 _LOCK = threading.RLock()
 
@@ -85,6 +86,20 @@ def served():
     from .demo_model import served_model
 
     return served_model("smollm2")
+
+
+class MeasuredHeader(BaseModel):
+    """The fields every /measured response opens with (a response model adds its own after them)."""
+
+    available: bool
+    measured_on: str = "this server's CPU"
+    reason: str | None = Field(None, description="Why nothing was measured (when available is false).")
+    cpu: dict = Field(description="name and logical_cores of this server's CPU.")
+
+
+def served_header(s) -> dict:
+    """MeasuredHeader's fields for a measurement of the served model `s`, plus which model that was."""
+    return {"available": True, "measured_on": "this server's CPU", "cpu": cpu_info(), "model": served_model_info(s)}
 
 
 def served_model_info(s) -> dict:

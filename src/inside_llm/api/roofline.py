@@ -20,7 +20,7 @@ from ..sim.derivation import math_dict
 from . import measured as ms
 from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision
 from .gpu import MAX_BATCH
-from .measured import Measured
+from .measured import Measured, MeasuredHeader
 
 router = APIRouter(tags=["5 · roofline"])
 
@@ -200,11 +200,7 @@ class DecodePrediction(BaseModel):
     measured_over_predicted: float = Field(description="How many times slower than reading the weights alone.")
 
 
-class RooflineMeasuredResponse(BaseModel):
-    available: bool
-    measured_on: str = "this server's CPU"
-    reason: str | None = Field(None, description="Why nothing was measured (when available is false).")
-    cpu: dict = Field(description="name and logical_cores of this server's CPU.")
+class RooflineMeasuredResponse(MeasuredHeader):
     model: dict | None = Field(
         None, description="The model timed: SmolLM2 when its file is here, else the toy (served, note say which)."
     )

@@ -22,7 +22,7 @@ from ..sim import speculative as sp
 from ..sim import speculative_demo as demo
 from ..sim.transformer import DemoModel
 from .common import Math
-from .measured import Measured, cpu_info
+from .measured import Measured, MeasuredHeader, cpu_info
 
 router = APIRouter(tags=["9 · speculative"])
 
@@ -263,11 +263,7 @@ def facts(p: SpeculativeParams | None = None) -> dict[str, str]:
 # ---- wall clock on this CPU: measured once per process per (prompt, gamma, max_tokens) ----------
 
 
-class MeasuredResponse(BaseModel):
-    available: bool
-    measured_on: str = "this server's CPU"
-    reason: str | None = None
-    cpu: dict
+class MeasuredResponse(MeasuredHeader):
     gamma: int
     max_tokens: int
     target_model: str | None = None
