@@ -6,7 +6,7 @@
 import { svg, h, clear, root } from '../lib/svg.js';
 import { num } from '../lib/format.js';
 import { log } from '../lib/scale.js';
-import { sceneStyles, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
+import { sceneStyles, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 
 /** The model a /measured response timed, in words, capitalised (its note says why when the toy stands in). */
 export function measuredWho(m) {
@@ -86,17 +86,12 @@ export function cpuRoofline(box, ctx, alive) {
         `${r.blas_threads} thread${r.blas_threads === 1 ? '' : 's'}). Memory roof: numpy copying a ` +
         `${num(r.copy_buffer_bytes / 2 ** 20)} MiB buffer into another (bytes read + written). Compute roof: a ` +
         `${num(r.matrix_size)}³ float32 matrix multiply.`;
-      const ro_ = h('div', { class: 'mp-readouts' }, box);
-      const readout = (label, value, unit, cls) => {
-        const el = h('div', { class: `mp-readout ${cls}` }, ro_);
-        h('span', { class: 'mp-readout-label', text: label }, el);
-        h('span', { class: 'mp-readout-unit', text: unit }, h('span', { class: 'mp-readout-value', text: value }, el));
-      };
-      readout('Memory roof', num(r.memory_bandwidth_bytes_per_second / 1e9, 3), 'GB/s', 'mp-memory');
-      readout('Compute roof', num(r.matrix_multiply_flops_per_second / 1e9, 3), 'GFLOP/s', 'mp-compute');
-      readout('Ridge', num(r.ridge_flops_per_byte, 3), 'FLOP/byte', '');
-      readout('Prefill', num(m.prefill.tokens_per_second, 3), 'tokens/s', 'mp-compute');
-      readout('Decode', num(m.decode.tokens_per_second, 3), 'tokens/s', 'mp-memory');
+      const tiles = h('div', { class: 'mp-readouts' }, box);
+      readout(tiles, 'Memory roof', num(r.memory_bandwidth_bytes_per_second / 1e9, 3), 'GB/s', { cls: 'mp-memory' });
+      readout(tiles, 'Compute roof', num(r.matrix_multiply_flops_per_second / 1e9, 3), 'GFLOP/s', { cls: 'mp-compute' });
+      readout(tiles, 'Ridge', num(r.ridge_flops_per_byte, 3), 'FLOP/byte');
+      readout(tiles, 'Prefill', num(m.prefill.tokens_per_second, 3), 'tokens/s', { cls: 'mp-compute' });
+      readout(tiles, 'Decode', num(m.decode.tokens_per_second, 3), 'tokens/s', { cls: 'mp-memory' });
       const fig = h('div', { class: 'mp-figure' }, box);
       const draw = () => drawCpuRoofline(fig, m, widthClass(box, WIDTHS) === 'narrow');
       draw();
