@@ -5,19 +5,15 @@ from __future__ import annotations
 import re
 
 import pytest
-from pagekit import measured_bars, refetch, set_range
+from pagekit import measured_bars, refetch, rendered, set_range
 
 pytestmark = pytest.mark.browser
-
-
-def ready(page):
-    page.wait_for_function("() => document.querySelectorAll('.bt-svg g[data-policy]').length === 2")
 
 
 @pytest.mark.parametrize("seats", [16, 5])
 def test_one_lane_per_seat_for_each_policy(page, base_url, seats):
     page.goto(base_url + f"/tour/batching?seats={seats}&step=5")
-    ready(page)
+    rendered(page)
     for name in ("static", "continuous"):
         assert page.locator(f'.bt-svg g[data-policy="{name}"] .bt-lane').count() == seats
     assert page.locator(".bt-svg rect[fill^='var(--bqr-']").count() >= 2 * 50
@@ -26,7 +22,7 @@ def test_one_lane_per_seat_for_each_policy(page, base_url, seats):
 
 def test_readouts_and_the_shared_clock(page, base_url):
     page.goto(base_url + "/tour/batching?step=3")
-    ready(page)
+    rendered(page)
     table = page.locator(".bt-table").inner_text()
     assert re.search(r"Throughput\s+[\d,]+ tokens/s\s+[\d,]+ tokens/s", table)
     assert "×" in table and "p99" in table and "%" in table
@@ -44,7 +40,7 @@ def test_readouts_and_the_shared_clock(page, base_url):
 
 def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url):
     page.goto(base_url + "/tour/batching?step=1")
-    ready(page)
+    rendered(page)
     text = measured_bars(page, ".bt-measured", ".bt-bar", 3, timeout=60_000)
     assert "this server's CPU" in text
     if "Not measured" not in text:
@@ -56,7 +52,7 @@ def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url
 
 def test_controls_refetch(page, base_url):
     page.goto(base_url + "/tour/batching?step=8")
-    ready(page)
+    rendered(page)
     refetch(page, "/api/batching?", "seats=24", lambda: set_range(page, "#ctl-seats", 24))
     page.wait_for_function("() => document.querySelectorAll('.bt-svg g[data-policy=static] .bt-lane').length === 24")
     assert "seats=24" in page.url
@@ -65,7 +61,7 @@ def test_controls_refetch(page, base_url):
 
 def test_reduced_motion_shows_the_whole_run(phone, base_url):
     phone.goto(base_url + "/tour/batching")
-    ready(phone)
+    rendered(phone)
     clock = phone.locator(".bt-clock").inner_text()
     m = re.match(r"([\d.,]+) s of ([\d.,]+) s", clock)
     assert m and m.group(1) == m.group(2), clock
@@ -80,7 +76,7 @@ def test_steps_are_a_dozen_instants_most_before_continuous_finishes(page, base_u
     times = []
     for step in range(12):
         page.goto(base_url + f"/tour/batching?step={step}")
-        ready(page)
+        rendered(page)
         t, horizon = (
             float(x) for x in re.findall(r"[\d.]+", page.locator(".bt-clock").inner_text().replace(",", ""))[:2]
         )
@@ -95,7 +91,7 @@ def test_embed_keeps_the_lanes_and_the_table_for_a_slide(page, base_url):
     page.on("request", lambda r: measured.append(r.url) if "/api/batching/measured" in r.url else None)
     page.set_viewport_size({"width": 1280, "height": 720})
     page.goto(base_url + "/embed/batching?step=9")
-    ready(page)
+    rendered(page)
     assert page.locator(".bt-table").is_visible()
     for hidden in (".bt-engine", ".bt-math", ".bt-measured"):
         assert page.locator(hidden).is_hidden(), hidden
@@ -108,7 +104,7 @@ def test_embed_keeps_the_lanes_and_the_table_for_a_slide(page, base_url):
 @pytest.mark.parametrize("seats", [2, 3, 4])
 def test_few_seats_still_draw_the_queue_stack_without_errors(page, base_url, seats):
     page.goto(base_url + f"/tour/batching?seats={seats}&step=4")
-    ready(page)
+    rendered(page)
     sizes = page.eval_on_selector_all(
         ".bt-waiting", "els => els.map(e => [+e.getAttribute('width'), +e.getAttribute('height')])"
     )
@@ -122,7 +118,7 @@ def test_few_seats_still_draw_the_queue_stack_without_errors(page, base_url, sea
 
 def test_default_load_queues_under_both_policies_and_one_chat_is_followed(page, base_url):
     page.goto(base_url + "/tour/batching?step=0")
-    ready(page)
+    rendered(page)
     seen = {"static": 0, "continuous": 0}
     for value in range(0, 1001, 50):
         set_range(page, ".bt-transport input[type=range]", value)
@@ -145,7 +141,7 @@ def test_a_fast_drag_keeps_one_request_in_flight_and_draws_the_last_setting(page
     """lib/api.js createFetcher: while one request is out, newer settings wait (each replacing the one before);
     a stale answer is dropped, and the last setting is what the lanes show."""
     page.goto(base_url + "/tour/batching?rate=5.25&seats=2&step=0")
-    ready(page)
+    rendered(page)
     open_, most, sent = [0], [0], []
 
     def started(r):

@@ -7,23 +7,16 @@ from __future__ import annotations
 import re
 
 import pytest
-from pagekit import refetch, set_range
+from pagekit import refetch, rendered, set_range
 
 pytestmark = pytest.mark.browser
 
 WASTE = re.compile(r"^\d+(\.\d)?%$")
 
 
-def ready(page):
-    page.wait_for_function(
-        "() => document.querySelectorAll('.kv-grid').length === 2 && "
-        "document.querySelector('.kv-clock')?.textContent.includes('step')"
-    )
-
-
 def test_grids_draw_and_waste_meters_show_numbers(page, base_url):
     page.goto(base_url + "/tour/kv-cache?step=4")  # mid-way through the paged run: both grids busy
-    ready(page)
+    rendered(page)
     panels = page.locator(".kv-panel")
     assert panels.count() == 2
     assert panels.nth(0).get_attribute("data-policy") == "contiguous"
@@ -45,7 +38,7 @@ def test_grids_draw_and_waste_meters_show_numbers(page, base_url):
 
 def test_scrubber_changes_the_frame(page, base_url):
     page.goto(base_url + "/tour/kv-cache?step=2")
-    ready(page)
+    rendered(page)
     assert not page.locator(".kv-clock").inner_text().startswith("step 1,200 of")
     before = page.locator(".kv-right canvas").get_attribute("aria-label")
     counts = page.locator(".kv-right .kv-counts").inner_text()
@@ -70,7 +63,7 @@ def test_steps_are_a_dozen_beats_most_while_both_policies_run(page, base_url):
     frames = []
     for step in range(12):
         page.goto(base_url + f"/tour/kv-cache?step={step}")
-        ready(page)
+        rendered(page)
         frames.append(clock(page))
         paged = page.locator(".kv-right .kv-counts").inner_text()
         assert paged.startswith("All ") == (step >= 8), (step, paged)
@@ -82,7 +75,7 @@ def test_steps_are_a_dozen_beats_most_while_both_policies_run(page, base_url):
 
 def test_clicking_a_page_opens_its_block_table(page, base_url):
     page.goto(base_url + "/tour/kv-cache?step=6")
-    ready(page)
+    rendered(page)
     canvas = page.locator(".kv-right canvas")
     box = canvas.bounding_box()
     for fx, fy in [(0.5, 0.5), (0.25, 0.3), (0.75, 0.6), (0.1, 0.1), (0.6, 0.2)]:
@@ -103,7 +96,7 @@ def test_clicking_a_page_opens_its_block_table(page, base_url):
 
 def test_controls_refetch_and_url_state(page, base_url):
     page.goto(base_url + "/tour/kv-cache?compare=oracle&step=4")
-    ready(page)
+    rendered(page)
     assert page.locator(".kv-left").get_attribute("data-policy") == "oracle"
     refetch(page, "/api/kv-cache", "block_size=64", lambda: page.select_option("#ctl-block_size", "64"))
     page.wait_for_function("() => document.querySelector('.kv-right h3')?.textContent.includes('64-token')")
@@ -113,7 +106,7 @@ def test_controls_refetch_and_url_state(page, base_url):
 
 def test_reduced_motion_shows_a_still_frame(phone, base_url):
     phone.goto(base_url + "/tour/kv-cache")
-    ready(phone)
+    rendered(phone)
     first = phone.locator(".kv-clock").inner_text()
     phone.wait_for_timeout(600)
     assert phone.locator(".kv-clock").inner_text() == first and not first.startswith("step 0 of")
@@ -125,7 +118,7 @@ def test_phone_sized_embed_keeps_the_two_grids_readable(page, base_url):
     """A phone-sized slide frame drops the block table and the policy table, so the grids fit without scrolling."""
     page.set_viewport_size({"width": 390, "height": 700})
     page.goto(base_url + "/embed/kv-cache?step=4")
-    ready(page)
+    rendered(page)
     page.wait_for_load_state("networkidle")
     assert page.locator(".kv-grid").nth(1).is_visible()
     assert page.locator(".kv-bt").is_hidden() and page.locator(".kv-summary").is_hidden()
@@ -139,7 +132,7 @@ def test_phone_sized_embed_keeps_the_two_grids_readable(page, base_url):
 
 def test_one_chat_grows_token_by_token_with_bytes_from_the_model_shape(page, base_url):
     page.goto(base_url + "/tour/kv-cache?step=0")
-    ready(page)
+    rendered(page)
     assert page.locator(".kv-scene").get_attribute("data-phase") == "one-chat"
     tokens = []
     for step in (3, 4, 5, 20):
@@ -159,7 +152,7 @@ def test_one_chat_grows_token_by_token_with_bytes_from_the_model_shape(page, bas
 
 def test_requests_get_distinct_colours_and_preemption_is_explained(page, base_url):
     page.goto(base_url + "/tour/kv-cache?step=3")
-    ready(page)
+    rendered(page)
     colours = page.evaluate("""() => { const cs = getComputedStyle(document.querySelector('.kv-scene'));
         return Array.from({ length: 10 }, (_, i) => cs.getPropertyValue(`--kvr-${i}`).trim()); }""")
     assert len(set(colours)) == 10 and all(colours), colours
@@ -200,7 +193,7 @@ def test_the_visitors_question_is_the_chat_whose_cache_is_weighed(page, base_url
     value = float(shown.group(1).replace(",", "")) * {"KB": 1e3, "MB": 1e6}[shown.group(2)]
     assert abs(value - tokens * per_token["bytes"]) <= 0.005 * tokens * per_token["bytes"], (text, tokens)
     page.goto(base_url + "/tour/kv-cache?step=4")
-    ready(page)
+    rendered(page)
     assert page.locator(".kv-chat-question").is_hidden(), "without a question the line stays hidden"
     assert page.console_errors == []
 
@@ -212,7 +205,7 @@ def test_measured_panel_shows_the_responses_bytes_and_times(page, base_url):
     from pagekit import js_num, measured_panel
 
     page.goto(base_url + "/tour/kv-cache")
-    ready(page)  # the simulation draws without waiting for the measurement
+    rendered(page)  # the simulation draws without waiting for the measurement
     panel = measured_panel(page)
     assert panel.get_attribute("data-measured") == "shown"
     with urllib.request.urlopen(base_url + "/api/kv-cache/measured") as r:  # measured once: the numbers drawn

@@ -5,20 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from pagekit import change, measured_bars, open_page, refetch, set_range
+from pagekit import change, measured_bars, open_page, refetch, rendered, set_range
 
 pytestmark = pytest.mark.browser
 
 
 def api(page, base_url, query=""):
     return page.request.get(base_url + "/api/speculative" + query).json()
-
-
-def ready(page):
-    page.wait_for_function(
-        "() => document.querySelectorAll('.sp-text .sp-tok').length > 0 && "
-        "document.querySelector('.sp-chart .sp-dot.chosen')"
-    )
 
 
 def test_a_step_shows_the_guesses_and_the_verdict(page, base_url):
@@ -30,7 +23,7 @@ def test_a_step_shows_the_guesses_and_the_verdict(page, base_url):
         i = next(j for j, f in enumerate(frames) if f["kind"] == "bonus")
     f = frames[i]
     page.goto(base_url + f"/tour/speculative?step={i + 1}")
-    ready(page)
+    rendered(page)
     chips = page.locator(".sp-chips .sp-chip")
     g, k = len(f["proposed"]), f["num_accepted"]
     assert page.locator(".sp-chip.kept").count() == k
@@ -50,13 +43,13 @@ def test_a_step_shows_the_guesses_and_the_verdict(page, base_url):
 
 def test_a_frozen_step_stays_still_and_step_zero_is_the_prompt(page, base_url):
     page.goto(base_url + "/tour/speculative?step=2")
-    ready(page)
+    rendered(page)
     label, bench = page.locator(".sp-pass-label").inner_text(), page.locator(".sp-bench").inner_text()
     page.wait_for_timeout(1500)
     assert page.locator(".sp-pass-label").inner_text() == label and page.locator(".sp-bench").inner_text() == bench
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "false"
     page.goto(base_url + "/tour/speculative?step=0")
-    ready(page)
+    rendered(page)
     assert page.locator(".sp-text .sp-tok:not(.prompt):not([hidden])").count() == 0
     assert page.locator(".sp-chips .sp-chip").count() == 0
     assert page.console_errors == []
@@ -64,7 +57,7 @@ def test_a_frozen_step_stays_still_and_step_zero_is_the_prompt(page, base_url):
 
 def test_autoplay_drafts_ghosts_then_moves_on(page, base_url):
     page.goto(base_url + "/tour/speculative")
-    ready(page)
+    rendered(page)
     assert page.locator(".sp-transport [aria-pressed]").get_attribute("aria-pressed") == "true"
     page.wait_for_selector(".sp-chip.ghost", timeout=15_000)
     page.wait_for_function(
@@ -77,7 +70,7 @@ def test_autoplay_drafts_ghosts_then_moves_on(page, base_url):
 
 def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
     page.goto(base_url + "/tour/speculative?step=last")
-    ready(page)
+    rendered(page)
     assert page.locator(".sp-dot.chosen").get_attribute("data-gamma") == "4"
     assert page.locator(".sp-dot").count() == 10
     refetch(page, "/api/speculative?", "gamma=7", lambda: set_range(page, "#ctl-gamma", 7))
@@ -94,7 +87,7 @@ def test_gamma_moves_the_curve_highlight_and_refetches_the_demo(page, base_url):
 
 def test_measured_panel_sits_beside_the_prediction(page, base_url):
     page.goto(base_url + "/tour/speculative?step=last")
-    ready(page)
+    rendered(page)
     text = measured_bars(page, ".sp-measured", ".sp-bar", 4, timeout=150_000)
     assert "this server’s CPU" in text and "more than one decode step" in text
     values = page.locator(".sp-bar-value").all_inner_texts()
@@ -111,7 +104,7 @@ def test_measured_panel_sits_beside_the_prediction(page, base_url):
 
 def test_reduced_motion_shows_the_whole_answer_still(phone, base_url):
     phone.goto(base_url + "/tour/speculative")
-    ready(phone)
+    rendered(phone)
     d = api(phone, base_url)["demo"]
     n = len(d["frames"])
     assert phone.locator(".sp-pass-label").inner_text() == f"Pass {n} of {n}"
