@@ -4,7 +4,7 @@ import { svg, h, clear, root } from '../lib/svg.js';
 import { swatches } from '../lib/legend.js';
 import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
-import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
+import { sceneRoot, readoutRow, readout, still } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
 import { lensRows, lensLadder, fillLens, drawLensList } from './embeddings-lens.js';
 import { colours, vectorImage, pieceLabel, PIECE_KEY, legendScale, variantFor, drawToScale, modelWords,
@@ -61,7 +61,7 @@ export function update(data, params = {}) {
   drawMath(data);
   loadMeasured();
   clearTimeout(view.timer); // a newer answer lands mid-animation: show it whole
-  const animate = !view.animated && ctx.options.autoplay === '1' && !ctx.reducedMotion;
+  const animate = !view.animated && !still(ctx);
   view.animated = true;
   if (animate) rise(0); else reveal(numSteps(data) - 1);
 }

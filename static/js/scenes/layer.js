@@ -3,7 +3,7 @@
 import { svg, h, clear, root } from '../lib/svg.js';
 import { num, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
-import { sceneStyles, sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
+import { sceneStyles, sceneRoot, readoutRow, readout, still } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
 import { colours, rowsImage, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
 import { measuredBars, measuredWho } from './measured-panels.js';
@@ -77,7 +77,7 @@ export function update(data, params = {}) {
   clearTimeout(view.timer); // a newer answer lands mid-animation: show it whole
   // a slide frame fits its type to what it shows (html.fit hides later sections): reveal at once there, or the
   // type would resize at every step; steps stay available (step=, arrow keys)
-  const animate = !view.animated && ctx.options.autoplay === '1' && !ctx.reducedMotion && !fitted();
+  const animate = !view.animated && !still(ctx) && !fitted();
   view.animated = true;
   if (animate) play(1); else reveal(SECTIONS.length);
 }
