@@ -32,3 +32,12 @@ def assert_same_bytes_and_etag(client, url: str, *same_as: str):
         assert again.content == first.content and again.headers["etag"] == first.headers["etag"], other
     assert client.get(url, headers={"if-none-match": first.headers["etag"]}).status_code == 304
     return first
+
+
+def forget_measurements(monkeypatch, module, measure, on_failure) -> None:
+    """Nothing measured yet in this process: the shared measurements and module.MEASURED start empty, so each
+    test measures for itself (module: an api router with a /measured endpoint; measure, on_failure: its own)."""
+    from inside_llm.api import measured
+
+    monkeypatch.setattr(measured, "_SHARED", {})
+    monkeypatch.setattr(module, "MEASURED", measured.Measured(measure, 2, on_failure))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from apikit import assert_refused, assert_same_bytes_and_etag, refusal
+from apikit import assert_refused, assert_same_bytes_and_etag, forget_measurements, refusal
 
 from inside_llm.api.kv_cache import CAPACITY_TOKENS, MAX_FRAMES, MAX_REQUESTS, MAX_SEQ_LEN, PAGE_DIGITS
 from inside_llm.sim.kvpolicies import simulate_kv
@@ -185,10 +185,9 @@ def test_latent_attention_caches_a_small_latent_per_token(client):
 @pytest.fixture
 def fresh_measurements(monkeypatch):
     """Nothing measured yet in this process (each test measures for itself)."""
-    from inside_llm.api import kv_cache, measured
+    from inside_llm.api import kv_cache
 
-    monkeypatch.setattr(measured, "_SHARED", {})
-    monkeypatch.setattr(kv_cache, "MEASURED", measured.Measured(kv_cache._measure_kv, 2, kv_cache._kv_unavailable))
+    forget_measurements(monkeypatch, kv_cache, kv_cache._measure_kv, kv_cache._kv_unavailable)
 
 
 def test_measured_kv_bytes_per_token_beside_llama_70b(client):

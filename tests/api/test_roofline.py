@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from apikit import assert_refused, assert_same_bytes_and_etag
+from apikit import assert_refused, assert_same_bytes_and_etag, forget_measurements
 
 from inside_llm.sim import catalog
 from inside_llm.sim import roofline as rl
@@ -145,10 +145,9 @@ def test_prefill_curve_slides_over_the_ridge_as_the_prompt_grows(client):
 @pytest.fixture
 def fresh_measurements(monkeypatch):
     """Nothing measured yet in this process (each test measures for itself)."""
-    from inside_llm.api import measured, roofline
+    from inside_llm.api import roofline
 
-    monkeypatch.setattr(measured, "_SHARED", {})
-    monkeypatch.setattr(roofline, "MEASURED", measured.Measured(roofline._measure_cpu, 2, roofline._cpu_unavailable))
+    forget_measurements(monkeypatch, roofline, roofline._measure_cpu, roofline._cpu_unavailable)
 
 
 def test_measured_cpu_roofline_is_consistent_and_shared_with_chapter_2(client):
