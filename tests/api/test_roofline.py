@@ -209,4 +209,7 @@ def test_measured_cpu_roofline_times_the_toy_without_smollm2(client, no_model, f
     d = client.get("/api/roofline/measured").json()
     assert d["available"] and d["model"]["served"] == "toy" and d["model"]["requested"] == "smollm2"
     assert "SmolLM2-135M-Instruct is not on this server" in d["model"]["note"]
-    assert d["decode_prediction"]["weight_bytes_per_token"] == cpu_measure.weight_bytes_per_token(demo_model())
+    pred, llc = d["decode_prediction"], d["roofs"]["last_level_cache_bytes"]
+    assert pred["weight_bytes_per_token"] == cpu_measure.weight_bytes_per_token(demo_model())
+    # the toy's ~24 MB of weights sit in any cache of at least that size: the panel then says the floor says little
+    assert pred["weights_fit_in_last_level_cache"] == (None if llc is None else pred["weight_bytes_per_token"] <= llc)

@@ -198,6 +198,10 @@ class DecodePrediction(BaseModel):
     predicted_milliseconds_per_token: float = Field(description="weight bytes / measured memory bandwidth.")
     measured_milliseconds_per_token: float
     measured_over_predicted: float = Field(description="How many times slower than reading the weights alone.")
+    weights_fit_in_last_level_cache: bool | None = Field(
+        description="The weights a step reads fit in the CPU's last-level cache, so a step need not read them from "
+        "memory and the bandwidth floor says little (None when Linux does not report the cache)."
+    )
 
 
 class RooflineMeasuredResponse(MeasuredHeader):
@@ -260,6 +264,9 @@ def _measure_cpu(served: str) -> dict:
             predicted_milliseconds_per_token=ms.sig4(pred["predicted_ms_per_token"]),
             measured_milliseconds_per_token=ms.sig4(pred["measured_ms_per_token"]),
             measured_over_predicted=ms.sig4(pred["measured_over_predicted"]),
+            weights_fit_in_last_level_cache=None
+            if mem["last_level_cache_bytes"] is None
+            else pred["weight_bytes_per_token"] <= mem["last_level_cache_bytes"],
         ),
         rounds=timing["rounds"],
     ).model_dump()

@@ -100,9 +100,14 @@ export function cpuRoofline(box, ctx, alive) {
       const line = h('p', { class: 'mp-predict' }, box);
       h('strong', { text: `Decode predicted from bandwidth: ${num(p.predicted_milliseconds_per_token, 3)} ms/token; ` +
         `measured: ${num(p.measured_milliseconds_per_token, 3)} ms/token.` }, line);
+      const cached = p.weights_fit_in_last_level_cache
+        ? ` These ${num(p.weight_bytes_per_token / 1e6, 3)} MB of weights fit in this CPU's ` +
+          `${num(r.last_level_cache_bytes / 1e6, 3)} MB last-level cache, so a step can read them without going to ` +
+          'memory: here the bandwidth floor says little.'
+        : '';
       line.append(` Reading ${num(p.weight_bytes_per_token / 1e6, 3)} MB of weights per token at ` +
         `${num(r.memory_bandwidth_bytes_per_second / 1e9, 3)} GB/s is the floor; the measured step takes ` +
-        `${num(p.measured_over_predicted, 2)}× as long (the floor counts only the weight reads). Prefill of ` +
+        `${num(p.measured_over_predicted, 2)}× as long (the floor counts only the weight reads).${cached} Prefill of ` +
         `${m.prefill.tokens} tokens shares each weight read: ${num(m.prefill.arithmetic_intensity, 3)} FLOP/byte, right ` +
         `of the ridge; decode does ${num(m.decode.arithmetic_intensity, 2)}.`);
     } });
