@@ -10,6 +10,7 @@ import statistics
 import time
 
 from inside_llm.sim import catalog, roofline, serving
+from inside_llm.sim.result import as_json
 
 CALLS = 400
 
@@ -42,8 +43,8 @@ def run() -> list[dict]:
     )
     rows += _rows(
         "roofline",
-        _time(lambda: roofline.roofline().to_dict()),
-        "roofline.roofline() at defaults incl. decode curve and to_dict(); target median < 5 ms",
+        _time(lambda: as_json(roofline.roofline())),
+        "roofline.roofline() at defaults incl. decode curve and as_json(); target median < 5 ms",
     )
     return rows
 

@@ -10,6 +10,7 @@ from inside_llm.sim import catalog, serving
 from inside_llm.sim.costmodel import memory_per_gpu
 from inside_llm.sim.hardware import gpu_from_fields
 from inside_llm.sim.models import ModelSpec
+from inside_llm.sim.result import as_json
 
 HEADLINES = (
     "ttft_ms",
@@ -293,7 +294,7 @@ def test_every_catalog_id_is_accepted(client):
 def test_memory_matches_the_cost_model(client):
     d = _get(client, batch=100, prompt_tokens=4096, output_tokens=1024)
     cfg, _ = serving.resolve(serving.ServingParams(batch=100, prompt_tokens=4096, output_tokens=1024))
-    assert d["memory"] == memory_per_gpu(cfg, 100, 5120).to_dict()
+    assert d["memory"] == as_json(memory_per_gpu(cfg, 100, 5120))
 
 
 def test_same_url_same_bytes_and_etag(client):

@@ -7,6 +7,7 @@ from apikit import assert_refused, assert_same_bytes_and_etag, forget_measuremen
 
 from inside_llm.sim import catalog
 from inside_llm.sim import roofline as rl
+from inside_llm.sim.result import as_json
 
 
 def test_defaults_equal_the_simulation(client):
@@ -21,7 +22,7 @@ def test_defaults_equal_the_simulation(client):
         1,
         1024,
     )
-    want = rl.roofline().to_dict()
+    want = as_json(rl.roofline())
     for k in ("roof", "prefill", "decode", "decode_curve", "roof_curve"):
         assert d[k] == want[k], k
     assert d["math"]["ridge_flops_per_byte"]["value"] == d["roof"]["ridge_flops_per_byte"]

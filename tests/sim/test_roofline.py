@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from inside_llm.sim import catalog, roofline
+from inside_llm.sim.result import as_json
 
 
 def test_h100_roofs_and_ridge():
@@ -51,6 +52,6 @@ def test_bounds_and_json():
         roofline.roofline(batch=0)
     with pytest.raises(ValueError, match="context window of Llama 2 7B"):
         roofline.roofline(model="llama-2-7b", context_tokens=5000)
-    d = roofline.roofline().to_dict()
+    d = as_json(roofline.roofline())
     json.dumps(d)
     assert set(d["math"]) == {"ridge_flops_per_byte", "decode_arithmetic_intensity", "decode_share_of_peak"}

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..sim import catalog, serving
-from ..sim.costmodel import EngineConfig, memory_per_gpu, step_time
+from ..sim.costmodel import EngineConfig, MemoryBreakdown, memory_per_gpu, step_time
 from ..sim.errors import SimError
 from ..sim.hardware import GPU, gpu_from_fields
 from ..sim.models import ModelSpec
@@ -130,19 +130,6 @@ class DialsParams(BaseModel):
         return v
 
 
-class MemoryOut(BaseModel):
-    """Per GPU, decimal GB. weights + kv_cache + activations + reserve + spare = capacity."""
-
-    capacity_gb: float
-    weights_gb: float
-    kv_cache_gb: float
-    activations_gb: float
-    reserve_gb: float
-    spare_gb: float = Field(description="Negative when the configuration does not fit.")
-    fits: bool
-    shortfall_gb: float = Field(description="How much more memory each GPU would need (0 when it fits).")
-
-
 class CurveOut(BaseModel):
     """Decode step time as every sequence's context grows (same batch and sharding)."""
 
@@ -222,7 +209,7 @@ class DialsResponse(BaseModel):
     )
     nodes: NodesOut
     cost_per_million_tokens_usd: float | None
-    memory: MemoryOut
+    memory: MemoryBreakdown
     max_batch: int = Field(description="Largest batch that fits at prompt + output tokens.")
     bound: Literal["memory", "compute"] = Field(description="The roof the decode step sits under.")
     prefill_bound: Literal["memory", "compute"]

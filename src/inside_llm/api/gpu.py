@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..sim import catalog, gpu_layout
 from ..sim.costmodel import EngineConfig, memory_per_gpu
 from ..sim.derivation import math_dict
+from ..sim.result import as_json
 from ..sim.roofline import MAX_BATCH
 from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision
 
@@ -111,7 +112,7 @@ def gpu_view(p: GpuParams) -> GpuResponse:
             tile_bytes=stream["bytes_per_step"] / TILES_PER_STEP,
             kv_tiles=kv_tiles,
         ),
-        memory=mem.to_dict(),
+        memory=as_json(mem),
         math=math_dict(**gpu_layout.decode_stream_math(cfg, p.batch, p.context)),
     )
 

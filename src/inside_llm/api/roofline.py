@@ -48,45 +48,15 @@ class RooflineParams(BaseModel):
     )
 
 
-class RoofOut(BaseModel):
-    """The GPU's two roofs at this precision. Units: FLOP/s, bytes/s, FLOP/byte."""
-
-    gpu_id: str
-    precision: str
-    math: str = Field(description="Tensor path the GEMMs run on (an FP8 model on A100 runs BF16 math).")
-    peak_flops_per_s: float
-    bandwidth_bytes_per_s: float
-    ridge_flops_per_byte: float
-    peak_source: str
-    bandwidth_source: str
-
-
-class PointOut(BaseModel):
-    """One engine step on one GPU: FLOPs, HBM bytes, intensity, attained and ideal FLOP/s."""
-
-    phase: Literal["prefill", "decode"]
-    batch: int
-    context_tokens: int
-    flops: float
-    hbm_bytes: float
-    arithmetic_intensity: float = Field(description="FLOP/byte.")
-    seconds: float
-    attained_flops_per_s: float = Field(description="FLOPs / step seconds (cost model, overheads included).")
-    roof_flops_per_s: float = Field(description="The ideal roof at this intensity.")
-    share_of_peak: float = Field(description="attained / peak: the share of the chip's math used.")
-    roof_share_of_peak: float
-    bound: Literal["memory", "compute"]
-
-
 class RooflineResponse(BaseModel):
     model: dict[str, Any] = Field(description="id and name.")
     gpu: dict[str, Any] = Field(description="id and name.")
     batch: int
     prompt_tokens: int
     tp: int
-    roof: RoofOut
-    prefill: PointOut
-    decode: PointOut
+    roof: rl.Roof
+    prefill: rl.RooflinePoint
+    decode: rl.RooflinePoint
     binding_roof: Literal["memory", "compute"] = Field(
         description="The roof above the decode point: memory left of the ridge, compute right of it."
     )
@@ -104,7 +74,6 @@ class RooflineResponse(BaseModel):
 
 def roofline_view(p: RooflineParams) -> RooflineResponse:
     res = rl.roofline(p.model, p.gpu, p.precision, batch=p.batch, context_tokens=p.prompt_tokens, tp=p.tp)
-    d = res.to_dict()
     binds = "compute" if res.decode.arithmetic_intensity >= res.roof.ridge_flops_per_byte else "memory"
     m, g = catalog.model(p.model), catalog.gpu(p.gpu)
     return RooflineResponse(
@@ -113,14 +82,14 @@ def roofline_view(p: RooflineParams) -> RooflineResponse:
         batch=p.batch,
         prompt_tokens=p.prompt_tokens,
         tp=p.tp,
-        roof=d["roof"],
-        prefill=d["prefill"],
-        decode=d["decode"],
+        roof=res.roof,
+        prefill=res.prefill,
+        decode=res.decode,
         binding_roof=binds,
-        decode_curve=d["decode_curve"],
-        prefill_curve=d["prefill_curve"],
-        roof_curve=d["roof_curve"],
-        math={**d["math"], **math_dict(**rl.point_math(res, p.tp))},
+        decode_curve=res.decode_curve,
+        prefill_curve=res.prefill_curve,
+        roof_curve=res.roof_curve,
+        math=math_dict(**res.math, **rl.point_math(res, p.tp)),
     )
 
 

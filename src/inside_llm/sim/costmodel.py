@@ -33,6 +33,7 @@ from functools import cached_property
 from .errors import SimError
 from .hardware import ACTIVATION_BYTES, GPU, kv_bytes_per_value, math_rate, number_format, weight_bytes_per_param
 from .models import ModelSpec, expected_experts_touched, param_counts
+from .result import about
 
 GB = 1e9  # memory figures are decimal gigabytes, like the vendors' "80 GB"
 LOGIT_BYTES = 4.0  # FP32 logits
@@ -376,19 +377,21 @@ def step_time(
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Memory per GPU in GB (1e9 bytes). fits: everything fits; shortfall_gb = how much is missing."""
+    """Per GPU, decimal GB (1e9 bytes). weights + kv_cache + activations + reserve + spare = capacity.
+    In JSON (`result.as_json`) each figure keeps 3 decimals."""
 
-    capacity_gb: float
-    weights_gb: float
-    kv_cache_gb: float
-    activations_gb: float
-    reserve_gb: float
-    spare_gb: float
-    fits: bool
-    shortfall_gb: float
-
-    def to_dict(self) -> dict[str, float | bool]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+    capacity_gb: float = about("The GPU's memory capacity.", digits=3)
+    weights_gb: float = about("This GPU's share of the weights.", digits=3)
+    kv_cache_gb: float = about("KV cache of the batch's sequences at their context, this GPU's share.", digits=3)
+    activations_gb: float = about(
+        "Peak activation buffers: one prefill chunk, plus a row of logits per sequence.", digits=3
+    )
+    reserve_gb: float = about(
+        "Kept back for CUDA context, workspaces and fragmentation (as vLLM's gpu_memory_utilization).", digits=3
+    )
+    spare_gb: float = about("Negative when the configuration does not fit.", digits=3)
+    fits: bool = about("Everything fits: spare_gb >= 0.")
+    shortfall_gb: float = about("How much more memory each GPU would need (0 when it fits).", digits=3)
 
 
 def activation_bytes(cfg: EngineConfig, batch: int, context_tokens: int) -> float:

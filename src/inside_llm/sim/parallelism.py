@@ -36,6 +36,7 @@ from .derivation import Derivation, derive
 from .errors import SimError
 from .hardware import ACTIVATION_BYTES, weight_bytes_per_param
 from .models import param_counts
+from .result import as_json
 
 MAX_NODE_GPUS = 8  # one HGX baseboard
 MAX_MICRO_BATCHES = 64
@@ -233,7 +234,7 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
         ],
         "gpu_map": gpu_map(p.gpus, p.tp, p.pp),
         "model_weights_gb": whole.shard.weight_bytes / GB,
-        **{k: v for k, v in mem.to_dict().items()},
+        **as_json(mem),
         "single_gpu": {
             "weights_gb": one.weights_gb,
             "kv_cache_gb": one.kv_cache_gb,

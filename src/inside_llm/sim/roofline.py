@@ -14,7 +14,7 @@ a fraction of a percent of the math is used.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from .derivation import Derivation, derive
 from .errors import SimError
 from .hardware import GPU, math_rate
 from .models import ModelSpec
+from .result import about
 
 MAX_BATCH = 1024  # chats decoded together: the decode curve runs 1 .. MAX_BATCH
 DEFAULT_BATCHES = tuple(2**i for i in range(11))  # 1 .. 1024
@@ -33,16 +34,16 @@ ROOF_INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte, the chart's x axis
 
 @dataclass(frozen=True)
 class Roof:
-    """The two roofs of a GPU at a precision. Units: FLOP/s, bytes/s, FLOP/byte."""
+    """The GPU's two roofs at this precision. Units: FLOP/s, bytes/s, FLOP/byte."""
 
-    gpu_id: str
-    precision: str
-    math: str
-    peak_flops_per_s: float
-    bandwidth_bytes_per_s: float
-    ridge_flops_per_byte: float
-    peak_source: str
-    bandwidth_source: str
+    gpu_id: str = about("Catalog GPU id.")
+    precision: str = about("Weight precision the roofs are for.")
+    math: str = about("Tensor path the GEMMs run on (an FP8 model on A100 runs BF16 math).")
+    peak_flops_per_s: float = about("The compute roof: dense FLOP/s of that tensor path (datasheet).")
+    bandwidth_bytes_per_s: float = about("The memory roof's slope: peak HBM bytes/s (datasheet).")
+    ridge_flops_per_byte: float = about("peak / bandwidth: the intensity where the two roofs meet (FLOP/byte).")
+    peak_source: str = about("Where the peak comes from.")
+    bandwidth_source: str = about("Where the bandwidth comes from.")
 
     def attainable(self, intensity: np.ndarray | float) -> np.ndarray | float:
         """min(peak, intensity * bandwidth): the roof at a given FLOP/byte."""
@@ -67,20 +68,20 @@ def roof(gpu: GPU, precision: str = "bf16") -> Roof:
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    """One engine step on the chart, per GPU. share_of_peak is the fraction of the math used."""
+    """One engine step on one GPU: FLOPs, HBM bytes, intensity, attained and ideal FLOP/s."""
 
-    phase: str  # "prefill" | "decode"
-    batch: int
-    context_tokens: int
-    flops: float
-    hbm_bytes: float
-    arithmetic_intensity: float  # FLOP/byte
-    seconds: float
-    attained_flops_per_s: float
-    roof_flops_per_s: float  # the ideal roof at this intensity (no efficiencies, no overheads)
-    share_of_peak: float
-    roof_share_of_peak: float
-    bound: str
+    phase: Literal["prefill", "decode"] = about("prefill: `batch` prompts of `context_tokens`; decode: one step.")
+    batch: int = about("Sequences in the step (prefill: prompts).")
+    context_tokens: int = about("Tokens of context per sequence (prefill: the prompt).")
+    flops: float = about("FLOPs of the step on this GPU.")
+    hbm_bytes: float = about("HBM bytes the step moves on this GPU (weights and KV cache).")
+    arithmetic_intensity: float = about("FLOP/byte.")
+    seconds: float = about("Step time (cost model, overheads included), s.")
+    attained_flops_per_s: float = about("FLOPs / step seconds (cost model, overheads included).")
+    roof_flops_per_s: float = about("The ideal roof at this intensity (no efficiencies, no overheads).")
+    share_of_peak: float = about("attained / peak: the share of the chip's math used.")
+    roof_share_of_peak: float = about("roof / peak: the share the ideal roof allows at this intensity.")
+    bound: Literal["memory", "compute"] = about("The roof the step sits under (cost model).")
 
 
 def point(cfg: EngineConfig, phase: str, batch: int, context_tokens: int, peak: Roof) -> RooflinePoint:
@@ -125,17 +126,6 @@ class RooflineResult:
     roof_curve: dict[str, list]
     math: dict[str, Derivation] = field(default_factory=dict)
     prefill_curve: dict[str, list] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "roof": self.roof.__dict__,
-            "prefill": self.prefill.__dict__,
-            "decode": self.decode.__dict__,
-            "decode_curve": self.decode_curve,
-            "prefill_curve": self.prefill_curve,
-            "roof_curve": self.roof_curve,
-            "math": {k: v.to_dict() for k, v in self.math.items()},
-        }
 
 
 def decode_curve(

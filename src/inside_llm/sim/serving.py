@@ -47,6 +47,7 @@ from .derivation import Derivation, derive
 from .errors import SimError, words
 from .hardware import GPU, math_rate, number_format
 from .models import ModelSpec
+from .result import as_json
 
 MAX_GPUS = 144  # two GB200 NVL72 racks, or 18 eight-GPU nodes
 MAX_BATCH = 4096
@@ -105,7 +106,7 @@ class ServingEstimate:
         appear only under `hypothetical` (with the reason): they describe a server that cannot run.
         """
         d = {k: v for k, v in self.__dict__.items() if k not in ("memory", "math")}
-        d["memory"] = self.memory.to_dict()
+        d["memory"] = as_json(self.memory)
         d["math"] = {k: v.to_dict() for k, v in self.math.items()}
         d["fits"] = self.fits
         d["hypothetical"] = None
