@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..sim import catalog, costmodel
-from ..sim.derivation import derive
+from ..sim.derivation import derive, math_dict
 from ..sim.schedrecords import BatchingResult
 from ..sim.scheduler import MAX_RATE, MAX_SEATS, simulate_batching
 from ..sim.stepcost import CostModelClock
@@ -95,8 +95,8 @@ def engine(seats: int) -> dict:
         "decode_step_ms_batch_1": round(b1.seconds * 1e3, 3),
         "decode_step_ms_all_seats": round(full.seconds * 1e3, 3),
         "prefill_step_ms_2048_tokens": round(step_seconds(2048, 0, 0).seconds * 1e3, 3),
-        "math": {
-            "kv_capacity_tokens": derive(
+        "math": math_dict(
+            kv_capacity_tokens=derive(
                 kv_tokens,
                 "tokens",
                 "(HBM - weights - activations - runtime reserve) / KV bytes per token",
@@ -111,8 +111,8 @@ def engine(seats: int) -> dict:
                     "KV cache in BF16: 2 (K and V) x layers x KV heads x head dim x 2 bytes",
                     "runtime reserve as vLLM's gpu_memory_utilization = 0.9",
                 ],
-            ).to_dict(),
-            "decode_step_ms_all_seats": derive(
+            ),
+            decode_step_ms_all_seats=derive(
                 round(full.seconds * 1e3, 3),
                 "ms",
                 "max(GEMM FLOPs / (peak x eff), weight bytes / (HBM x eff)) + max(attention FLOPs / (peak x eff), "
@@ -130,8 +130,8 @@ def engine(seats: int) -> dict:
                     "efficiency factors calibrated against published measurements (docs/calibration.md)",
                     "a step's prefill tokens are costed as one prompt (its attention is an upper bound)",
                 ],
-            ).to_dict(),
-        },
+            ),
+        ),
     }
 
 

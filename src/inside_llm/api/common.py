@@ -18,9 +18,10 @@ from typing import Annotated, Any, Literal
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, BaseModel, Field, ValidationInfo, model_serializer
+from pydantic import AfterValidator, Field, ValidationInfo, WrapSerializer
 
 from ..sim import catalog
+from ..sim.derivation import Derivation
 from ..sim.errors import SimError, words
 from ..sim.hardware import KV_PRECISIONS, WEIGHT_PRECISIONS
 from ..sim.workloads import WORKLOADS
@@ -71,39 +72,21 @@ TensorParallel = Annotated[int, Field(ge=1, le=8), AfterValidator(check_tp)]
 ContextTokens = Annotated[int, Field(ge=1, le=MAX_CONTEXT, validate_default=True), AfterValidator(check_context)]
 
 
-# ---- show-the-math: the response form of sim.derivation.Derivation ------------------------------
+# ---- show-the-math: sim.derivation.Derivation is its own response model ----------------------
 
 
-class DerivationInput(BaseModel):
-    """One named input of a formula."""
-
-    name: str
-    value: float | int | str
-    unit: str = ""
-    source: str | None = Field(None, description="Where an outside figure comes from (absent for computed ones).")
-
-    @model_serializer(mode="wrap")
-    def _omit_missing_source(self, handler):  # as Derivation.to_dict: no "source" key for computed inputs
-        out = handler(self)
-        if out.get("source") is None:
-            out.pop("source", None)
-        return out
-
-
-class Derivation(BaseModel):
-    """How a headline number was made: its value and unit, the formula, the inputs with their units and
-    sources, the assumptions and the sources (sim.derivation.Derivation.to_dict())."""
-
-    value: float | int
-    unit: str
-    formula: str
-    inputs: list[DerivationInput]
-    assumptions: list[str]
-    sources: list[str]
+def _omit_missing_sources(d: Derivation, handler: Any):  # no return type: /docs shows Derivation
+    """As result.as_json writes a Derivation: no "source" key for a computed input."""
+    out = handler(d)
+    for i in out["inputs"]:
+        if not i.get("source"):
+            i.pop("source", None)
+    return out
 
 
 Math = Annotated[
-    dict[str, Derivation], Field(description="Show-the-math: each headline field's name -> how it was computed.")
+    dict[str, Annotated[Derivation, WrapSerializer(_omit_missing_sources)]],
+    Field(description="Show-the-math: each headline field's name -> how it was computed."),
 ]
 
 

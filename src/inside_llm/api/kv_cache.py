@@ -24,6 +24,7 @@ from ..sim.derivation import derive
 from ..sim.errors import SimError
 from ..sim.kvpolicies import KVFrames, KVPolicyRun, KVResult, Residencies, simulate_kv
 from ..sim.models import kv_bytes_per_token
+from ..sim.result import as_json
 from . import measured as ms
 from .common import MAX_REQUESTS, Workload, seed_field
 from .measured import Measured, MeasuredHeader
@@ -140,7 +141,7 @@ def kv_per_token(model_id: str) -> dict:
         "kv_heads": m.num_key_value_heads,
         "head_dim": m.head_dim,
         "bytes_per_value": KV_BYTES_PER_VALUE,
-        "math": math.to_dict(),
+        "math": as_json(math),
     }
 
 

@@ -21,6 +21,7 @@ from ..sim import quantization as qz
 from ..sim.costmodel import GB, EngineConfig, memory_per_gpu
 from ..sim.derivation import derive
 from ..sim.errors import SimError
+from ..sim.result import as_json
 from ..sim.transformer import load_model
 from .common import GpuId, Math, ModelId
 from .demo_model import served_model, served_name
@@ -405,7 +406,7 @@ def _math(model: str, gpu: str, precision: str, batch: int, o: dict) -> dict[str
     same = o["same_gpus"] and _serving(model, gpu, precision, batch, o["same_gpus"])
     if same:
         out["tokens_per_s_per_user_same_gpus"] = same.math["tokens_per_s_per_user"]
-    return {k: (v if isinstance(v, dict) else v.to_dict()) for k, v in out.items()}
+    return as_json(out)
 
 
 @router.get("/api/quantization", response_model=QuantizationResponse)

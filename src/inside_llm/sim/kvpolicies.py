@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from inside_llm.sim.derivation import derive
 from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, check_pool, num_blocks_for
+from inside_llm.sim.result import as_json
 from inside_llm.sim.workloads import PAPER, Trace, check_int, check_subset, make_trace
 
 POLICIES = ("paged", "contiguous", "pow2", "oracle")
@@ -407,32 +408,34 @@ def summarize(run: KVRun) -> KVPolicyRun:
     }
     share["free"] = 1 - (totals["allocated"] / (cap * steps))
     waste = round(1 - totals["used"] / totals["allocated"], 6)
-    math_ = {
-        "waste_fraction": derive(
-            waste,
-            "fraction of allocated KV memory",
-            "1 - sum over steps of used slots / sum over steps of allocated slots",
-            {
-                "used_token_steps": (totals["used"], "token-steps"),
-                "allocated_slot_steps": (totals["allocated"], "slot-steps"),
-                "num_steps": (steps, "steps"),
-                "capacity": (cap, "token slots"),
-            },
-            [
-                "one token per resident request per step",
-                "all requests queued at step 0, admitted FCFS",
-                f"reservation: {RESERVATION[run.policy]}",
-            ],
-            [PAPER],
-        ).to_dict(),
-        "max_concurrent_requests": derive(
-            run.max_resident,
-            "requests",
-            "max over steps of requests holding KV memory",
-            {"capacity": (cap, "token slots")},
-            [f"reservation: {RESERVATION[run.policy]}"],
-        ).to_dict(),
-    }
+    math_ = as_json(
+        {
+            "waste_fraction": derive(
+                waste,
+                "fraction of allocated KV memory",
+                "1 - sum over steps of used slots / sum over steps of allocated slots",
+                {
+                    "used_token_steps": (totals["used"], "token-steps"),
+                    "allocated_slot_steps": (totals["allocated"], "slot-steps"),
+                    "num_steps": (steps, "steps"),
+                    "capacity": (cap, "token slots"),
+                },
+                [
+                    "one token per resident request per step",
+                    "all requests queued at step 0, admitted FCFS",
+                    f"reservation: {RESERVATION[run.policy]}",
+                ],
+                [PAPER],
+            ),
+            "max_concurrent_requests": derive(
+                run.max_resident,
+                "requests",
+                "max over steps of requests holding KV memory",
+                {"capacity": (cap, "token slots")},
+                [f"reservation: {RESERVATION[run.policy]}"],
+            ),
+        }
+    )
     return KVPolicyRun(
         name=run.policy,
         layout="paged" if run.paged else "contiguous",

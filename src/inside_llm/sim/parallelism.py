@@ -253,7 +253,7 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
         "nodes": serving.node_facts(cfg, p.gpus),
         "layer": layer_weights(cfg),
     }
-    out["math"] = {k: d.to_dict() for k, d in _derivations(cfg, node, p, out).items()}
+    out["math"] = as_json(_derivations(cfg, node, p, out))
     return out
 
 

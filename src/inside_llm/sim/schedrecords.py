@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from inside_llm.sim.derivation import derive
+from inside_llm.sim.result import as_json
 
 if TYPE_CHECKING:  # the engine imports this module to report; this one only reads the engine
     from inside_llm.sim.scheduler import Engine
@@ -242,38 +243,40 @@ def run_metrics(engine: Engine) -> RunMetrics:
 
 def metrics_math(m: RunMetrics, engine: Engine) -> dict[str, dict]:
     """Show-the-math for the headline numbers."""
-    return {
-        "throughput_tokens_per_s": derive(
-            m.throughput_tokens_per_s,
-            "tokens/s",
-            "sum of output tokens / (last finish - first arrival)",
-            {"num_output_tokens": (m.num_output_tokens, "tokens"), "makespan": (m.makespan_s, "s")},
-        ).to_dict(),
-        "seat_utilization": derive(
-            m.seat_utilization,
-            "fraction",
-            "sum over steps of (step duration x occupied seats) / (seats x makespan)",
-            {
-                "seat_seconds_used": (round(engine.busy_seat_s, 6), "seat-s"),
-                "seats": (engine.seats, "seats"),
-                "makespan": (m.makespan_s, "s"),
-            },
-            ["a seat is occupied from admission until the step that produces the request's last token"],
-        ).to_dict(),
-        "ttft_ms_p50": derive(
-            m.ttft_ms_p50,
-            "ms",
-            "median over requests of (end of the step that samples its first token - arrival)",
-            {"num_requests": (engine.num_requests, "requests")},
-            ["includes queueing; a prompt may be prefilled over several steps (chunked)"],
-        ).to_dict(),
-        "latency_ms_p50": derive(
-            m.latency_ms_p50,
-            "ms",
-            "median over requests of (finish - arrival)",
-            {"num_requests": (engine.num_requests, "requests")},
-        ).to_dict(),
-    }
+    return as_json(
+        {
+            "throughput_tokens_per_s": derive(
+                m.throughput_tokens_per_s,
+                "tokens/s",
+                "sum of output tokens / (last finish - first arrival)",
+                {"num_output_tokens": (m.num_output_tokens, "tokens"), "makespan": (m.makespan_s, "s")},
+            ),
+            "seat_utilization": derive(
+                m.seat_utilization,
+                "fraction",
+                "sum over steps of (step duration x occupied seats) / (seats x makespan)",
+                {
+                    "seat_seconds_used": (round(engine.busy_seat_s, 6), "seat-s"),
+                    "seats": (engine.seats, "seats"),
+                    "makespan": (m.makespan_s, "s"),
+                },
+                ["a seat is occupied from admission until the step that produces the request's last token"],
+            ),
+            "ttft_ms_p50": derive(
+                m.ttft_ms_p50,
+                "ms",
+                "median over requests of (end of the step that samples its first token - arrival)",
+                {"num_requests": (engine.num_requests, "requests")},
+                ["includes queueing; a prompt may be prefilled over several steps (chunked)"],
+            ),
+            "latency_ms_p50": derive(
+                m.latency_ms_p50,
+                "ms",
+                "median over requests of (finish - arrival)",
+                {"num_requests": (engine.num_requests, "requests")},
+            ),
+        }
+    )
 
 
 def policy_run(engine: Engine, horizon_s: float, max_frames: int) -> PolicyRun:

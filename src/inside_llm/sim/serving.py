@@ -107,7 +107,7 @@ class ServingEstimate:
         """
         d = {k: v for k, v in self.__dict__.items() if k not in ("memory", "math")}
         d["memory"] = as_json(self.memory)
-        d["math"] = {k: v.to_dict() for k, v in self.math.items()}
+        d["math"] = as_json(self.math)
         d["fits"] = self.fits
         d["hypothetical"] = None
         if not self.fits:

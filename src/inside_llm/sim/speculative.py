@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from inside_llm.sim.derivation import derive
+from inside_llm.sim.result import as_json
 
 LEVIATHAN = ("Leviathan, Kalman & Matias, Fast Inference from Transformers via Speculative Decoding, "
              "ICML 2023, arXiv:2211.17192")
@@ -97,7 +98,7 @@ def analytic(alpha: float, gamma: int, cost_ratio: float) -> dict[str, Any]:
               "speedup": speedup(alpha, g, cost_ratio)} for g in CURVE_GAMMAS]
     return {"alpha": alpha, "gamma": gamma, "cost_ratio": cost_ratio, "expected_tokens_per_pass": e,
             "speedup": s, "optimal_gamma": best, "optimal_speedup": speedup(alpha, best, cost_ratio),
-            "curve": curve, "math": {k: d.to_dict() for k, d in math.items()}}
+            "curve": curve, "math": as_json(math)}
 
 
 # ---- the real loop --------------------------------------------------------------------------------

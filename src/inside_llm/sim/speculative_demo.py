@@ -31,6 +31,7 @@ import numpy as np
 from inside_llm.sim import speculative as sp
 from inside_llm.sim.derivation import derive
 from inside_llm.sim.draft_lookup import TokenCache, early_exit, lookup_forward
+from inside_llm.sim.result import as_json
 from inside_llm.sim.transformer import DemoModel, KVCache, load_model
 
 from .errors import SimError
@@ -214,12 +215,13 @@ def gpu_time(frames: list[dict], num_tokens: int, c: float) -> dict[str, Any]:
     draft_passes = sum(len(f["proposed"]) for f in frames)
     return {"plain": float(num_tokens), "speculative": spec, "speedup": num_tokens / spec if spec else 0.0,
             "per_pass": per_pass, "cost_ratio": c,
-            "math": derive(num_tokens / spec if spec else 0.0, "x", "plain passes / (checks + draft passes x c)",
-                           {"plain": (num_tokens, "big-model passes, one per token"),
-                            "checks": (len(frames), "big-model passes"), "draft_passes": (draft_passes, "passes"),
-                            "c": (c, "one draft pass / one big-model pass")},
-                           ["a decode pass costs its weight reads, so a check of gamma+1 tokens costs one pass",
-                            "the prompt's prefill is the first pass of both"]).to_dict()}
+            "math": as_json(derive(
+                num_tokens / spec if spec else 0.0, "x", "plain passes / (checks + draft passes x c)",
+                {"plain": (num_tokens, "big-model passes, one per token"),
+                 "checks": (len(frames), "big-model passes"), "draft_passes": (draft_passes, "passes"),
+                 "c": (c, "one draft pass / one big-model pass")},
+                ["a decode pass costs its weight reads, so a check of gamma+1 tokens costs one pass",
+                 "the prompt's prefill is the first pass of both"]))}
 
 
 def _model_info(m: DemoModel) -> dict[str, Any]:
@@ -230,29 +232,29 @@ def _model_info(m: DemoModel) -> dict[str, Any]:
 def _demo_math(spec: sp.SpecResult, gamma: int, c: float, target: DemoModel, draft: dict) -> dict:
     alpha = spec.alpha_estimate
     judged = spec.num_accepted + spec.num_rejected
-    return {
+    return as_json({
         "acceptance_rate": derive(
             spec.acceptance_rate, "", "accepted draft tokens / proposed draft tokens",
             {"accepted": (spec.num_accepted, "tokens"), "proposed": (spec.num_proposed, "tokens")},
-            ["drafts after a step's first mismatch are never judged and count as not accepted"]).to_dict(),
+            ["drafts after a step's first mismatch are never judged and count as not accepted"]),
         "alpha_estimate": derive(
             alpha, "", "accepted / (accepted + first rejections)",
             {"accepted": (spec.num_accepted, "tokens"), "judged": (judged, "tokens")},
             ["only drafts the target ruled on count: the kept ones and each step's first mistake"],
-            [f"{sp.LEVIATHAN}, Definition 3.1 (acceptance rate beta; alpha = E(beta))"]).to_dict(),
+            [f"{sp.LEVIATHAN}, Definition 3.1 (acceptance rate beta; alpha = E(beta))"]),
         "weights_cost_ratio": derive(
             c, "", "draft parameters / target parameters",
             {"draft": (draft["num_params"], "parameters"), "target": (target.num_params, "parameters")},
             ["a decode pass is memory-bound, so its time is the weight bytes it reads (as on a GPU)",
              "both models store weights in the same precision; the tied output head is read every pass",
-             "a prompt-lookup draft reads no weights: c = 0"]).to_dict(),
+             "a prompt-lookup draft reads no weights: c = 0"]),
         "predicted_speedup_memory_bound": derive(
             sp.speedup(alpha, gamma, c), "x", "(1 - alpha^(gamma+1)) / (1 - alpha) / (gamma * c + 1)",
             {"alpha": (alpha, "measured on this run"), "gamma": (gamma, "draft tokens/step"),
              "c": (c, "draft/target weight bytes")},
             ["a gamma+1-token verification costs one decode step (true while decode is memory-bound)"],
-            [f"{sp.LEVIATHAN}, Equation 1 and Theorem 3.8"]).to_dict(),
-    }
+            [f"{sp.LEVIATHAN}, Equation 1 and Theorem 3.8"]),
+    })
 
 
 # ---- wall clock: varies run to run ---------------------------------------------------------------
@@ -298,22 +300,22 @@ def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEA
 def _measure_math(alpha, gamma, c, v, e, greedy_s, spec_s) -> dict:
     ins = {"alpha": (alpha, "measured on this run"), "gamma": (gamma, "draft tokens/step"),
            "c": (c, "measured draft pass / decode step")}
-    return {
+    return as_json({
         "measured_speedup": derive(
             greedy_s / spec_s if spec_s > 0 else 0.0, "x", "greedy wall time / speculative wall time",
             {"greedy": (greedy_s, "s"), "speculative": (spec_s, "s")},
             ["fastest of the rounds for each; same prompt, same number of new tokens, fresh caches",
-             "measured on this server's CPU, shared with other work"]).to_dict(),
+             "measured on this server's CPU, shared with other work"]),
         "predicted_speedup": derive(
             sp.speedup(alpha, gamma, c), "x", "E / (gamma * c + 1), E = (1 - alpha^(gamma+1)) / (1 - alpha)",
             {**ins, "E": (e, "tokens/target pass")},
             ["a gamma+1-token verification costs one decode step"],
-            [f"{sp.LEVIATHAN}, Theorem 3.8"]).to_dict(),
+            [f"{sp.LEVIATHAN}, Theorem 3.8"]),
         "predicted_speedup_with_verify_cost": derive(
             e / (gamma * c + v), "x", "E / (gamma * c + v)",
             {**ins, "E": (e, "tokens/target pass"), "v": (v, "decode steps per verification (measured)")},
-            ["Theorem 3.8 with the verification's measured cost instead of one decode step"]).to_dict(),
-    }
+            ["Theorem 3.8 with the verification's measured cost instead of one decode step"]),
+    })
 
 
 # ---- which draft: prompt lookup against early exit, on the real model's examples (offline) ------------
