@@ -150,19 +150,6 @@ class GpuOut(BaseModel):
     )
 
 
-class NodesOut(BaseModel):
-    """Where the setup sits: NVLink domains (nodes) and what crosses the scale-out network."""
-
-    gpus_per_node: int
-    nodes: int
-    nodes_per_replica: int
-    spans_nodes: bool = Field(description="True when one replica's GPUs sit in more than one NVLink domain.")
-    tensor_nodes: int
-    cross_node_pipeline_sends: int
-    scaleout_bandwidth_gb_s: float = Field(description="Scale-out network per GPU, one direction (GB/s).")
-    text: str
-
-
 class HypotheticalOut(BaseModel):
     """The figures of a setup that does not fit in memory: what it would do if it could run."""
 
@@ -207,7 +194,7 @@ class DialsResponse(BaseModel):
     throughput_mode: Literal["static", "continuous"] = Field(
         description="Which of the two `tokens_per_s_total` and the cost show."
     )
-    nodes: NodesOut
+    nodes: serving.NodeFacts
     cost_per_million_tokens_usd: float | None
     memory: MemoryBreakdown
     max_batch: int = Field(description="Largest batch that fits at prompt + output tokens.")

@@ -250,7 +250,7 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
         "prefill": phases["prefill"],
         "decode": phases["decode"],
         "node": _node_dict(node),
-        "nodes": serving.node_facts(cfg, p.gpus),
+        "nodes": as_json(serving.node_facts(cfg, p.gpus)),
         "layer": layer_weights(cfg),
     }
     out["math"] = as_json(_derivations(cfg, node, p, out))

@@ -47,7 +47,7 @@ from .derivation import Derivation, derive
 from .errors import SimError, words
 from .hardware import GPU, math_rate, number_format
 from .models import ModelSpec
-from .result import as_json
+from .result import about, as_json
 
 MAX_GPUS = 144  # two GB200 NVL72 racks, or 18 eight-GPU nodes
 MAX_BATCH = 4096
@@ -92,7 +92,7 @@ class ServingEstimate:
     tokens_per_s_static: float = 0.0
     tokens_per_s_continuous: float = 0.0
     throughput_mode: str = "static"
-    nodes: dict[str, Any] = field(default_factory=dict)
+    nodes: NodeFacts | None = None
     math: dict[str, Derivation] = field(default_factory=dict)
 
     @property
@@ -100,14 +100,12 @@ class ServingEstimate:
         return self.memory.fits
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: memory and math expanded to plain dicts.
+        """As `result.as_json`, plus `fits` and the figures the dials show only for a setup that fits.
 
         When the setup does not fit, the time, rate and cost figures are None at the top level and
         appear only under `hypothetical` (with the reason): they describe a server that cannot run.
         """
-        d = {k: v for k, v in self.__dict__.items() if k not in ("memory", "math")}
-        d["memory"] = as_json(self.memory)
-        d["math"] = as_json(self.math)
+        d = as_json(self)
         d["fits"] = self.fits
         d["hypothetical"] = None
         if not self.fits:
@@ -253,7 +251,21 @@ def continuous_step(cfg: EngineConfig, p: ServingParams) -> StepTime:
     )
 
 
-def node_facts(cfg: EngineConfig, gpus: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NodeFacts:
+    """Where the setup sits: NVLink domains (nodes) and what crosses the scale-out network."""
+
+    gpus_per_node: int = about("GPUs in one NVLink domain (8 on an HGX board; 72 on GB200 NVL72).")
+    nodes: int = about("Nodes the server's GPUs occupy.")
+    nodes_per_replica: int = about("Nodes one replica's tp x pp GPUs occupy.")
+    spans_nodes: bool = about("True when one replica's GPUs sit in more than one NVLink domain.")
+    tensor_nodes: int = about("Nodes one tensor-parallel group spans (its all-reduces cross them).")
+    cross_node_pipeline_sends: int = about("Pipeline hand-offs (of pp - 1) between stages on different nodes.")
+    scaleout_bandwidth_gb_s: float = about("Scale-out network per GPU, one direction (GB/s).")
+    text: str = about("The same in a sentence.")
+
+
+def node_facts(cfg: EngineConfig, gpus: int) -> NodeFacts:
     """Where the setup sits: nodes in all, per replica, and which traffic crosses the scale-out network."""
     g = cfg.gpu
     per_replica = cfg.tp * cfg.pp
@@ -275,16 +287,16 @@ def node_facts(cfg: EngineConfig, gpus: int) -> dict[str, Any]:
             f"one replica spans {nodes_spanned(g, per_replica)} nodes of {g.node_gpus} GPUs: "
             f"{' and '.join(parts)} over the {g.scaleout_bandwidth_gb_s * 8:,.0f} Gb/s network per GPU"
         )
-    return {
-        "gpus_per_node": g.node_gpus,
-        "nodes": nodes_spanned(g, gpus),
-        "nodes_per_replica": nodes_spanned(g, per_replica),
-        "spans_nodes": spans,
-        "tensor_nodes": tp_nodes,
-        "cross_node_pipeline_sends": cross,
-        "scaleout_bandwidth_gb_s": g.scaleout_bandwidth_gb_s,
-        "text": text,
-    }
+    return NodeFacts(
+        gpus_per_node=g.node_gpus,
+        nodes=nodes_spanned(g, gpus),
+        nodes_per_replica=nodes_spanned(g, per_replica),
+        spans_nodes=spans,
+        tensor_nodes=tp_nodes,
+        cross_node_pipeline_sends=cross,
+        scaleout_bandwidth_gb_s=g.scaleout_bandwidth_gb_s,
+        text=text,
+    )
 
 
 def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
@@ -369,7 +381,7 @@ def _step_assumptions(cfg: EngineConfig) -> list[str]:
         f"{e.per_layer_overhead_s * 1e6:.0f} us per layer + {e.step_overhead_s * 1e3:.1f} ms per step of "
         "launch/scheduling overhead; tensor-parallel all-reduces on the critical path",
         "embedding and lm_head stay 16-bit; activations BF16",
-        node_facts(cfg, cfg.tp * cfg.pp)["text"],
+        node_facts(cfg, cfg.tp * cfg.pp).text,
     ]
 
 
