@@ -204,3 +204,16 @@ def test_get_tokens_states_its_limit_in_bytes_of_url(client):
     assert limit in op["description"] and "POST /api/tokens" in op["description"] and "414" in op["responses"]
     text = next(p for p in op["parameters"] if p["name"] == "text")
     assert limit in text["description"] and "POST /api/tokens" in text["description"]
+
+
+def test_sim_results_are_their_own_response_models_with_every_field_described(client):
+    """A sim dataclass used as a response model shows each field's description (dataclasses.field metadata)
+    in /docs, and a computed derivation input has no `source` key while an outside figure keeps its own."""
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for name in ("Roof", "RooflinePoint", "MemoryBreakdown", "NodeFacts", "Derivation", "DerivationInput"):
+        props = schemas[name]["properties"]
+        assert props and all(p.get("description") for p in props.values()), name
+    inputs = client.get("/api/roofline").json()["math"]["ridge_flops_per_byte"]["inputs"]
+    assert [("source" in i) for i in inputs] == [True, True]
+    inputs = client.get("/api/roofline").json()["math"]["decode_arithmetic_intensity"]["inputs"]
+    assert [("source" in i) for i in inputs] == [False, False, False]

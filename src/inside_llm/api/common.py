@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, Field, ValidationInfo, WrapSerializer
+from pydantic import AfterValidator, Field, ValidationInfo
 
 from ..sim import catalog
 from ..sim.derivation import Derivation
@@ -73,20 +73,8 @@ ContextTokens = Annotated[int, Field(ge=1, le=MAX_CONTEXT, validate_default=True
 
 
 # ---- show-the-math: sim.derivation.Derivation is its own response model ----------------------
-
-
-def _omit_missing_sources(d: Derivation, handler: Any):  # no return type: /docs shows Derivation
-    """As result.as_json writes a Derivation: no "source" key for a computed input."""
-    out = handler(d)
-    for i in out["inputs"]:
-        if not i.get("source"):
-            i.pop("source", None)
-    return out
-
-
 Math = Annotated[
-    dict[str, Annotated[Derivation, WrapSerializer(_omit_missing_sources)]],
-    Field(description="Show-the-math: each headline field's name -> how it was computed."),
+    dict[str, Derivation], Field(description="Show-the-math: each headline field's name -> how it was computed.")
 ]
 
 

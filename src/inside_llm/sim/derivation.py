@@ -14,6 +14,10 @@ from typing import Any
 from .result import about, as_json
 
 
+def _missing(source: str | None) -> bool:
+    return not source
+
+
 @dataclass(frozen=True)
 class DerivationInput:
     """One named input of a formula."""
@@ -22,7 +26,7 @@ class DerivationInput:
     value: float | int | str = about("Its value, in `unit`.")
     unit: str = about("Its unit (empty when it has none).", default="")
     source: str | None = about(
-        "Where an outside figure comes from (absent for computed ones).", default=None, omit_empty=True
+        "Where an outside figure comes from (absent for computed ones).", default=None, exclude_if=_missing
     )
 
 
