@@ -78,26 +78,26 @@ def test_expected_tokens_formula_and_limits():
 
 @pytest.mark.parametrize("alpha, gamma", [(0.7, 3), (0.75, 4), (0.8, 4), (0.8, 5), (0.75, 5)])
 def test_typical_settings_give_two_to_three_x(alpha, gamma):
-    s = sp.analytic(alpha, gamma, 0.05)["speedup"]
+    s = sp.analytic(alpha, gamma, 0.05).speedup
     assert 2.0 <= s <= 3.0, s
 
 
 def test_limits_of_speedup():
     a = sp.analytic(0.0, 4, 0.05)
-    assert a["expected_tokens_per_pass"] == 1 and a["speedup"] < 1
+    assert a.expected_tokens_per_pass == 1 and a.speedup < 1
     assert sp.speedup(1.0, 4, 0.0) == 5
     assert sp.speedup(0.8, 4, 0.05) == pytest.approx(sp.expected_tokens_per_pass(0.8, 4) / 1.2)
 
 
 def test_analytic_curve_optimum_and_math():
     a = sp.analytic(0.8, 4, 0.05)
-    assert [p["gamma"] for p in a["curve"]] == list(range(1, 11))
+    assert [p["gamma"] for p in a.curve] == list(range(1, 11))
     best = max(range(1, sp.MAX_GAMMA + 1), key=lambda g: sp.speedup(0.8, g, 0.05))
-    assert a["optimal_gamma"] == best and a["optimal_speedup"] >= max(p["speedup"] for p in a["curve"]) - 1e-12
+    assert a.optimal_gamma == best and a.optimal_speedup >= max(p["speedup"] for p in a.curve) - 1e-12
     assert sp.optimal_gamma(0.9, 0.0) == sp.MAX_GAMMA  # free drafts: draft as far as allowed
     for key in ("expected_tokens_per_pass", "speedup", "optimal_gamma"):
-        m = a["math"][key]
-        assert m["value"] == a[key] and m["formula"] and any("2211.17192" in s for s in m["sources"])
+        m = a.math[key]
+        assert m.value == getattr(a, key) and m.formula and any("2211.17192" in s for s in m.sources)
     with pytest.raises(ValueError):
         sp.analytic(1.2, 4, 0.05)
 

@@ -10,16 +10,18 @@ and max_tokens).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
 from .. import modelfile
 from ..sim import speculative as sp
 from ..sim import speculative_demo as demo
+from ..sim.result import about
 from ..sim.transformer import DemoModel
 from .common import Math
 from .measured import Measured, MeasuredHeader, cpu_info
@@ -183,21 +185,17 @@ class DemoOut(BaseModel):
     math: Math
 
 
-class SpeculativeResponse(BaseModel):
-    alpha: float
-    gamma: int
-    cost_ratio: float
-    expected_tokens_per_pass: float
-    speedup: float
-    optimal_gamma: int
-    optimal_speedup: float
-    curve: list[dict[str, float]]
-    math: Math
-    demo: DemoOut
-    example_prompts: dict[str, str] = Field(
-        description="usually_right: the default, a run the draft mostly guesses; "
-        "often_wrong: one where it mostly misses"
+@dataclass(frozen=True)
+class SpeculativeResponse(sp.Analytic):
+    """The analytic numbers (sim.speculative.Analytic), a real draft-and-verify run, and two example prompts."""
+
+    demo: DemoOut = about("A real draft-and-verify run of the demo models on the prompt.")
+    example_prompts: dict[str, str] = about(
+        "usually_right: the default, a run the draft mostly guesses; often_wrong: one where it mostly misses"
     )
+
+
+RESPONSE = TypeAdapter(SpeculativeResponse)
 
 
 def measured_url(p: DemoParams) -> str:
@@ -222,11 +220,8 @@ def speculative_response(p: SpeculativeParams, setup: demo.Setup) -> Speculative
     """The response for one parameter set and target, without wall-clock figures (pure)."""
     a = sp.analytic(p.alpha, p.gamma, p.cost_ratio)
     good, bad = setup.examples
-    return SpeculativeResponse(
-        **{k: a[k] for k in SpeculativeResponse.model_fields if k not in ("demo", "example_prompts")},
-        demo=demo_view(p, setup),
-        example_prompts={"usually_right": good, "often_wrong": bad},
-    )
+    fields = {**vars(a), "demo": demo_view(p, setup), "example_prompts": {"usually_right": good, "often_wrong": bad}}
+    return RESPONSE.validate_python(fields)
 
 
 def speculative_json(p: SpeculativeParams) -> bytes:
@@ -236,8 +231,8 @@ def speculative_json(p: SpeculativeParams) -> bytes:
     resp = speculative_response(p, setup)
     done = _measured_done.get((setup.name, p.demo_key()))
     if done is not None:
-        resp = resp.model_copy(update={"demo": resp.demo.model_copy(update={"measured_speedup": done})})
-    return resp.model_dump_json(by_alias=True).encode()
+        resp = replace(resp, demo=resp.demo.model_copy(update={"measured_speedup": done}))
+    return RESPONSE.dump_json(resp, by_alias=True)
 
 
 @router.get("/api/speculative", response_model=SpeculativeResponse)
@@ -255,8 +250,8 @@ def facts(p: SpeculativeParams | None = None) -> dict[str, str]:
         "alpha": f"{p.alpha:.0%}",
         "gamma": str(p.gamma),
         "cost_ratio": f"{p.cost_ratio:.0%}",
-        "tokens_per_pass": f"{a['expected_tokens_per_pass']:.1f}",
-        "speedup": f"{a['speedup']:.1f}",
+        "tokens_per_pass": f"{a.expected_tokens_per_pass:.1f}",
+        "speedup": f"{a.speedup:.1f}",
     }
 
 

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from inside_llm.sim.derivation import derive
-from inside_llm.sim.result import as_json
+from inside_llm.sim.derivation import Derivation, derive
+from inside_llm.sim.result import about
 
 LEVIATHAN = ("Leviathan, Kalman & Matias, Fast Inference from Transformers via Speculative Decoding, "
              "ICML 2023, arXiv:2211.17192")
@@ -75,7 +75,23 @@ def alpha_from_tokens_per_pass(tokens_per_pass: float, gamma: int) -> float:
     return (lo + hi) / 2
 
 
-def analytic(alpha: float, gamma: int, cost_ratio: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Analytic:
+    """Leviathan's expected tokens per target pass and speed-up at alpha, gamma and c, and over gamma."""
+
+    alpha: float = about("Acceptance rate: chance the target keeps a draft token (probability).")
+    gamma: int = about("Draft tokens per check.")
+    cost_ratio: float = about("c: one draft pass / one target pass (time).")
+    expected_tokens_per_pass: float = about("E = (1 - alpha^(gamma+1)) / (1 - alpha): tokens per target pass.")
+    speedup: float = about("E / (gamma * c + 1): wall time of plain decoding / speculative decoding.")
+    optimal_gamma: int = about(f"The gamma in 1..{MAX_GAMMA} with the largest speed-up at this alpha and c.")
+    optimal_speedup: float = about("The speed-up at optimal_gamma.")
+    curve: list[dict[str, float]] = about(
+        f"gamma = {CURVE_GAMMAS[0]}..{CURVE_GAMMAS[-1]}: gamma, expected_tokens_per_pass and speedup at each.")
+    math: dict[str, Derivation] = about("Show-the-math: each headline field's name -> how it was computed.")
+
+
+def analytic(alpha: float, gamma: int, cost_ratio: float) -> Analytic:
     """Headline numbers, a curve over gamma = 1..10 for the stage, the best gamma, and the math."""
     e, s = expected_tokens_per_pass(alpha, gamma), speedup(alpha, gamma, cost_ratio)
     best = optimal_gamma(alpha, cost_ratio)
@@ -96,9 +112,8 @@ def analytic(alpha: float, gamma: int, cost_ratio: float) -> dict[str, Any]:
     }
     curve = [{"gamma": g, "expected_tokens_per_pass": expected_tokens_per_pass(alpha, g),
               "speedup": speedup(alpha, g, cost_ratio)} for g in CURVE_GAMMAS]
-    return {"alpha": alpha, "gamma": gamma, "cost_ratio": cost_ratio, "expected_tokens_per_pass": e,
-            "speedup": s, "optimal_gamma": best, "optimal_speedup": speedup(alpha, best, cost_ratio),
-            "curve": curve, "math": as_json(math)}
+    return Analytic(alpha=alpha, gamma=gamma, cost_ratio=cost_ratio, expected_tokens_per_pass=e, speedup=s,
+                    optimal_gamma=best, optimal_speedup=speedup(alpha, best, cost_ratio), curve=curve, math=math)
 
 
 # ---- the real loop --------------------------------------------------------------------------------
