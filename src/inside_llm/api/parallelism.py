@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..sim import catalog
 from ..sim import parallelism as par
 from ..sim.hardware import WEIGHT_PRECISIONS
-from .common import Math, ModelId, NodeGpu, WeightPrecision
+from .common import ModelId, NodeGpu, WeightPrecision
 
 router = APIRouter(tags=["10 · parallelism"])
 
@@ -47,63 +47,15 @@ class ParallelismParams(BaseModel):
     )
 
 
-class ParallelismResponse(BaseModel):
-    model: str
-    model_name: str
-    gpu: str
-    gpu_name: str
-    precision: str
-    gpus: int
-    tp: int
-    pp: int
-    replicas: int
-    micro_batches: int = Field(description="Micro-batches used (1 when pp = 1).")
-    batch: int
-    prompt_tokens: int
-    output_tokens: int
-    num_layers: int
-    hidden_size: int
-    stages: list[dict]
-    gpu_map: list[dict]
-    model_weights_gb: float = Field(description="The whole model's weights, GB.")
-    capacity_gb: float
-    weights_gb: float = Field(description="Weights per GPU, GB.")
-    kv_cache_gb: float = Field(description="KV cache per GPU at the end of every answer, GB.")
-    activations_gb: float
-    reserve_gb: float
-    spare_gb: float
-    fits: bool
-    shortfall_gb: float
-    single_gpu: dict
-    allreduce_bytes_per_layer: float = Field(description="TP: bytes all-reduced per layer in one prefill micro-batch.")
-    bubble_fraction: float = Field(description="PP: (pp - 1) / (micro_batches + pp - 1).")
-    ttft_ms: float
-    tpot_ms: float
-    tokens_per_s_per_user: float
-    tokens_per_s_total: float
-    prefill: dict
-    decode: dict
-    node: dict
-    nodes: dict = Field(
-        description="Where the split sits: NVLink domains (nodes) and whether a replica spans "
-        "them (never on one 8-GPU server): gpus_per_node, nodes, spans_nodes, text."
-    )
-    layer: dict = Field(
-        description="One layer's weights as tensor parallelism cuts them: attention and MLP params "
-        "and bytes, and slice_bytes each of the tp GPUs holds (sim.parallelism.layer_weights)."
-    )
-    math: Math
-
-
 @lru_cache(maxsize=512)
 def _compute(p: par.ParallelParams) -> dict[str, Any]:
     return par.parallelism(p)
 
 
-@router.get("/api/parallelism", response_model=ParallelismResponse)
-def get_parallelism(p: Annotated[ParallelismParams, Query()]) -> ParallelismResponse:
+@router.get("/api/parallelism", response_model=par.ParallelismResult)
+def get_parallelism(p: Annotated[ParallelismParams, Query()]) -> dict[str, Any]:
     """How the model is split over the node's GPUs, the NVLink traffic and bubbles, and the resulting speed."""
-    return ParallelismResponse(**_compute(par.ParallelParams(**p.model_dump())))
+    return _compute(par.ParallelParams(**p.model_dump()))
 
 
 def facts(p: ParallelismParams | None = None) -> dict[str, str]:

@@ -27,7 +27,7 @@ with m equal micro-batches these are step x (pp + m - 1) / pp and step x max(pp,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import catalog, serving
@@ -36,7 +36,7 @@ from .derivation import Derivation, derive
 from .errors import SimError
 from .hardware import ACTIVATION_BYTES, weight_bytes_per_param
 from .models import param_counts
-from .result import as_json
+from .result import about, as_json
 
 MAX_NODE_GPUS = 8  # one HGX baseboard
 MAX_MICRO_BATCHES = 64
@@ -200,8 +200,62 @@ def _steps(cfg: EngineConfig, p: ParallelParams, m: int) -> serving._Phases:
     return serving.pipeline_times(cfg, p.serving_params(), m)
 
 
+@dataclass(frozen=True)
+class ParallelismResult:
+    """Everything chapter 10 draws: the split, memory per GPU, NVLink traffic, bubbles and the speed."""
+
+    model: str = about("Catalog model id.")
+    model_name: str = about("The model's name.")
+    gpu: str = about("Catalog GPU id.")
+    gpu_name: str = about("The GPU's name.")
+    precision: str = about("Weight format.")
+    gpus: int = about("GPUs used.")
+    tp: int = about("Tensor-parallel GPUs per replica.")
+    pp: int = about("Pipeline stages per replica.")
+    replicas: int = about("Copies of the model: gpus / (tp x pp).")
+    micro_batches: int = about("Micro-batches used (1 when pp = 1).")
+    batch: int = about("Chats per replica (sequences).")
+    prompt_tokens: int = about("Prompt length (tokens).")
+    output_tokens: int = about("Answer length (tokens).")
+    num_layers: int = about("The model's layers.")
+    hidden_size: int = about("Numbers per token between layers.")
+    stages: list[dict] = about("Per pipeline stage: stage, first_layer, last_layer (1-based, inclusive), num_layers.")
+    gpu_map: list[dict] = about("Per GPU: gpu, replica, stage and tensor rank.")
+    model_weights_gb: float = about("The whole model's weights, GB.")
+    capacity_gb: float = about("The GPU's memory, GB.")
+    weights_gb: float = about("Weights per GPU, GB.")
+    kv_cache_gb: float = about("KV cache per GPU at the end of every answer, GB.")
+    activations_gb: float = about("Peak activation buffers per GPU, GB.")
+    reserve_gb: float = about("Kept back by the runtime per GPU, GB.")
+    spare_gb: float = about("Memory left per GPU, GB (negative when the split does not fit).")
+    fits: bool = about("Weights, KV cache, activations and reserve fit in each GPU's memory.")
+    shortfall_gb: float = about("How much more memory each GPU would need, GB (0 when it fits).")
+    single_gpu: dict = about("The same model and batch on one GPU: weights_gb, kv_cache_gb, fits, shortfall_gb.")
+    allreduce_bytes_per_layer: float = about("TP: bytes all-reduced per layer in one prefill micro-batch.")
+    bubble_fraction: float = about("PP: (pp - 1) / (micro_batches + pp - 1).")
+    ttft_ms: float = about("Time to first token: the batch's prefill through the pipeline (ms).")
+    tpot_ms: float = about("Time per output token: a decode round of the pipeline (ms).")
+    tokens_per_s_per_user: float = about("1 / tpot: output tokens per second each chat sees.")
+    tokens_per_s_total: float = about("replicas x batch / tpot: output tokens per second of all replicas.")
+    prefill: dict = about(
+        "One prefill micro-batch: its step's parts (ms), tensor all-reduce and pipeline traffic, and the timeline."
+    )
+    decode: dict = about("One decode step of a micro-batch, as `prefill`.")
+    node: dict = about("The 8-GPU NVLink server: NVSwitch chips, links and bandwidths, with sources.")
+    nodes: dict = about(
+        "Where the split sits: NVLink domains (nodes) and whether a replica spans "
+        "them (never on one 8-GPU server): gpus_per_node, nodes, spans_nodes, text."
+    )
+    layer: dict = about(
+        "One layer's weights as tensor parallelism cuts them: attention and MLP params "
+        "and bytes, and slice_bytes each of the tp GPUs holds (sim.parallelism.layer_weights)."
+    )
+    math: dict[str, Derivation] = about("Show-the-math: each headline field's name -> how it was computed.")
+
+
 def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
-    """Everything chapter 10 draws, JSON-ready (see module docstring); ValueError names a bad field."""
+    """Everything chapter 10 draws (ParallelismResult), JSON-ready (see module docstring); ValueError names a bad
+    field."""
     cfg, node = _check(p)
     m = p.micro_batches if p.pp > 1 else 1
     ph = _steps(cfg, p, m)
@@ -212,49 +266,49 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
     whole = EngineConfig(cfg.model, cfg.gpu, 1, 1, cfg.precision, cfg.kv_precision)
     one = memory_per_gpu(whole, p.batch, ctx)
     phases = {"prefill": _phase(cfg, node, prefill, m, "prefill"), "decode": _phase(cfg, node, decode, m, "decode")}
-    out = {
-        "model": p.model,
-        "model_name": cfg.model.name,
-        "gpu": p.gpu,
-        "gpu_name": cfg.gpu.name,
-        "precision": p.precision,
-        "gpus": p.gpus,
-        "tp": p.tp,
-        "pp": p.pp,
-        "replicas": replicas,
-        "micro_batches": m,
-        "batch": p.batch,
-        "prompt_tokens": p.prompt_tokens,
-        "output_tokens": p.output_tokens,
-        "num_layers": cfg.model.num_hidden_layers,
-        "hidden_size": cfg.model.hidden_size,
-        "stages": [
+    result = ParallelismResult(
+        model=p.model,
+        model_name=cfg.model.name,
+        gpu=p.gpu,
+        gpu_name=cfg.gpu.name,
+        precision=p.precision,
+        gpus=p.gpus,
+        tp=p.tp,
+        pp=p.pp,
+        replicas=replicas,
+        micro_batches=m,
+        batch=p.batch,
+        prompt_tokens=p.prompt_tokens,
+        output_tokens=p.output_tokens,
+        num_layers=cfg.model.num_hidden_layers,
+        hidden_size=cfg.model.hidden_size,
+        stages=[
             {"stage": s, "first_layer": a, "last_layer": b, "num_layers": b - a + 1}
             for s, (a, b) in enumerate(stage_layers(cfg.model.num_hidden_layers, p.pp))
         ],
-        "gpu_map": gpu_map(p.gpus, p.tp, p.pp),
-        "model_weights_gb": whole.shard.weight_bytes / GB,
-        **as_json(mem),
-        "single_gpu": {
+        gpu_map=gpu_map(p.gpus, p.tp, p.pp),
+        model_weights_gb=whole.shard.weight_bytes / GB,
+        **as_json(mem),  # rounded as the dials round it
+        single_gpu={
             "weights_gb": one.weights_gb,
             "kv_cache_gb": one.kv_cache_gb,
             "fits": one.fits,
             "shortfall_gb": one.shortfall_gb,
         },
-        "allreduce_bytes_per_layer": phases["prefill"]["tensor"]["allreduce_bytes_per_layer"],
-        "bubble_fraction": bubble_fraction(p.pp, m),
-        "ttft_ms": ttft_s * 1e3,
-        "tpot_ms": tpot_s * 1e3,
-        "tokens_per_s_per_user": 1.0 / tpot_s,
-        "tokens_per_s_total": replicas * p.batch / tpot_s,
-        "prefill": phases["prefill"],
-        "decode": phases["decode"],
-        "node": _node_dict(node),
-        "nodes": as_json(serving.node_facts(cfg, p.gpus)),
-        "layer": layer_weights(cfg),
-    }
-    out["math"] = as_json(_derivations(cfg, node, p, out))
-    return out
+        allreduce_bytes_per_layer=phases["prefill"]["tensor"]["allreduce_bytes_per_layer"],
+        bubble_fraction=bubble_fraction(p.pp, m),
+        ttft_ms=ttft_s * 1e3,
+        tpot_ms=tpot_s * 1e3,
+        tokens_per_s_per_user=1.0 / tpot_s,
+        tokens_per_s_total=replicas * p.batch / tpot_s,
+        prefill=phases["prefill"],
+        decode=phases["decode"],
+        node=_node_dict(node),
+        nodes=as_json(serving.node_facts(cfg, p.gpus)),
+        layer=layer_weights(cfg),
+        math={},
+    )
+    return as_json(replace(result, math=_derivations(cfg, node, p, result)))
 
 
 def layer_weights(cfg: EngineConfig) -> dict[str, Any]:
@@ -294,20 +348,22 @@ def _node_dict(node: catalog.NodeSpec) -> dict[str, Any]:
     return {**{k: getattr(node, k) for k in keys}, "sources": dict(node.sources)}
 
 
-def _derivations(cfg: EngineConfig, node: catalog.NodeSpec, p: ParallelParams, o: dict) -> dict[str, Derivation]:
-    pre, src = o["prefill"], node.sources
+def _derivations(
+    cfg: EngineConfig, node: catalog.NodeSpec, p: ParallelParams, o: ParallelismResult
+) -> dict[str, Derivation]:
+    pre, src = o.prefill, node.sources
     tpar = pre["tensor"]
     busbw_src = src.get("allreduce_bus_bandwidth_gb_s") or "cost model: allreduce_busbw_fraction x line rate"
     return {
         "weights_gb": derive(
-            o["weights_gb"],
+            o.weights_gb,
             "GB per GPU",
             "(quantized params x bytes/param + 16-bit params x 2) / (tp x pp)",
-            {"model_weights_gb": (o["model_weights_gb"], "GB"), "tp": (p.tp, "GPUs"), "pp": (p.pp, "GPUs")},
+            {"model_weights_gb": (o.model_weights_gb, "GB"), "tp": (p.tp, "GPUs"), "pp": (p.pp, "GPUs")},
             ["embedding and lm_head stay 16-bit"],
         ),
         "kv_cache_gb": derive(
-            o["kv_cache_gb"],
+            o.kv_cache_gb,
             "GB per GPU",
             "batch x context x 2 x (layers / pp) x (kv_heads / tp) x head_dim x 2 bytes",
             {
@@ -345,33 +401,33 @@ def _derivations(cfg: EngineConfig, node: catalog.NodeSpec, p: ParallelParams, o
             [f"at the line rate it would take {tpar['allreduce_ms_line_rate']:.3g} ms"],
         ),
         "bubble_fraction": derive(
-            o["bubble_fraction"],
+            o.bubble_fraction,
             "fraction",
             "(pp - 1) / (micro_batches + pp - 1)",
-            {"pp": (p.pp, "stages"), "micro_batches": (o["micro_batches"], "")},
+            {"pp": (p.pp, "stages"), "micro_batches": (o.micro_batches, "")},
             ["forward pass only (inference): each stage idles while the pipeline fills and drains"],
             ["Huang et al., GPipe, arXiv:1811.06965, Section 2.2"],
         ),
         "ttft_ms": derive(
-            o["ttft_ms"],
+            o.ttft_ms,
             "ms",
             "(sum of micro-batch prefill steps + (pp - 1) x the largest) / pp",
             {
                 "prefill_step_ms": (pre["step_ms"], "ms"),
                 "comm_ms": (pre["comm_ms"], "ms"),
                 "pp": (p.pp, ""),
-                "micro_batches": (o["micro_batches"], ""),
+                "micro_batches": (o.micro_batches, ""),
             },
             ["roofline step time from the cost model, all-reduces on the critical path"],
         ),
         "tokens_per_s_per_user": derive(
-            o["tokens_per_s_per_user"],
+            o.tokens_per_s_per_user,
             "tokens/s",
             "1 / max(largest micro-batch decode step, sum of steps / pp)",
             {
-                "decode_step_ms": (o["decode"]["step_ms"], "ms"),
+                "decode_step_ms": (o.decode["step_ms"], "ms"),
                 "pp": (p.pp, ""),
-                "micro_batches": (o["micro_batches"], ""),
+                "micro_batches": (o.micro_batches, ""),
             },
             ["decode step at the mean context prompt + output / 2"],
         ),
