@@ -7,7 +7,8 @@ so the page can show one step in a few seconds and say by how much time was slow
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..sim import catalog, gpu_layout
 from ..sim.costmodel import EngineConfig, memory_per_gpu
 from ..sim.derivation import math_dict
-from ..sim.result import as_json
+from ..sim.result import about, as_json
 from ..sim.roofline import MAX_BATCH
 from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision
 
@@ -42,34 +43,15 @@ class GpuParams(BaseModel):
     )
 
 
-class StreamOut(BaseModel):
+@dataclass(frozen=True)
+class StreamOut(gpu_layout.DecodeStream):
     """One decode step on one GPU, and how the page slows it down."""
 
-    bytes_per_step: float = Field(description="HBM bytes one GPU reads per decode step (weights + KV cache).")
-    weight_bytes_per_step: float
-    kv_bytes_per_step: float
-    step_ms: float = Field(description="Real time of one decode step (cost model), ms.")
-    memory_ms: float = Field(description="Time the bytes alone need at the calibrated bandwidth, ms.")
-    effective_tb_s: float = Field(description="bytes_per_step / step time: the average rate over the step, TB/s.")
-    peak_tb_s: float
-    bandwidth_share: float = Field(description="effective_tb_s / peak_tb_s: how busy HBM is over the whole step.")
-    ideal_ms: float = Field(
-        description="bytes_per_step at the datasheet peak bandwidth, ms: the step if HBM never paused."
-    )
-    kernel_ms: float = Field(
-        description="The kernels' time (each the longer of its reads and its math), ms; "
-        "the part over memory_ms is math the reads wait for."
-    )
-    comm_ms: float = Field(description="All-reduces with the other tensor-parallel GPUs in the step, ms (HBM idle).")
-    overhead_ms: float = Field(description="Kernel launches and per-step work in the step, ms (HBM idle).")
-    hbm_efficiency: float = Field(description="Share of the peak bandwidth a streaming kernel reaches (calibrated).")
-    tokens_per_s: float = Field(description="Tokens per second of the whole batch (one per chat per step).")
-    bound: Literal["memory", "compute"]
-    slow_motion: float = Field(description="Time on screen / real time (a 1-2-5 factor).")
-    screen_step_s: float = Field(description="Seconds one step takes on screen.")
-    tiles_per_step: int
-    tile_bytes: float = Field(description="Bytes each drawn tile stands for.")
-    kv_tiles: int = Field(description="Of tiles_per_step, how many carry KV cache rather than weights.")
+    slow_motion: float = about("Time on screen / real time (a 1-2-5 factor).")
+    screen_step_s: float = about("Seconds one step takes on screen.")
+    tiles_per_step: int = about("Travelling tiles the drawing splits one step's bytes into.")
+    tile_bytes: float = about("Bytes each drawn tile stands for.")
+    kv_tiles: int = about("Of tiles_per_step, how many carry KV cache rather than weights.")
 
 
 class GpuResponse(BaseModel):
@@ -91,9 +73,8 @@ def gpu_view(p: GpuParams) -> GpuResponse:
     cfg = EngineConfig(m, g, tp=p.tp, precision=p.precision)
     stream = gpu_layout.decode_stream(cfg, p.batch, p.context)
     mem = memory_per_gpu(cfg, p.batch, p.context)
-    slow = gpu_layout.slow_motion(stream["step_ms"] / 1e3)
-    share = stream["effective_tb_s"] / stream["peak_tb_s"]
-    kv_tiles = round(TILES_PER_STEP * stream["kv_bytes_per_step"] / stream["bytes_per_step"])
+    slow = gpu_layout.slow_motion(stream.step_ms / 1e3)
+    kv_tiles = round(TILES_PER_STEP * stream.kv_bytes_per_step / stream.bytes_per_step)
     return GpuResponse(
         gpu={"id": g.id, "name": g.name, "vendor": g.vendor, "architecture": g.architecture},
         model={"id": m.id, "name": m.name, "max_context": m.max_position_embeddings},
@@ -104,12 +85,11 @@ def gpu_view(p: GpuParams) -> GpuResponse:
         layout=gpu_layout.layout(g),
         package=gpu_layout.package(g),
         stream=StreamOut(
-            **stream,
-            bandwidth_share=share,
+            **vars(stream),
             slow_motion=slow["factor"],
             screen_step_s=slow["screen_step_s"],
             tiles_per_step=TILES_PER_STEP,
-            tile_bytes=stream["bytes_per_step"] / TILES_PER_STEP,
+            tile_bytes=stream.bytes_per_step / TILES_PER_STEP,
             kv_tiles=kv_tiles,
         ),
         memory=as_json(mem),

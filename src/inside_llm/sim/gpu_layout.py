@@ -12,11 +12,13 @@ HBM -> L2 -> SMs at a stated slow-motion factor.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .costmodel import EngineConfig, step_time
 from .derivation import Derivation, derive
 from .hardware import GPU
+from .result import about
 
 LAYOUT_FIELDS = (
     "sm_count",
@@ -69,31 +71,57 @@ def layout(gpu: GPU) -> dict[str, Any]:
     }
 
 
-def decode_stream(cfg: EngineConfig, batch: int = 1, context_tokens: int = 1024) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DecodeStream:
+    """One decode step on one GPU: the bytes it reads from HBM and where its time goes (cost model)."""
+
+    bytes_per_step: float = about("HBM bytes one GPU reads per decode step (weights + KV cache).")
+    weight_bytes_per_step: float = about("Of those, the weights of this GPU's shard.")
+    kv_bytes_per_step: float = about("Of those, the KV cache of every sequence at its context.")
+    step_ms: float = about("Real time of one decode step (cost model), ms.")
+    memory_ms: float = about("Time the bytes alone need at the calibrated bandwidth, ms.")
+    effective_tb_s: float = about("bytes_per_step / step time: the average rate over the step, TB/s.")
+    peak_tb_s: float = about("The datasheet's HBM bandwidth, TB/s.")
+    bandwidth_share: float = about("effective_tb_s / peak_tb_s: how busy HBM is over the whole step.")
+    # Where the step's time goes (they add up to step_ms): the bytes at the datasheet peak, the rest of the
+    # kernels' time (HBM below peak, or math longer than the reads), all-reduces, launches.
+    ideal_ms: float = about("bytes_per_step at the datasheet peak bandwidth, ms: the step if HBM never paused.")
+    kernel_ms: float = about(
+        "The kernels' time (each the longer of its reads and its math), ms; the part over memory_ms is math the "
+        "reads wait for."
+    )
+    comm_ms: float = about("All-reduces with the other tensor-parallel GPUs in the step, ms (HBM idle).")
+    overhead_ms: float = about("Kernel launches and per-step work in the step, ms (HBM idle).")
+    hbm_efficiency: float = about("Share of the peak bandwidth a streaming kernel reaches (calibrated).")
+    tokens_per_s: float = about("Tokens per second of the whole batch (one per chat per step).")
+    bound: Literal["memory", "compute"] = about("The roof the step sits under (cost model).")
+
+
+def decode_stream(cfg: EngineConfig, batch: int = 1, context_tokens: int = 1024) -> DecodeStream:
     """Bytes one decode step reads on one GPU and how long it takes (cost model, efficiencies included)."""
     if batch < 1 or context_tokens < 1:
         raise ValueError("batch and context_tokens must be >= 1")
     st = step_time(cfg, num_decode_seqs=batch, decode_context_tokens_total=batch * context_tokens)
     nbytes = st.hbm_bytes / cfg.tp
     kv = cfg.shard.kv_bytes_per_token * batch * context_tokens
-    return {
-        "bytes_per_step": nbytes,
-        "weight_bytes_per_step": nbytes - kv,
-        "kv_bytes_per_step": kv,
-        "step_ms": st.seconds * 1e3,
-        "memory_ms": st.memory_s * 1e3,
-        "effective_tb_s": nbytes / st.seconds / 1e12,
-        "peak_tb_s": cfg.gpu.hbm_bandwidth_tb_s,
-        # Where the step's time goes (they add up to step_ms): the bytes at the datasheet peak, the
-        # rest of the kernels' time (HBM below peak, or math longer than the reads), all-reduces, launches.
-        "ideal_ms": nbytes / cfg.gpu.hbm_bytes_per_s * 1e3,
-        "kernel_ms": (st.gemm_s + st.attention_s) * 1e3,
-        "comm_ms": st.comm_s * 1e3,
-        "overhead_ms": st.overhead_s * 1e3,
-        "hbm_efficiency": cfg.efficiency.hbm,
-        "tokens_per_s": batch / st.seconds,
-        "bound": st.bound,
-    }
+    effective_tb_s = nbytes / st.seconds / 1e12
+    return DecodeStream(
+        bytes_per_step=nbytes,
+        weight_bytes_per_step=nbytes - kv,
+        kv_bytes_per_step=kv,
+        step_ms=st.seconds * 1e3,
+        memory_ms=st.memory_s * 1e3,
+        effective_tb_s=effective_tb_s,
+        peak_tb_s=cfg.gpu.hbm_bandwidth_tb_s,
+        bandwidth_share=effective_tb_s / cfg.gpu.hbm_bandwidth_tb_s,
+        ideal_ms=nbytes / cfg.gpu.hbm_bytes_per_s * 1e3,
+        kernel_ms=(st.gemm_s + st.attention_s) * 1e3,
+        comm_ms=st.comm_s * 1e3,
+        overhead_ms=st.overhead_s * 1e3,
+        hbm_efficiency=cfg.efficiency.hbm,
+        tokens_per_s=batch / st.seconds,
+        bound=st.bound,
+    )
 
 
 # Package geometry the catalog does not hold: how many HBM sites the package has, which edges the
@@ -184,11 +212,11 @@ def decode_stream_math(cfg: EngineConfig, batch: int = 1, context_tokens: int = 
     per_gpu = [f"per GPU: tensor parallelism over {cfg.tp} GPUs gives each GPU 1/{cfg.tp} of every layer"]
     return {
         "bytes_per_step": derive(
-            d["bytes_per_step"],
+            d.bytes_per_step,
             "bytes",
             "weights read once + KV cache (batch x context x KV bytes/token), per GPU",
             {
-                "weight_bytes": (d["weight_bytes_per_step"], "bytes"),
+                "weight_bytes": (d.weight_bytes_per_step, "bytes"),
                 "batch": (batch, "sequences"),
                 "context_tokens": (context_tokens, "tokens"),
                 "kv_bytes_per_token": (s.kv_bytes_per_token, "bytes"),
@@ -201,7 +229,7 @@ def decode_stream_math(cfg: EngineConfig, batch: int = 1, context_tokens: int = 
             ],
         ),
         "step_ms": derive(
-            d["step_ms"],
+            d.step_ms,
             "ms",
             "max(math, HBM) per kernel + all-reduces + launch/step overheads (cost model)",
             {
@@ -217,12 +245,12 @@ def decode_stream_math(cfg: EngineConfig, batch: int = 1, context_tokens: int = 
             per_gpu + ["efficiency factors calibrated against published measurements (docs/calibration.md)"],
         ),
         "effective_tb_s": derive(
-            d["effective_tb_s"],
+            d.effective_tb_s,
             "TB/s",
             "bytes per step / step time",
             {
-                "bytes_per_step": (d["bytes_per_step"], "bytes"),
-                "step_ms": (d["step_ms"], "ms"),
+                "bytes_per_step": (d.bytes_per_step, "bytes"),
+                "step_ms": (d.step_ms, "ms"),
                 "peak_tb_s": (g.hbm_bandwidth_tb_s, "TB/s", g.source("hbm_bandwidth_tb_s")),
             },
             ["the average over the whole step: launches, all-reduces and sampling leave HBM idle part of the time"],
