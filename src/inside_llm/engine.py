@@ -31,10 +31,12 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from .sim.kvcache import BlockPool, KVCacheManager, num_blocks_for
+from .sim.result import about, as_json
 from .sim.transformer import DemoModel, sample
 
 
@@ -404,44 +406,89 @@ class Engine:
 
     # -- what /api/engine shows --
     def snapshot(self) -> dict:
-        """Seats, queue, pages and throughput now, and each chat's progress (never its text)."""
+        """Seats, queue, pages and throughput now, and each chat's progress (never its text): an EngineSnapshot,
+        as plain data."""
         with self._lock:
             now = time.perf_counter()
             recent = [n for t, n in self._recent if now - t <= self.limits.rate_window_s]
             pool = self.store.pool
 
-            def row(seq: Chat) -> dict:
+            def row(seq: Chat) -> ChatProgress:
                 table = list(self.store.manager.block_table(seq.seq_id)) if seq.kv else []
-                return {
-                    "id": seq.seq_id,
-                    "state": seq.state,
-                    "prompt_tokens": len(seq.prompt),
-                    "written_tokens": len(seq.out),
-                    "max_tokens": seq.max_new_tokens,
-                    "cached_tokens": seq.kv.num_tokens if seq.kv else 0,
-                    "pages": len(table),
-                    "page_ids": table,
-                    "preemptions": seq.preemptions,
-                }
+                return ChatProgress(
+                    id=seq.seq_id,
+                    state=seq.state,
+                    prompt_tokens=len(seq.prompt),
+                    written_tokens=len(seq.out),
+                    max_tokens=seq.max_new_tokens,
+                    cached_tokens=seq.kv.num_tokens if seq.kv else 0,
+                    pages=len(table),
+                    page_ids=table,
+                    preemptions=seq.preemptions,
+                )
 
-            return {
-                "model": self.model.name,
-                "seats": self.limits.seats,
-                "seats_in_use": len(self.running),
-                "queue_limit": self.limits.queue,
-                "queued": len(self.waiting),
-                "pages": pool.num_blocks,
-                "pages_in_use": pool.num_used_blocks,
-                "page_tokens": self.limits.block_size,
-                "bytes_per_token": self.store.bytes_per_token,
-                "tokens_per_s": round(sum(recent) / self.limits.rate_window_s, 2),
-                "rate_window_s": self.limits.rate_window_s,
-                "steps": self.steps,
-                "tokens_written": self.tokens_written,
-                "finished": self.finished,
-                "preempted": self.preempted,
-                "sequences": [row(s) for s in self.running] + [row(s) for s in self.waiting],
-            }
+            return as_json(
+                EngineSnapshot(
+                    model=self.model.name,
+                    seats=self.limits.seats,
+                    seats_in_use=len(self.running),
+                    queue_limit=self.limits.queue,
+                    queued=len(self.waiting),
+                    pages=pool.num_blocks,
+                    pages_in_use=pool.num_used_blocks,
+                    page_tokens=self.limits.block_size,
+                    bytes_per_token=self.store.bytes_per_token,
+                    tokens_per_s=round(sum(recent) / self.limits.rate_window_s, 2),
+                    rate_window_s=self.limits.rate_window_s,
+                    steps=self.steps,
+                    tokens_written=self.tokens_written,
+                    finished=self.finished,
+                    preempted=self.preempted,
+                    sequences=[row(s) for s in self.running] + [row(s) for s in self.waiting],
+                )
+            )
+
+
+@dataclass(frozen=True)
+class ChatProgress:
+    """One chat's progress in the engine (never its text)."""
+
+    id: int = about("the chat's number in this engine (no unit)")
+    state: Literal["waiting", "prefill", "decode", "done"] = about(
+        "waiting in the queue, reading its prompt (prefill), writing (decode)"
+    )
+    prompt_tokens: int = about("tokens of its prompt, the chat template included (tokens)")
+    written_tokens: int = about("tokens written so far (tokens)")
+    max_tokens: int = about("most tokens it may write (tokens)")
+    cached_tokens: int = about("tokens whose keys and values are in its pages now (tokens)")
+    pages: int = about("pages of the pool it holds (pages)")
+    page_ids: list[int] = about(
+        "which pages of the pool it holds, in the order of its tokens "
+        "(its block table: physical page numbers, 0 to pages - 1)"
+    )
+    preemptions: int = about("times it gave its pages back and was recomputed (no unit)")
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """The engine now: seats, queue, pages, throughput, and every chat's progress."""
+
+    model: str = about("the model this engine serves")
+    seats: int = about("chats one step can serve (sequences)")
+    seats_in_use: int = about("chats running now (sequences)")
+    queue_limit: int = about("chats that may wait; more get a 429 (requests)")
+    queued: int = about("chats waiting now (requests)")
+    pages: int = about("pages in the key/value pool (pages)")
+    pages_in_use: int = about("pages held by running chats (pages)")
+    page_tokens: int = about("token slots per page (tokens)")
+    bytes_per_token: int = about("keys and values of one token, every layer, float32 (bytes)")
+    tokens_per_s: float = about("tokens written per second over the last rate_window_s (tokens/s)")
+    rate_window_s: float = about("window of tokens_per_s (s)")
+    steps: int = about("forward passes since the engine started (no unit)")
+    tokens_written: int = about("tokens written since the engine started (tokens)")
+    finished: int = about("chats ended since the engine started (requests)")
+    preempted: int = about("preemptions since the engine started (no unit)")
+    sequences: list[ChatProgress] = about("running chats, then waiting ones; never their text")
 
 
 # ---- one engine per served model, per process -------------------------------------------------------

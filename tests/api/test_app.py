@@ -211,7 +211,7 @@ def test_sim_results_are_their_own_response_models_with_every_field_described(cl
     in /docs, and a computed derivation input has no `source` key while an outside figure keeps its own."""
     schemas = client.get("/openapi.json").json()["components"]["schemas"]
     names = ("Roof", "RooflinePoint", "MemoryBreakdown", "NodeFacts", "Derivation", "DerivationInput")
-    for name in (*names, "ParallelismResult", "SpeculativeResponse", "StreamOut"):
+    for name in (*names, "ParallelismResult", "SpeculativeResponse", "StreamOut", "EngineSnapshot", "ChatProgress"):
         props = schemas[name]["properties"]
         assert props and all(p.get("description") for p in props.values()), name
     inputs = client.get("/api/roofline").json()["math"]["ridge_flops_per_byte"]["inputs"]

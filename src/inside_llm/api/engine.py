@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ..engine import ClientBusy, QueueFull, engine_for
+from ..engine import ClientBusy, EngineSnapshot, QueueFull, engine_for
 from .demo_model import served_model
 
 router = APIRouter(tags=["the server's engine"])
@@ -40,53 +39,17 @@ DEMO_QUESTIONS = (
 )
 
 
-class ChatProgress(BaseModel):
-    id: int = Field(description="the chat's number in this engine (no unit)")
-    state: Literal["waiting", "prefill", "decode", "done"] = Field(
-        description="waiting in the queue, reading its prompt (prefill), writing (decode)"
-    )
-    prompt_tokens: int = Field(description="tokens of its prompt, the chat template included (tokens)")
-    written_tokens: int = Field(description="tokens written so far (tokens)")
-    max_tokens: int = Field(description="most tokens it may write (tokens)")
-    cached_tokens: int = Field(description="tokens whose keys and values are in its pages now (tokens)")
-    pages: int = Field(description="pages of the pool it holds (pages)")
-    page_ids: list[int] = Field(
-        description="which pages of the pool it holds, in the order of its tokens "
-        "(its block table: physical page numbers, 0 to pages - 1)"
-    )
-    preemptions: int = Field(description="times it gave its pages back and was recomputed (no unit)")
-
-
-class EngineOut(BaseModel):
-    model: str = Field(description="the model this engine serves")
-    seats: int = Field(description="chats one step can serve (sequences)")
-    seats_in_use: int = Field(description="chats running now (sequences)")
-    queue_limit: int = Field(description="chats that may wait; more get a 429 (requests)")
-    queued: int = Field(description="chats waiting now (requests)")
-    pages: int = Field(description="pages in the key/value pool (pages)")
-    pages_in_use: int = Field(description="pages held by running chats (pages)")
-    page_tokens: int = Field(description="token slots per page (tokens)")
-    bytes_per_token: int = Field(description="keys and values of one token, every layer, float32 (bytes)")
-    tokens_per_s: float = Field(description="tokens written per second over the last rate_window_s (tokens/s)")
-    rate_window_s: float = Field(description="window of tokens_per_s (s)")
-    steps: int = Field(description="forward passes since the engine started (no unit)")
-    tokens_written: int = Field(description="tokens written since the engine started (tokens)")
-    finished: int = Field(description="chats ended since the engine started (requests)")
-    preempted: int = Field(description="preemptions since the engine started (no unit)")
-    sequences: list[ChatProgress] = Field(description="running chats, then waiting ones; never their text")
-
-
 class DemoOut(BaseModel):
     started: int = Field(description="demo chats started by this call (requests)")
     running: int = Field(description="demo chats running or waiting now (requests)")
-    engine: EngineOut
+    engine: EngineSnapshot
 
 
 def _engine():
     return engine_for(served_model("smollm2").model)
 
 
-@router.get("/api/engine", response_model=EngineOut, summary="The server's engine now: seats, queue, pages")
+@router.get("/api/engine", response_model=EngineSnapshot, summary="The server's engine now: seats, queue, pages")
 def get_engine() -> dict:
     return _engine().snapshot()
 
