@@ -40,3 +40,64 @@ def test_sim_never_imports_fastapi_starlette_or_jinja():
     for p in SIM.glob("*.py"):
         web = {"fastapi", "starlette", "jinja2", "pydantic", "uvicorn"} - MODEL_READERS.get(p.name, set())
         assert not _imports(p) & web, p.name
+
+
+# ---- no import cycle: not at module level, nor through an import inside a function ----------------
+
+PACKAGE = Path(inside_llm.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.AST):
+    """Every import statement, skipping those under `if TYPE_CHECKING:` (they never run)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            node.body = []
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """inside_llm module -> the inside_llm modules it imports (a `from pkg import name` counts pkg.name when
+    that is a module, else pkg)."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps = set()
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+                continue
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + [node.module] if node.module else base)
+            deps |= {f"{module}.{a.name}" if f"{module}.{a.name}" in paths else module for a in node.names}
+        graph[name] = {d for d in deps if d in paths and d != name}
+    return graph
+
+
+def test_the_package_has_no_import_cycle():
+    graph, state, path, cycles = import_graph(), {}, [], []
+
+    def visit(u):
+        state[u] = "open"
+        path.append(u)
+        for v in sorted(graph[u]):
+            if state.get(v) == "open":
+                cycles.append(" -> ".join(path[path.index(v) :] + [v]))
+            elif v not in state:
+                visit(v)
+        path.pop()
+        state[u] = "done"
+
+    for u in sorted(graph):
+        if u not in state:
+            visit(u)
+    # the graph sees absolute, relative and in-function imports
+    assert "inside_llm.sim.kvcache" in graph["inside_llm.sim.kvpolicies"]
+    assert "inside_llm.api.measured" in graph["inside_llm.api.roofline"]
+    assert "inside_llm.api.demo_model" in graph["inside_llm.api.measured"]  # imported inside served()
+    assert not cycles, cycles

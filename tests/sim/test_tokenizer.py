@@ -86,10 +86,10 @@ def test_chat_view_shows_split_characters_as_bytes():
 
 
 def test_words_per_token_is_also_measured_on_the_shipped_shakespeare():
-    from inside_llm.sim.demo_quality import heldout_text
+    from inside_llm.sim.demo_quality import heldout_ratio, heldout_text
 
     text = heldout_text()
-    c = tk.corpus_ratio("cl100k_base")
+    c = heldout_ratio("cl100k_base")
     assert c["chars"] == len(text) > 100_000 and c["words"] == tk.count_words(text)
     assert c["tokens"] == len(tk.encode(text, "cl100k_base"))
     assert "GREMIO" in text  # the decoded held-out split is the play text, not ids

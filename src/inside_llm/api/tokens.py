@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import modelfile
 from ..settings import Settings
+from ..sim import demo_quality
 from ..sim import tokenizer as tk
 from ..sim.derivation import derive, math_dict
 from ..sim.errors import SimError
@@ -107,13 +108,18 @@ def _load(encoding: str) -> None:
         tk.use_vocabulary("smollm2", m.vocab)
 
 
+def reference(encoding: str) -> dict:
+    """Words per token of `encoding` on the reference passages, and (`corpus`) on the held-out Shakespeare."""
+    return tk.reference_ratio(encoding) | {"corpus": demo_quality.heldout_ratio(encoding)}
+
+
 def tokenize_text(p: TokensParams) -> TokensResponse:
     _load(p.encoding)
     toks = tk.tokenize(p.text, p.encoding)
     words, n = tk.count_words(p.text), len(toks)
     chat_encoding = "smollm2" if p.encoding == "smollm2" else "llama3"
     chat = modelfile.served_smollm().vocab.chat_tokens(p.text) if chat_encoding == "smollm2" else tk.chat_tokens(p.text)
-    ref = tk.reference_ratio(p.encoding)
+    ref = reference(p.encoding)
     wpt = derive(
         round(words / n, 3) if n else 0,
         "words/token",
@@ -168,7 +174,7 @@ def facts(p: TokensParams | None = None) -> dict[str, str]:
     """The visitor's text in tokens and words, beside the reference passages' words per token (same encoding)."""
     p = p or TokensParams()
     _load(p.encoding)
-    ref = tk.reference_ratio(p.encoding)
+    ref = reference(p.encoding)
     corpus = ref["corpus"]
     return {
         "encoding": p.encoding,

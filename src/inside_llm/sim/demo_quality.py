@@ -37,6 +37,7 @@ import numpy as np
 
 from .demo_vocab import DemoVocab
 from .quantization import bits_per_weight, quantize_dequantize
+from .tokenizer import count_words, encode
 from .transformer import DEMO_DIR, DemoModel, load_model
 
 HELDOUT_FILE = DEMO_DIR / "heldout_ids.npy"
@@ -67,6 +68,24 @@ def heldout_text() -> str:
     with np.load(DEMO_DIR / "main.npz") as z:
         vocab = DemoVocab(z["vocab_cl100k"])
     return vocab.decode(heldout_ids().tolist())
+
+
+@lru_cache(maxsize=4)
+def heldout_ratio(encoding: str) -> dict:
+    """Words and characters per token of `encoding` (sim.tokenizer) on the held-out Tiny Shakespeare that ships
+    with the package (demo/heldout_ids.npy, decoded): about 20,000 words of verse and dialogue, chapter 1's
+    larger reference text beside its short passages."""
+    text = heldout_text()
+    words, tokens = count_words(text), len(encode(text, encoding))
+    return {
+        "title": "Shakespeare, held out from the demo model's training text",
+        "source": "Tiny Shakespeare (public domain), last 10% by characters; shipped as demo/heldout_ids.npy",
+        "words": words,
+        "tokens": tokens,
+        "chars": len(text),
+        "words_per_token": round(words / tokens, 3),
+        "chars_per_token": round(len(text) / tokens, 3),
+    }
 
 
 def encode_heldout(text: str, model: DemoModel) -> np.ndarray:

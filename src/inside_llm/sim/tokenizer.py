@@ -272,26 +272,6 @@ def reference_ratio(encoding: str) -> dict:
         "words_per_token": round(words / tokens, 3),
         "chars_per_token": round(chars / tokens, 3),
         "samples": rows,
-        "corpus": corpus_ratio(encoding),
-    }
-
-
-@cache
-def corpus_ratio(encoding: str) -> dict:
-    """Words and characters per token on a larger text that ships with the package: the demo model's
-    held-out Tiny Shakespeare (demo/heldout_ids.npy, decoded), about 20,000 words of verse and dialogue."""
-    from .demo_quality import heldout_text  # local: demo_quality -> transformer -> demo_vocab -> tokenizer
-
-    text = heldout_text()
-    words, tokens = count_words(text), len(encode(text, encoding))
-    return {
-        "title": "Shakespeare, held out from the demo model's training text",
-        "source": "Tiny Shakespeare (public domain), last 10% by characters; shipped as demo/heldout_ids.npy",
-        "words": words,
-        "tokens": tokens,
-        "chars": len(text),
-        "words_per_token": round(words / tokens, 3),
-        "chars_per_token": round(len(text) / tokens, 3),
     }
 
 
