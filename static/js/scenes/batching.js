@@ -199,11 +199,12 @@ function followText(d) {
   const parts = d.policies.map((p) => {
     const mine = p.spans.filter((s) => s.request_id === id);
     const wait = mine.length ? mine[0].start_s - d.requests.arrival_s[id] : 0;
-    return `${TITLES[p.name].toLowerCase()}: waits ${fixed(wait, 1)} s, last token at ${fixed(p.requests.finish_s[id], 1)} s`;
+    return `under ${TITLES[p.name].toLowerCase()} it waits ${fixed(wait, 1)} s, its last token at ${fixed(p.requests.finish_s[id], 1)} s`;
   });
+  const each = parts.join('; ');
   return `Following chat #${id} (outlined; arrives at ${fixed(d.requests.arrival_s[id], 1)} s, ` +
     `${num(d.requests.num_prompt_tokens[id])}-token prompt, ${num(d.requests.num_output_tokens[id])}-token answer). ` +
-    `${parts.join('; ')}.`;
+    `${each[0].toUpperCase()}${each.slice(1)}.`;
 }
 
 function colour(id) {
