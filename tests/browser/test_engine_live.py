@@ -55,15 +55,15 @@ def test_chapter_7_load_it_fills_the_seats_in_lanes(page, base_url, demo_engine)
 def test_chapter_6_pool_matches_the_api(page, base_url, demo_engine):
     page.goto(base_url + "/tour/kv-cache?step=4")
     load_it(page)
-    page.wait_for_function("() => +document.querySelector('.le').dataset.pagesInUse >= 2")
+    # what is drawn is one snapshot: its pages_in_use pages coloured, and the readout says the same number (read
+    # in the same frame as the wait: the demo's short answers end, and free their pages, within a second or two)
+    drawn = page.wait_for_function(
+        "() => { const el = document.querySelector('.le'); return +el.dataset.pagesInUse >= 2 && "
+        "[el.dataset.pagesInUse, el.querySelectorAll('.le-page').length, el.querySelector('.le-readouts').textContent]; }"
+    ).json_value()
     panel = page.locator(".le")
     snap = page.request.get(base_url + "/api/engine").json()
     assert panel.locator(".le-free").count() == snap["pages"] == int(panel.get_attribute("data-pages"))
-    # what is drawn is one snapshot: its pages_in_use pages coloured, and the readout says the same number
-    drawn = panel.evaluate(
-        "el => [el.dataset.pagesInUse, el.querySelectorAll('.le-page').length, "
-        "el.querySelector('.le-readouts').textContent]"
-    )
     assert int(drawn[0]) == drawn[1] >= 2
     assert drawn[2].startswith(f"{drawn[0]} of {snap['pages']} pages in use")
     per_page = snap["page_tokens"] * snap["bytes_per_token"]

@@ -9,6 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from inside_llm.sim import tokenizer as tk
+from inside_llm.sim.demo_quality import heldout_ratio
 
 pytestmark = pytest.mark.browser
 
@@ -51,9 +52,10 @@ def test_characters_per_token_and_the_rule_on_english(page, base_url):
     rule = page.locator("#stage .tok-rule")
     assert rule.get_attribute("class").split() == ["tok-rule", "applies"]
     ref = tk.reference_ratio("cl100k_base")
+    corpus = heldout_ratio("cl100k_base")  # the held-out Shakespeare (sim.demo_quality owns that text)
     text = rule.inner_text()
     assert text.startswith("The ¾-word rule fits this text")
-    assert f"{ref['corpus']['words']:,} words of Shakespeare" in text and f"({ref['words']} words)" in text
+    assert f"{corpus['words']:,} words of Shakespeare" in text and f"({ref['words']} words)" in text
     # Each meter's bar is the visitor's value over the meter's scale (1.5 words, 6 characters per token).
     widths = page.evaluate("""() => [...document.querySelectorAll('#stage .tok-meter .meter')].map(m =>
       m.querySelector('span').getBoundingClientRect().width / m.getBoundingClientRect().width)""")
