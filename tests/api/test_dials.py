@@ -309,3 +309,13 @@ def test_openapi_documents_every_field_with_bounds(client):
         assert param.get("description"), name
     for name in ("batch", "prompt_tokens", "hidden_size", "hbm_bandwidth_tb_s"):
         assert "maximum" in params[name]["schema"], name
+
+
+def test_fact_reads_as_english():
+    """One chat, a rate of one token/s and an hours-long first token read as such (not '1 tokens/s', '18,194,462 ms')."""
+    from inside_llm.api.dials import DialsParams, facts
+
+    f = facts(DialsParams())
+    assert f["ttft"].endswith(" ms") and f["per_user_rate"].endswith("tokens/s")
+    assert facts(DialsParams(batch=1))["batch_chats"] == "1 chat"
+    assert facts(DialsParams(batch=1024))["batch_chats"] == "1,024 chats"

@@ -140,3 +140,12 @@ def test_step_time_parts_add_up_to_the_step(client):
         assert s["ideal_ms"] <= s["memory_ms"] <= s["kernel_ms"]
         assert s["kernel_ms"] + s["comm_ms"] + s["overhead_ms"] == pytest.approx(s["step_ms"])
         assert (s["comm_ms"] == 0) == (params.get("tp") == 1)
+
+
+def test_mi300x_fact_uses_amds_words():
+    """AMD's data sheet: 304 compute units, 4 Matrix Cores each (not "SMs with tensor cores")."""
+    from inside_llm.api.gpu import GpuParams, facts
+
+    f = facts(GpuParams(gpu="mi300x"))
+    assert (f["sm_units"], f["matrix_units"]) == ("compute units (CUs)", "Matrix Cores")
+    assert (facts()["sm_units"], facts()["matrix_units"]) == ("SMs", "tensor cores")

@@ -3,9 +3,9 @@
 import pytest
 
 from inside_llm.sim import catalog
-from inside_llm.sim.costmodel import EngineConfig, max_batch, memory_per_gpu, step_time
+from inside_llm.sim.costmodel import EngineConfig, max_batch, memory_per_gpu, overhead_text, step_time
 from inside_llm.sim.hardware import kv_bytes_per_value, math_rate, weight_bytes_per_param
-from inside_llm.sim.models import from_hf_config
+from inside_llm.sim.models import from_hf_config, param_counts
 
 
 def cfg(model="llama-3.1-70b", gpu="h100-sxm", **kw):
@@ -137,3 +137,24 @@ def test_format_bits_follow_their_scale_layouts():
 
     assert math_rate(catalog.gpu("b200"), "nvfp4").math == "fp4"
     assert math_rate(catalog.gpu("h100-sxm"), "mxfp4").math == "bf16"  # weight-only before Blackwell
+
+
+def test_gpt_oss_weighs_its_published_checkpoint():
+    """OpenAI's model card: 60.8 GiB = 65.2 GB, MoE weights in MXFP4 and attention, router, embedding and
+    lm_head in BF16 (MXFP4 everywhere would give 63.75 GB)."""
+    cfg = EngineConfig(catalog.model("gpt-oss-120b"), catalog.gpu("h100-sxm"), precision="mxfp4")
+    # 60.8 GiB = 65.28 GB; the ~80 MB of expert biases and attention sinks the model leaves out explain the rest
+    assert cfg.shard.weight_bytes / 1e9 == pytest.approx(65.2, abs=0.1)
+    assert cfg.shard.dense_wbytes == 2.0 and cfg.shard.wbytes == pytest.approx(4.25 / 8)
+    # a decode step reads the 16-bit attention at 2 bytes a weight
+    st = step_time(cfg, num_decode_seqs=1, decode_context_tokens_total=1024)
+    pc = param_counts(cfg.model)
+    assert st.hbm_bytes > pc.layers * pc.attention_per_layer * 2.0
+
+
+def test_the_overhead_says_where_it_comes_from():
+    cfg = EngineConfig(catalog.model("llama-3.1-70b"), catalog.gpu("h100-sxm"), tp=8)
+    text = overhead_text(cfg)
+    assert text.startswith("80 layers x 25 µs + 1 ms per step")
+    st = step_time(cfg, num_decode_seqs=1, decode_context_tokens_total=1024)
+    assert st.overhead_s == pytest.approx(80 * 25e-6 + 1e-3)

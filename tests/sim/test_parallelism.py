@@ -132,3 +132,21 @@ def test_deterministic_and_json_ready():
     a, b = parallelism(ParallelParams(tp=2, pp=4)), parallelism(ParallelParams(tp=2, pp=4))
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     assert {"ttft_ms", "bubble_fraction", "allreduce_bytes_per_layer", "weights_gb"} <= set(a["math"])
+
+
+def test_only_the_first_and_last_stage_hold_embedding_and_head():
+    """Eight pipeline stages of Llama 3.1 70B: the middle six hold ten layers, the ends also a 2.1 GB table."""
+    d = parallelism(ParallelParams(tp=1, pp=8, gpus=8, precision="bf16"))
+    w = [s["weights_gb"] for s in d["stages"]]
+    table = 128256 * 8192 * 2 / 1e9
+    assert w[1] == w[6] and all(x == w[1] for x in w[1:7])
+    assert w[0] == pytest.approx(w[1] + table, abs=0.01) and w[7] == pytest.approx(w[1] + table, abs=0.01)
+    assert d["weights_gb"] == pytest.approx(max(w), abs=0.001)
+
+
+def test_decode_overhead_and_deepseeks_kv_say_what_they_are():
+    d = parallelism(ParallelParams())
+    assert d["decode"]["overhead_note"].startswith("80 layers x 25 µs + 1 ms per step")
+    assert "prefill setup" in d["prefill"]["overhead_note"]
+    ds = parallelism(ParallelParams(model="deepseek-v3", precision="fp8", gpu="h200", tp=8))
+    assert "kv_lora_rank 512" in ds["math"]["kv_cache_gb"]["formula"]

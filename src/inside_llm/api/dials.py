@@ -287,7 +287,21 @@ def facts(p: DialsParams | None = None) -> dict[str, str]:
     """The chosen configuration's figures, for the scene's fact sentence."""
     p = p or DialsParams()
     e, r = serving.estimate(serving_params(p)), dials(p)
+    rate = f"{e.tokens_per_s_per_user:.1f}" if e.tokens_per_s_per_user < 9.95 else f"{e.tokens_per_s_per_user:,.0f}"
+    ttft_s = e.ttft_ms / 1e3
+    ttft = (
+        f"{e.ttft_ms:,.0f} ms"
+        if ttft_s < 10
+        else f"{ttft_s:.1f} s"
+        if ttft_s < 120
+        else f"{ttft_s / 60:.1f} min"
+        if ttft_s < 7200
+        else f"{ttft_s / 3600:.1f} h"
+    )
     return {
+        "batch_chats": f"{p.batch:,} chat{'' if p.batch == 1 else 's'}",
+        "ttft": ttft,
+        "per_user_rate": f"{rate} token{'' if rate in ('1', '1.0') else 's'}/s",
         "model_name": r.model["name"],
         "gpu_name": r.gpu.name,
         "gpus": str(p.gpus),

@@ -164,19 +164,25 @@ class Shard:
     window_kv_bytes_per_token_stage: float = 0.0
     stage_weight_bytes: tuple[float, ...] = ()  # per GPU of each pipeline stage
     weight_only_4bit: bool = False  # 4-bit weights dequantised to BF16 for the math (W4A16)
+    dense_wbytes: float = 0.0  # per attention/router/shared-MLP weight (0: wbytes; 2 if only experts are quantized)
 
     @classmethod
     def of(cls, cfg: EngineConfig) -> Shard:
         m, tp, pp = cfg.model, cfg.tp, cfg.pp
         pc = param_counts(m)
         wb = weight_bytes_per_param(cfg.precision)
+        # a checkpoint that quantizes only its routed experts (gpt-oss in MXFP4) keeps the rest 16-bit
+        dwb = 2.0 if m.is_moe and m.expert_only_precision and cfg.precision == m.expert_only_precision else wb
         kv_heads = max(1, m.num_key_value_heads // tp)
         layer_dense = (
             pc.attention_per_layer + pc.router_per_layer + pc.norms_per_layer + pc.always_on_mlp_per_layer
         ) / tp
         lm_head = (pc.lm_head or pc.embedding) / tp
+        routed = pc.mlp_per_layer - pc.always_on_mlp_per_layer if m.is_moe else pc.mlp_per_layer
         per_layer_bytes = (
-            (pc.attention_per_layer + pc.mlp_per_layer + pc.router_per_layer) * wb + pc.norms_per_layer * 2.0
+            routed * wb
+            + (pc.attention_per_layer + pc.always_on_mlp_per_layer + pc.router_per_layer) * dwb
+            + pc.norms_per_layer * 2.0
         ) / tp
         # stage s holds its layers; the first also the embedding, the last the lm_head (a tied model's
         # last stage keeps its own copy of the table when pp > 1) and the final norm, all 16-bit
@@ -215,6 +221,7 @@ class Shard:
             window_kv_bytes_per_token_stage=per_layer_kv * win_stage,
             stage_weight_bytes=tuple(stages),
             weight_only_4bit=number_format(cfg.precision).bits == 4 and rate.math == "bf16",
+            dense_wbytes=dwb,
         )
 
     def kv_bytes(self, model: ModelSpec, sequences: float, context_tokens: float, *, stage: bool = True) -> float:
@@ -329,8 +336,9 @@ def step_time(
     touched = expected_experts_touched(m, n_tok) if m.is_moe else 1.0
     gemm_flops = 2.0 * (n_tok * active * s.layers + sampled * s.lm_head_params)
     expert_flops = 2.0 * n_tok * s.expert_params * m.num_experts_per_tok * moe * s.layers if m.is_moe else 0.0
-    gemm_bytes = s.layers * (s.layer_dense_params + s.expert_params * touched * moe) * s.wbytes
-    gemm_bytes += 2.0 * s.lm_head_params if sampled else 0.0
+    dense_bytes = s.layers * s.layer_dense_params * (s.dense_wbytes or s.wbytes)
+    expert_bytes = s.layers * s.expert_params * touched * moe * s.wbytes
+    gemm_bytes = dense_bytes + expert_bytes + (2.0 * s.lm_head_params if sampled else 0.0)
     keys = prefill_attention_keys + decode_context_tokens_total
     if m.sliding_window and m.full_attention_layers < m.num_hidden_layers:
         # windowed layers attend to at most `sliding_window` keys per query
@@ -350,7 +358,10 @@ def step_time(
     # 4-bit weights unpacked to BF16 inside the GEMM (W4A16) stream more slowly than plain BF16 weights
     lm_head_bytes = 2.0 * s.lm_head_params if sampled else 0.0
     stream = eff.weight_only_4bit_stream if s.weight_only_4bit else 1.0
-    gm = (gemm_bytes - lm_head_bytes) / (bw * stream) + lm_head_bytes / bw
+    if s.dense_wbytes and s.dense_wbytes != s.wbytes:  # 16-bit attention streams at the plain rate
+        gm = expert_bytes / (bw * stream) + (dense_bytes + lm_head_bytes) / bw
+    else:
+        gm = (gemm_bytes - lm_head_bytes) / (bw * stream) + lm_head_bytes / bw
     ac, am = attn_flops / (s.bf16_flops_per_s * eff.attention_compute), attn_bytes / bw
     comm = 2 * s.layers * allreduce_s(cfg, n_tok * m.hidden_size * ACTIVATION_BYTES) if n_tok else 0.0
     comm += pp_send_s(cfg, n_tok * m.hidden_size * ACTIVATION_BYTES) if cfg.pp > 1 else 0.0
@@ -373,6 +384,15 @@ def step_time(
         bound,
         n_tok,
     )
+
+
+def overhead_text(cfg: EngineConfig, *, prefill_pass: bool = False) -> str:
+    """Where a step's fixed overhead comes from, in words (its parts and their calibration)."""
+    eff, layers = cfg.efficiency, cfg.shard.layers_per_stage * cfg.pp
+    parts = f"{layers} layers x {eff.per_layer_overhead_s * 1e6:g} µs + {eff.step_overhead_s * 1e3:g} ms per step"
+    if prefill_pass:
+        parts += f" + {eff.prefill_pass_overhead_s * 1e3:g} ms prefill setup"
+    return f"{parts}: kernel launches, norms, sampling and the scheduler, fitted on published batch-1 latencies"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from .result import about
 
 LAYOUT_FIELDS = (
     "sm_count",
+    "compute_unit",
+    "matrix_unit",
     "gpc_count",
     "tensor_cores_per_sm",
     "l2_cache_mb",
@@ -49,7 +51,9 @@ def layout(gpu: GPU) -> dict[str, Any]:
         "name": gpu.name,
         "die_count": gpu.die_count,
         "sm_count": gpu.sm_count,
-        "sm_label": "CU" if gpu.vendor == "AMD" else "SM",
+        "sm_label": gpu.unit_abbr,
+        "sm_name": gpu.unit_name,
+        "matrix_unit": gpu.matrix_unit_name,
         "sm_groups": _split(gpu.sm_count, groups) if gpu.sm_count else [],
         "sm_group_kind": group_kind,
         "tensor_cores_per_sm": gpu.tensor_cores_per_sm,

@@ -157,6 +157,10 @@ class GPU:
     sm_count: int = 0
     gpc_count: int | None = None
     tensor_cores_per_sm: int = 4
+    # The vendor's words for its cores (None: NVIDIA's; AMD says compute units and Matrix Cores)
+    compute_unit: str | None = None
+    compute_unit_abbr: str | None = None
+    matrix_unit: str | None = None
     die_count: int = 1
     interconnect: str = ""
     tdp_w: float = 0.0
@@ -177,6 +181,21 @@ class GPU:
         for name in ("bf16_dense_tflops", "hbm_capacity_gb", "hbm_bandwidth_tb_s", "scaleout_bandwidth_gb_s"):
             if getattr(self, name) <= 0:
                 raise SimError(name, f"{name} must be more than 0, not {getattr(self, name)!r}.")
+
+    @property
+    def unit_name(self) -> str:
+        """The vendor's name for one core: "streaming multiprocessor" (NVIDIA), "compute unit" (AMD)."""
+        return self.compute_unit or "streaming multiprocessor"
+
+    @property
+    def unit_abbr(self) -> str:
+        """Short name of one core: "SM" or "CU"."""
+        return self.compute_unit_abbr or "SM"
+
+    @property
+    def matrix_unit_name(self) -> str:
+        """The vendor's name for a matrix-multiply unit: "tensor core" (NVIDIA), "Matrix Core" (AMD)."""
+        return self.matrix_unit or "tensor core"
 
     def source(self, field_name: str) -> str:
         """Where a figure comes from ('user input' for a custom GPU without sources)."""

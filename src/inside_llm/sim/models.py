@@ -21,6 +21,12 @@ Features of 2025 models that change the cost, each optional (0 = absent):
     attention weights   d*r_q + r_q*H*(nope+rope) + d*(r_kv+rope) + r_kv*H*(nope+v) + H*v*d + r_q + r_kv
 - Sliding-window attention on `sliding_window_layers` of the layers (gpt-oss: every other layer,
   128 tokens): those layers cache at most `sliding_window` tokens per sequence.
+- A checkpoint that quantizes only its routed experts (`expert_only_precision`, gpt-oss: "mxfp4"): in that
+  format attention, router, norms, embedding and lm_head stay BF16 (gpt-oss-120b: 65.2 GB, not 63.75).
+
+Active parameters are the weights one token multiplies: attention, norms, router, the top-k routed and
+the shared experts, and the lm_head; the input embedding is a table lookup, not a multiply, so it is not
+counted (OpenAI's gpt-oss model card counts this way: gpt-oss-120b 5.13 B active).
 """
 
 from __future__ import annotations
@@ -90,9 +96,13 @@ class ModelSpec:
     v_head_dim: int = 0
     sliding_window: int = 0
     sliding_window_layers: int = 0
+    # weight format in which the published checkpoint quantizes only the routed experts ("" if none)
+    expert_only_precision: str = ""
     source: str = ""
     published_params_b: float | None = None
     published_active_params_b: float | None = None
+    # the publisher's active count includes the input embedding (Mistral, Qwen, Meta do; OpenAI does not)
+    published_active_includes_embedding: bool = False
     published_source: str = ""
 
     def __post_init__(self) -> None:
@@ -196,7 +206,7 @@ class ParamCounts:
     lm_head: int  # 0 when tied to the embedding
     layers: int
     total: int
-    active: int  # used per token: top-k experts only
+    active: int  # multiplied per token: top-k experts only, the input embedding (a lookup) not counted
     non_embedding: int  # total minus the embedding table (lm_head kept)
     always_on_mlp_per_layer: float = 0.0  # MoE: shared experts + leading dense MLPs, per layer on average
     moe_layer_fraction: float = 1.0  # share of layers whose MLP is routed experts
@@ -226,7 +236,8 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     if not m.is_moe:
         mlp = 3 * d * m.intermediate_size
         total = L * (attention + mlp + norms) + shared
-        return ParamCounts(embedding, attention, mlp, mlp, 0, norms, d, lm_head, L, total, total, total - embedding)
+        active = total - (embedding if lm_head else 0)  # a tied table is multiplied as the lm_head
+        return ParamCounts(embedding, attention, mlp, mlp, 0, norms, d, lm_head, L, total, active, total - embedding)
     expert = 3 * d * m.expert_width
     dense_layers = m.first_k_dense_replace
     moe_layers = L - dense_layers
@@ -234,7 +245,8 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     routed = moe_layers * expert * m.num_local_experts
     router = moe_layers * d * m.num_local_experts
     total = L * (attention + norms) + always_on + routed + router + shared
-    active = L * (attention + norms) + always_on + moe_layers * expert * m.num_experts_per_tok + router + shared
+    active = L * (attention + norms) + always_on + moe_layers * expert * m.num_experts_per_tok + router + d
+    active += lm_head or embedding  # the output projection; the input lookup is not a multiply
     return ParamCounts(
         embedding,
         attention,
@@ -266,6 +278,25 @@ def kv_bytes_per_token(
         return float(n_layers * m.kv_values_per_token_layer() * kv_bytes_per_value)
     heads = m.num_key_value_heads if kv_heads is None else kv_heads
     return 2.0 * n_layers * heads * m.head_dim * kv_bytes_per_value
+
+
+def kv_formula(m: ModelSpec, *, per: str = "batch x context x ") -> tuple[str, list[str]]:
+    """The KV cache's formula in words, and its notes, for this model's attention (latent, grouped, windowed)."""
+    if m.is_mla:
+        return (
+            f"{per}layers/pp x (kv_lora_rank {m.kv_lora_rank} + rotary key {m.qk_rope_head_dim}) x kv bytes",
+            [
+                "multi-head latent attention caches one latent per token and layer, shared by all heads, "
+                "instead of K and V for every head; every tensor-parallel GPU keeps the whole latent"
+            ],
+        )
+    notes = ["when tp > kv_heads each GPU keeps a copy of one KV head"]
+    if m.full_attention_layers < m.num_hidden_layers:
+        notes.append(
+            f"{m.num_hidden_layers - m.full_attention_layers} sliding-window layers keep at most "
+            f"{m.sliding_window} tokens each"
+        )
+    return f"{per}2 (K and V) x layers/pp x kv_heads/tp x head_dim x kv bytes", notes
 
 
 def expected_experts_touched(m: ModelSpec, num_tokens: float) -> float:

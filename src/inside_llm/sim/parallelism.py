@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import catalog, serving
-from .costmodel import GB, EngineConfig, StepTime, allreduce_s, memory_per_gpu
+from .costmodel import GB, EngineConfig, StepTime, allreduce_s, memory_per_gpu, overhead_text
 from .derivation import Derivation, derive
 from .errors import SimError
 from .hardware import ACTIVATION_BYTES, weight_bytes_per_param
-from .models import param_counts
+from .models import kv_formula, param_counts
 from .result import about, as_json
 
 MAX_NODE_GPUS = 8  # one HGX baseboard
@@ -184,6 +184,7 @@ def _phase(cfg: EngineConfig, node: catalog.NodeSpec, st: StepTime, m: int, phas
         "attention_ms": st.attention_s * 1e3,
         "comm_ms": st.comm_s * 1e3,
         "overhead_ms": st.overhead_s * 1e3,
+        "overhead_note": overhead_text(cfg, prefill_pass=phase == "prefill"),
         "bound": st.bound,
         "tensor": _allreduce(cfg, node, st.tokens),
         "pipeline": {
@@ -219,11 +220,14 @@ class ParallelismResult:
     output_tokens: int = about("Answer length (tokens).")
     num_layers: int = about("The model's layers.")
     hidden_size: int = about("Numbers per token between layers.")
-    stages: list[dict] = about("Per pipeline stage: stage, first_layer, last_layer (1-based, inclusive), num_layers.")
+    stages: list[dict] = about(
+        "Per pipeline stage: stage, first_layer, last_layer (1-based, inclusive), num_layers, weights_gb (per GPU: "
+        "the first stage also holds the embedding, the last the lm_head)."
+    )
     gpu_map: list[dict] = about("Per GPU: gpu, replica, stage and tensor rank.")
     model_weights_gb: float = about("The whole model's weights, GB.")
     capacity_gb: float = about("The GPU's memory, GB.")
-    weights_gb: float = about("Weights per GPU, GB.")
+    weights_gb: float = about("Weights per GPU of the fullest stage, GB (each stage's own in `stages`).")
     kv_cache_gb: float = about("KV cache per GPU at the end of every answer, GB.")
     activations_gb: float = about("Peak activation buffers per GPU, GB.")
     reserve_gb: float = about("Kept back by the runtime per GPU, GB.")
@@ -283,7 +287,13 @@ def parallelism(p: ParallelParams = ParallelParams()) -> dict[str, Any]:
         num_layers=cfg.model.num_hidden_layers,
         hidden_size=cfg.model.hidden_size,
         stages=[
-            {"stage": s, "first_layer": a, "last_layer": b, "num_layers": b - a + 1}
+            {
+                "stage": s,
+                "first_layer": a,
+                "last_layer": b,
+                "num_layers": b - a + 1,
+                "weights_gb": round(cfg.shard.stage_weight_bytes[s] / GB, 3),
+            }
             for s, (a, b) in enumerate(stage_layers(cfg.model.num_hidden_layers, p.pp))
         ],
         gpu_map=gpu_map(p.gpus, p.tp, p.pp),
@@ -365,13 +375,13 @@ def _derivations(
         "kv_cache_gb": derive(
             o.kv_cache_gb,
             "GB per GPU",
-            "batch x context x 2 x (layers / pp) x (kv_heads / tp) x head_dim x 2 bytes",
+            kv_formula(cfg.model)[0],
             {
                 "batch": (p.batch, "sequences"),
                 "context": (p.prompt_tokens + p.output_tokens, "tokens"),
                 "kv_bytes_per_token_per_gpu": (cfg.shard.kv_bytes_per_token_stage, "B"),
             },
-            ["when tp > kv_heads each GPU keeps a copy of one KV head"],
+            kv_formula(cfg.model)[1],
         ),
         "allreduce_bytes_per_layer": derive(
             tpar["allreduce_bytes_per_layer"],

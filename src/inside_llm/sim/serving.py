@@ -46,7 +46,7 @@ from .costmodel import (
 from .derivation import Derivation, derive
 from .errors import SimError, words
 from .hardware import GPU, math_rate, number_format
-from .models import ModelSpec
+from .models import ModelSpec, kv_formula
 from .result import about, as_json
 
 MAX_GPUS = 144  # two GB200 NVL72 racks, or 18 eight-GPU nodes
@@ -530,6 +530,7 @@ def _throughput_derivation(cfg: EngineConfig, p: ServingParams, est: ServingEsti
 def _memory_derivations(cfg: EngineConfig, p: ServingParams, mem: MemoryBreakdown, fit: int) -> dict[str, Derivation]:
     g, s = cfg.gpu, cfg.shard
     ctx = p.prompt_tokens + p.output_tokens
+    kv_text = kv_formula(cfg.model, per="batch x (prompt + output) x ")
     return {
         "weights_gb": derive(
             mem.weights_gb,
@@ -541,22 +542,24 @@ def _memory_derivations(cfg: EngineConfig, p: ServingParams, mem: MemoryBreakdow
                 f"{number_format(cfg.precision).bits_per_value:g} bits per weight",
                 "embedding and lm_head stay 16-bit; pipeline stages: the first also holds the "
                 "embedding, the last the lm_head (the fullest GPU is shown)",
+                *(
+                    [f"{cfg.model.name}'s checkpoint quantizes only the routed experts: attention and router stay BF16"]
+                    if s.dense_wbytes != s.wbytes
+                    else []
+                ),
             ],
         ),
         "kv_cache_gb": derive(
             mem.kv_cache_gb,
             "GB per GPU",
-            "batch x (prompt + output) x 2 x layers/pp x kv_heads/tp x head_dim x kv bytes",
+            kv_text[0],
             {
                 "batch": (p.batch, "sequences"),
                 "context": (ctx, "tokens"),
                 "kv_bytes_per_token_per_gpu": (s.kv_bytes_per_token_stage, "B"),
                 "kv_precision": (cfg.kv_precision, ""),
             },
-            [
-                "every sequence holds its full context at the end of the answer",
-                "when tp > kv_heads each GPU keeps a copy of one KV head",
-            ],
+            ["every sequence holds its full context at the end of the answer", *kv_text[1]],
         ),
         "spare_gb": derive(
             mem.spare_gb,

@@ -261,7 +261,7 @@ export function drawPackage(fig, d, v, poolSize) {
   const label = `${d.gpu.name}: ${L.hbm_stacks ? `${L.hbm_stacks} ${L.memory_type} stacks` : L.memory_type} ` +
     `(${num(L.hbm_capacity_gb)} GB), ${num(L.l2_cache_mb)} MB L2 in ${plural(P.l2_partitions, 'part')}, ` +
     `${L.sm_count} ${L.sm_label}s in ${plural(L.sm_groups.length, L.sm_group_kind)}, ` +
-    `${L.tensor_cores_per_sm} tensor cores each`;
+    `${L.tensor_cores_per_sm} ${L.matrix_unit || 'tensor core'}s each`;
   const s = root(fig, v.W, v.H, label);
   s.classList.add('gpu-svg', `gpu-${v.name}`);
   const g = geometry(d, v);

@@ -148,7 +148,7 @@ function fitBudgetLabels() {
 
 function drawLegend(d) {
   const L = d.layout;
-  const core = L.sm_label === 'CU' ? 'matrix core' : 'tensor core';
+  const core = L.matrix_unit || 'tensor core';
   swatches(view.legend, [
     ['sw-weights', `weights (each tile ≈ ${bytes(d.stream.tile_bytes)})`],
     d.stream.kv_tiles > 0 && ['sw-kv', 'KV cache'],

@@ -82,14 +82,18 @@ function drawBreakdown(els, d, phase) {
     : `One decode step: ${plural(p.tokens, 'chat')} × 1 token through all ${d.num_layers} layers`;
   h('p', { class: 'par-bar-label', text: `${label}${d.pp > 1 ? ' (one micro-batch)' : ''}: ${duration(p.step_ms)}` }, b);
   const bar = h('div', { class: 'par-bar', role: 'img', 'aria-label': `${label}: ${duration(p.step_ms)}` }, b);
-  const parts = [['gemm_ms', 'matrix math (GEMMs)', 'compute'], ['attention_ms', 'attention', 'attention'],
+  // memory-bound GEMMs spend their time reading the weights (chapter 4's stream), not multiplying
+  const gemm = p.bound === 'memory' ? 'reading the weights (GEMMs)' : 'matrix math (GEMMs)';
+  const parts = [['gemm_ms', gemm, 'compute'], ['attention_ms', 'attention', 'attention'],
     ['comm_ms', 'NVLink traffic', 'memory'], ['overhead_ms', 'launch overhead', 'idle']];
   const shown = parts.filter(([k]) => p[k]);
   for (const [k, name, cls] of shown) {
-    const seg = h('span', { class: `seg ${cls}`, title: `${name}: ${duration(p[k])}` }, bar);
+    const tip = k === 'overhead_ms' && p.overhead_note ? `${name}: ${duration(p[k])} (${p.overhead_note})` : `${name}: ${duration(p[k])}`;
+    const seg = h('span', { class: `seg ${cls}`, title: tip }, bar);
     seg.style.width = `${(p[k] / p.step_ms) * 100}%`;
   }
   swatches(h('div', { class: 'legend' }, b), shown.map(([k, name, cls]) => [cls, `${name} ${duration(p[k])}`]));
+  if (p.overhead_note) h('p', { class: 'par-bar-note', text: `Launch overhead: ${p.overhead_note}.` }, b);
 }
 
 function shortSource(s) {

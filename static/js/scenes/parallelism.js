@@ -149,6 +149,14 @@ function memBar(g, b, d, v, used) {
   return y + hh;
 }
 
+/** The memory of one pipeline stage's GPU: only the first holds the embedding, only the last the lm_head. */
+function stageMemory(d, stage) {
+  const w = d.stages[stage]?.weights_gb;
+  if (w == null || d.pp === 1) return d;
+  const spare = d.spare_gb + d.weights_gb - w;
+  return { ...d, weights_gb: w, spare_gb: spare, fits: spare >= 0, shortfall_gb: Math.max(0, -spare) };
+}
+
 function drawGpu(parent, d, g, v) {
   const m = d.gpu_map[g];
   const b = gpuBox(g, v);
@@ -166,6 +174,7 @@ function drawGpu(parent, d, g, v) {
   const tag = svg('text', { x: b.x + b.w - (wide ? 10 : 6), y: b.y + (wide ? 22 : 18), class: 'sm tag', 'text-anchor': 'end', 'font-size': v.small }, grp);
   if (d.replicas > 1) tag.textContent = wide ? `replica ${m.replica + 1}` : `R${m.replica + 1}`;
   svg('text', { x: tx, y: b.y + (wide ? 42 : 34), class: 'sm', 'font-size': v.small, text: roleText(d, m, wide, v.name !== 'narrow') }, grp);
+  d = stageMemory(d, m.stage);
   const below = memBar(grp, b, d, v, used);
   const memText = wide ? `${fixed(d.weights_gb, 1)} GB weights + ${fixed(d.kv_cache_gb, 1)} GB KV` : `${fixed(d.weights_gb, 1)} + ${fixed(d.kv_cache_gb, 1)} GB`;
   svg('text', { x: tx, y: below + (wide ? 18 : 15), class: 'sm', 'font-size': v.small, text: memText }, grp);
