@@ -31,7 +31,7 @@ def start_server(port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "inside_llm", "serve", "--port", str(port), "--log-level", "warning"]
     )
-    for _ in range(100):
+    for _ in range(600):  # up to a minute: a loaded machine loads the model slowly
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
             return proc

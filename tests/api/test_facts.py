@@ -13,7 +13,7 @@ from inside_llm.scenes import scene_by_slug
 MOVED = {
     "tokens": ("text=one+two+three", "This text is 3 tokens for 3 words"),
     "embeddings": ("prompt=", "Your prompt is 0 tokens"),
-    "layer": ("layer=2", "Layer 2 of"),
+    "layer": ("layer=2", "Layer 2 (counting from zero) of"),
     "gpu": ("gpu=h200", "H200"),
     "roofline": ("batch=1024", "1,024 chats at a time"),
     "kv-cache": ("block_size=64", "64-token pages"),

@@ -145,10 +145,13 @@ def test_layer_slider_and_model_switch_stay_inside_the_model(page, base_url):
             "s.dispatchEvent(new Event('input', {bubbles: true})); }"
         ),
     )
-    assert f"{n} of {n}" in page.locator("#stage .readouts").inner_text() and f"layer={n - 1}" in page.url
+    assert (
+        f"{n - 1}of {n}, counting from 0" in page.locator("#stage .readouts").inner_text()
+        and f"layer={n - 1}" in page.url
+    )
     assert page.evaluate("() => document.querySelector('#stage .ly-map-img').getAttribute('href')") != before
     change(page, lambda: page.select_option("#ctl-model", "toy"))
-    assert f"{toy.n_layers} of {toy.n_layers}" in page.locator("#stage .readouts").inner_text()
+    assert f"{toy.n_layers - 1}of {toy.n_layers}, counting from 0" in page.locator("#stage .readouts").inner_text()
     assert page.locator("#ctl-layer").get_attribute("max") == str(toy.n_layers - 1)
     assert page.locator("#stage-status").inner_text() == ""
     assert page.locator("#stage g.ly-thumb").count() == toy.n_heads
@@ -176,3 +179,41 @@ def test_typing_after_an_empty_prompt_draws_again(page, base_url):
     page.wait_for_function("() => document.querySelector('#stage .readout.ly-from .value')?.textContent.length > 0")
     assert page.evaluate(ROW) == len(axis(page, "y")) - 1
     assert page.locator("#stage-status").inner_text() == ""
+
+
+def test_one_layer_numbering_and_the_attention_sink_named(page, base_url):
+    """Layers are counted from 0 everywhere (slider, readout, stage, fact); a head that parks its attention on the
+    first token is named an attention sink, with the share computed from the API's weights, and the heads of the
+    same layer that look at content are listed."""
+    layer = 20
+    open_page(page, base_url + f"/tour/layer?prompt={quote(PROMPT)}&layer={layer}&autoplay=0")
+    d = api(page, base_url, prompt=PROMPT, layer=layer)
+    n = d["model"]["n_layers"]
+    text = page.locator("main").inner_text()
+    assert f"Layer {layer + 1} " not in text and "index " not in text, (
+        "no 1-based layer label beside the 0-based slider"
+    )
+    readout = page.locator("#stage .readout").first.inner_text()
+    assert str(layer) in readout and f"of {n}, counting from 0" in readout
+    assert f"Layer {layer} (counting from zero)" in page.locator(".fact-text").inner_text()
+
+    def share(h: int) -> float:
+        rows = d["heads"][h]["weights"][1:]
+        return sum(r[0] for r in rows) / len(rows)
+
+    shares = [share(h) for h in range(d["model"]["n_heads"])]
+    sinks = [h for h, s in enumerate(shares) if s > 0.5]
+    assert sinks, "the test needs a layer with a sink head for this prompt"
+    if sinks[0] != 0:  # head 0 is drawn large at first
+        change(page, lambda: page.locator(f"#stage g.ly-thumb[data-head='{sinks[0]}']").click())
+    note = page.locator("#stage .ly-sink-note")
+    assert note.count() == 1
+    assert float(note.get_attribute("data-sink-share")) == pytest.approx(shares[sinks[0]], abs=1e-3)
+    words = note.inner_text()
+    assert f"Head {sinks[0]} sends {round(100 * shares[sinks[0]])}%" in words and "attention sink" in words
+    content = [h for h in range(len(shares)) if h not in sinks]
+    if content:
+        assert ", ".join(map(str, content)) in words
+        change(page, lambda: page.locator(f"#stage g.ly-thumb[data-head='{content[0]}']").click())
+        assert page.locator("#stage .ly-sink-note").count() == 0, "no sink note on a head that looks at content"
+    assert page.locator("#stage text.ly-thumb-sink").count() == len(sinks)

@@ -77,6 +77,21 @@ def test_rule_does_not_apply_to_another_script_or_code(page, base_url):
     assert page.console_errors == []
 
 
+def test_rule_judged_on_the_measured_ratio_of_a_z_text(page, base_url):
+    """A–Z text whose own words per token is far from English's (one long compound word) is not said to fit."""
+    word = "Donaudampfschifffahrtsgesellschaftskapitän"
+    toks = open_text(page, base_url, word)
+    mine = tk.count_words(word) / len(toks)
+    ref = tk.reference_ratio("cl100k_base")["words_per_token"]
+    assert mine < ref / 1.5, "the test needs a text far off the English ratio"
+    rule = page.locator("#stage .tok-rule")
+    assert rule.get_attribute("class").split() == ["tok-rule", "moot"]
+    text = rule.inner_text()
+    assert text.startswith("The ¾-word rule is off for this text") and f"{mine:.2f} words per token here" in text
+    assert "tok-moot" in readout(page, "Words per token").get_attribute("class")
+    assert page.console_errors == []
+
+
 def test_hover_and_focus_light_a_tokens_characters_and_id(page, base_url):
     toks = open_text(page, base_url, DEFAULT)
     src = page.locator("#stage .tok-source")

@@ -241,3 +241,8 @@ def _jsonable(x: Any) -> Any:
     from fastapi.encoders import jsonable_encoder
 
     return jsonable_encoder(x)
+
+
+def counted(n: int, noun: str) -> str:
+    """A count in a fact's words: '1 token', '17 tokens', '1,024 words' (a plain plural noun)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

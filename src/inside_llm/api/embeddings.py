@@ -24,7 +24,7 @@ from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
 from . import measured
-from .common import Math
+from .common import Math, counted
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
@@ -254,7 +254,7 @@ def facts(p: PromptParams | None = None) -> dict[str, str]:
     real, c = real_model(), s.model.config
     num_tokens = json.loads(embeddings_json(p.prompt, p.model))["num_tokens"]
     return {
-        "num_tokens": f"{num_tokens:,} token{'' if num_tokens == 1 else 's'}",
+        "num_tokens": counted(num_tokens, "token"),
         "num_numbers": f"{num_tokens * c.dim:,}",
         "served_name": served_name(s),
         "model_name": real["name"],

@@ -25,7 +25,7 @@ from ..sim.errors import SimError
 from ..sim.transformer import LayerTrace
 from ..sim.transformer_ops import rms_norm
 from . import measured
-from .common import Math
+from .common import Math, counted
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
@@ -245,7 +245,7 @@ def facts(p: LayerParams | None = None) -> dict[str, str]:
         "layer": str(p.layer),
         "served_name": served_name(served_model(p.model)),
         "demo_layers": str(d["model"]["n_layers"]),
-        "num_tokens": f"{d['num_tokens']:,} token{'' if d['num_tokens'] == 1 else 's'}",
+        "num_tokens": counted(d["num_tokens"], "token"),
         "demo_heads": str(d["model"]["n_heads"]),
         "demo_kv_heads": str(d["model"]["n_kv_heads"]),
         "model_name": r.name,

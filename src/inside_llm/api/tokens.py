@@ -14,7 +14,7 @@ from ..sim import tokenizer as tk
 from ..sim.derivation import derive, math_dict
 from ..sim.errors import SimError
 from ..sim.tokenizer import MAX_TEXT_CHARS
-from .common import Math
+from .common import Math, counted
 
 router = APIRouter(tags=["1 · tokens"])
 
@@ -170,6 +170,10 @@ def post_tokens(p: TokensParams) -> TokensResponse:
     return tokenize_text(p)
 
 
+# How the fact names each vocabulary (the control's labels, without the parenthesis).
+ENCODING_NAMES = {"cl100k_base": "cl100k_base", "llama3": "Llama 3", "smollm2": "SmolLM2"}
+
+
 def facts(p: TokensParams | None = None) -> dict[str, str]:
     """The visitor's text in tokens and words, beside the reference passages' words per token (same encoding)."""
     p = p or TokensParams()
@@ -177,9 +181,9 @@ def facts(p: TokensParams | None = None) -> dict[str, str]:
     ref = reference(p.encoding)
     corpus = ref["corpus"]
     return {
-        "encoding": p.encoding,
-        "text_tokens": f"{len(tk.tokenize(p.text, p.encoding)):,}",
-        "text_words": f"{tk.count_words(p.text):,}",
+        "encoding": ENCODING_NAMES.get(p.encoding, p.encoding),
+        "text_tokens": counted(len(tk.tokenize(p.text, p.encoding)), "token"),
+        "text_words": counted(tk.count_words(p.text), "word"),
         "words_per_token": f"{ref['words_per_token']:.2f}",
         "num_samples": str(len(ref["samples"])),
         "num_words": f"{ref['words']:,}",

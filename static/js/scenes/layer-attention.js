@@ -34,11 +34,12 @@ export function drawAttention(box, d, variant, pal, head, on) {
   clear(box);
   const title = h('h2', { class: 'ly-h', text: `Attention: where each token looks · head ${head}` }, box);
   h('span', { class: 'ly-sub', text: ` (reads key/value head ${grp.kv_head}, shared by query heads ${list(grp.query_heads)})` }, title);
+  sinkNote(box, d, head);
   const cell = G.map / T, x0 = G.axis, y0 = G.top;
   const thumbs = layoutThumbs(d, G);
   const R = G.side ? { x: thumbs.boxes[0].x, y: thumbs.bottom + 16, w: G.side } : { x: 0, y: thumbs.bottom + 16, w: G.W };
   const H = Math.max(y0 + G.map + 8, G.reading ? R.y + READING_H : thumbs.bottom);
-  const s = root(box, G.W, H, `Attention weights of head ${head} in layer ${d.layer + 1}: ${T} tokens looking (rows) at ` +
+  const s = root(box, G.W, H, `Attention weights of head ${head} in layer ${d.layer}: ${T} tokens looking (rows) at ` +
     `the tokens up to themselves (columns).`);
   s.classList.add('ly-svg', 'ly-attn-svg');
   s.setAttribute('role', 'group'); // it holds buttons (the small maps): a group, not one image
@@ -101,6 +102,29 @@ function staircase(x0, y0, c, T) {
   return `${d}Z`;
 }
 
+/** A head is an attention sink here when, on average, rows after the first send over half their weight to token 1. */
+const SINK = 0.5;
+
+/** The mean share of attention that rows 2..T give the first token (row 1 can only look at itself). */
+export function sinkShare(d, hh) {
+  const rows = d.heads[hh].weights.slice(1);
+  return rows.length ? rows.reduce((a, r) => a + r[0], 0) / rows.length : 0;
+}
+
+/** One line when the drawn head parks its attention on the first token: name the sink, point at the heads that don't. */
+function sinkNote(box, d, head) {
+  const share = sinkShare(d, head);
+  if (share <= SINK) return;
+  const others = d.heads.map((x, hh) => hh).filter((hh) => sinkShare(d, hh) <= SINK);
+  const first = `“${clip(tokenText(d.tokens[0]), 12)}”`;
+  const p = h('p', { class: 'ly-sink-note', 'data-sink-share': share.toFixed(3) }, box);
+  h('strong', { text: 'An attention sink. ' }, p);
+  p.append(`Head ${head} sends ${pct(share, 0)} of every later token’s attention to the first token, ${first}: ` +
+    'a head with nothing to look for parks its weight there (Xiao et al., 2023, “attention sinks”). ' +
+    (others.length ? `Head${others.length > 1 ? 's' : ''} ${others.join(', ')} of this layer look${others.length > 1 ? '' : 's'} at content instead: click ${others.length > 1 ? 'one' : 'it'} beside the map.`
+      : 'Every head of this layer does so for this prompt: move the layer slider to find one that looks at content.'));
+}
+
 const list = (a) => (a.length > 2 ? `${a[0]}–${a[a.length - 1]}` : a.join(' and '));
 const clip = (text, n) => (text.length > n ? `${text.slice(0, n - 1)}…` : text);
 
@@ -130,6 +154,7 @@ function drawThumbs(s, d, L, pal, head, on) {
       const full = d.heads[hh].weights.map((r) => r.concat(Array(T - r.length).fill(NaN)));
       svg('image', { x: tx, y: ty, width: L.size, height: L.size, preserveAspectRatio: 'none', class: 'strip-img', href: heatImage(full, pal) }, g);
       svg('text', { x: tx + L.size - 3, y: ty + 11, 'text-anchor': 'end', class: 'ly-thumb-label', text: String(hh) }, g);
+      if (sinkShare(d, hh) > SINK) svg('text', { x: tx + 3, y: ty + L.size - 4, class: 'ly-thumb-label ly-thumb-sink', text: 'sink' }, g);
       out.push({ r: svg('rect', { x: tx, width: L.size, height: L.size / T, class: 'ly-thumb-row' }, g), y: ty, c: L.size / T });
       const pick = () => on.head(hh);
       g.addEventListener('click', pick);

@@ -118,7 +118,7 @@ function narrowControl(name, max) {
 function drawReadouts(d) {
   const m = d.model;
   clear(view.readouts);
-  readout(view.readouts, 'Layer', `${d.layer + 1} of ${m.n_layers}`, `index ${d.layer}`);
+  readout(view.readouts, 'Layer', `${d.layer}`, `of ${m.n_layers}, counting from 0`);
   readout(view.readouts, 'Attention heads', num(m.n_heads), `query · ${m.n_kv_heads} key/value`);
   readout(view.readouts, 'MLP stretch', `×${num(m.ffn_dim / m.dim, 2)}`, `${num(m.dim)} → ${num(m.ffn_dim)} → ${num(m.dim)} numbers`);
   view.selReadout = readout(view.readouts, 'Looking from', '', '', { cls: 'ly-from' });
@@ -127,7 +127,7 @@ function drawReadouts(d) {
 function drawNote(d) {
   clear(view.note);
   modelNote(view.note, d.model);
-  view.note.append(`Layer ${d.layer + 1} of ${modelWords(d.model)} reading ${plural(d.num_tokens, 'token')}; ` +
+  view.note.append(`Layer ${d.layer} (counting from 0) of ${modelWords(d.model)} reading ${plural(d.num_tokens, 'token')}; ` +
     'every coloured pixel is one real number. ');
   legendScale(view.note, 'scaled per block');
 }
@@ -199,7 +199,7 @@ function drawQKV(d, v, pal, rowH, head) {
   const widths = [m.n_heads, m.n_kv_heads, m.n_kv_heads].map((n) => n * (hd + 1) - 1);
   const gap = v.name === 'wide' ? 18 : 8, unit = (v.W - v.label - 2 * gap) / (widths[0] + widths[1] + widths[2]);
   const top = 44, H = top + T * rowH + 20;
-  const s = root(view.qkv, v.W, H, `Queries, keys and values of ${plural(T, 'token')} in layer ${d.layer + 1}: one row per ` +
+  const s = root(view.qkv, v.W, H, `Queries, keys and values of ${plural(T, 'token')} in layer ${d.layer}: one row per ` +
     `token, ${hd} numbers per head; query head ${head} reads key/value head ${grp.kv_head}.`);
   s.classList.add('ly-svg');
   let x = v.label;
@@ -234,7 +234,7 @@ function drawMLP(d, v, pal, qkvRowH) {
   const m = d.model, T = d.num_tokens, mlp = d.mlp, wide = v.W - v.label, narrowW = (wide * m.dim) / m.ffn_dim;
   heading(view.mlp, `Then the MLP stretches each vector to ${num(m.ffn_dim)} numbers and squeezes it back to ${num(m.dim)}`);
   const bh = T * rowH, link = view.geo.dense ? 22 : v.name === 'wide' ? 40 : 30, y1 = 16, y2 = y1 + bh + link + 14, y3 = y2 + bh + link + 14;
-  const s = root(view.mlp, v.W, y3 + bh + 6, `The MLP of layer ${d.layer + 1}: ${m.dim} numbers in, ${m.ffn_dim} in the middle, ${m.dim} out.`);
+  const s = root(view.mlp, v.W, y3 + bh + 6, `The MLP of layer ${d.layer}: ${m.dim} numbers in, ${m.ffn_dim} in the middle, ${m.dim} out.`);
   s.classList.add('ly-svg');
   const cx = v.label + wide / 2, nx = cx - narrowW / 2;
   const trap = (ya, wa, yb, wb, label) => {
@@ -265,7 +265,7 @@ function select(i, announce, force = false) {
   view.mlpFig.sels.forEach((r, k) => r.setAttribute('y', (view.mlpFig.ys[k] + i * view.mlpFig.rowH).toFixed(1)));
   view.heat.select(i);
   const v = view.selReadout.querySelector('.value');
-  v.textContent = who;
+  v.textContent = `“${who}”`;
   h('span', { class: 'unit', text: `token ${i + 1} of ${d.num_tokens}` }, v);
   if (announce) {
     const w = d.heads[view.head].weights[i], top = w.indexOf(Math.max(...w));

@@ -83,21 +83,34 @@ function drawReadouts(d, chat) {
   readout(view.readouts, '≈ Words', num(d.num_words), 'words');
   readout(view.readouts, 'Characters', num(d.num_chars), `chars · ${num(d.num_bytes)} bytes`);
   readout(view.readouts, 'Words per token', d.words_per_token === null ? '–' : fixed(d.words_per_token, 2), '')
-    .classList.toggle('tok-moot', !d.profile.rule_applies);
+    .classList.toggle('tok-moot', !(d.profile.rule_applies && ruleFits(d.words_per_token, d.reference.words_per_token)));
   readout(view.readouts, 'Chars per token', d.chars_per_token === null ? '–' : fixed(d.chars_per_token, 1), '');
 }
 
-/** One sentence: does "a token is about ¾ of a word" describe this text? Decided by the server from its characters. */
+/** Within this factor of the measured English figure, the rule "fits" the text's own measured ratio. */
+const FIT_FACTOR = 1.5;
+const ruleFits = (mine, english) => mine !== null && mine >= english / FIT_FACTOR && mine <= english * FIT_FACTOR;
+
+/** One sentence: does "a token is about ¾ of a word" describe this text? The server says whether the text is A–Z
+ * prose (from its characters); the page then judges the text's own measured words per token against English's. */
 function drawRule(d, chat) {
   const p = d.profile, ref = d.reference;
   clear(view.rule);
   view.rule.hidden = chat;
-  view.rule.className = `tok-rule ${p.rule_applies ? 'applies' : 'moot'}`;
-  if (p.rule_applies) {
+  const fits = p.rule_applies && ruleFits(d.words_per_token, ref.words_per_token);
+  view.rule.className = `tok-rule ${fits ? 'applies' : 'moot'}`;
+  const english = `${fixed(ref.words_per_token, 2)} words per token on ${num(ref.samples.length)} short passages ` +
+    `(${num(ref.words)} words), ${fixed(ref.corpus.words_per_token, 2)} on ${num(ref.corpus.words)} words of Shakespeare`;
+  if (fits) {
     h('strong', { text: 'The ¾-word rule fits this text: ' }, view.rule);
-    view.rule.append(`mostly A–Z letters. It is a rule for English prose: ${fixed(ref.words_per_token, 2)} words per token ` +
-      `on ${num(ref.samples.length)} short passages (${num(ref.words)} words), ${fixed(ref.corpus.words_per_token, 2)} on ` +
-      `${num(ref.corpus.words)} words of Shakespeare.`);
+    view.rule.append(`${fixed(d.words_per_token, 2)} words per token here, mostly A–Z letters. It is a rule for English prose: ${english}.`);
+    return;
+  }
+  if (p.rule_applies && d.words_per_token !== null) {
+    h('strong', { text: 'The ¾-word rule is off for this text: ' }, view.rule);
+    view.rule.append(`A–Z letters, yet ${fixed(d.words_per_token, 2)} words per token here, against ${english}: ` +
+      `long, rare or run-together words split into many pieces. Characters per token: ${fixed(d.chars_per_token, 1)} here, ` +
+      `${fixed(ref.chars_per_token, 1)} in English prose.`);
     return;
   }
   h('strong', { text: 'The ¾-word rule does not apply here: ' }, view.rule);
