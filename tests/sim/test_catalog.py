@@ -22,6 +22,7 @@ MODEL_IDS = [
     "qwen3-32b",
     "qwen3-30b-a3b",
     "llama-4-scout",
+    "qwen3-235b-a22b",
 ]
 
 

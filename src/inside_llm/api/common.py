@@ -103,6 +103,7 @@ LABELS = {
     "block_size": "The block size",
     "compare": "The compared policy",
     "text": "The text",
+    "cmd": "The command",
     "encoding": "The vocabulary",
     "prompt": "The prompt",
     "layer": "The layer",

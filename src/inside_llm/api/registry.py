@@ -1,5 +1,6 @@
-"""Every API router, registered here and nowhere else: the eleven chapters in tour order, then the two
-endpoints that are not chapters (the catalogs, the model's token stream, and the engine that serves it).
+"""Every API router, registered here and nowhere else: the eleven chapters in tour order, then the
+endpoints that are not chapters (the catalogs, the launch-command explainer, the model's token stream, and
+the engine that serves it).
 
 A chapter module serves GET /api/<slug> (and, for some, GET /api/<slug>/measured) on its `router`,
 and has `facts(p) -> dict[str, str]`: the figures its scene's fact sentence quotes, for the chapter's
@@ -18,6 +19,7 @@ from . import (
     dials,
     embeddings,
     engine,
+    explain,
     generate,
     gpu,
     kv_cache,
@@ -48,6 +50,7 @@ CHAPTER_SLUGS = tuple(CHAPTERS)
 ROUTERS: tuple[APIRouter, ...] = (
     *(m.router for m in CHAPTERS.values()),
     catalog.router,
+    explain.router,
     generate.router,
     engine.router,
 )
