@@ -121,20 +121,79 @@ def test_a_chat_that_leaves_frees_its_pages_at_the_next_step():
     assert snap["pages_in_use"] == 0 and snap["seats_in_use"] == 0 and stream.finish_reason == "cancelled"
 
 
-def test_full_queue_and_busy_client_are_refused_at_once():
+def by_hand(limits: EngineLimits):
+    """A toy-model engine with no loop thread: only engine.step() below moves anything."""
     model = load_model("main")
-    engine = Engine(model, EngineLimits(seats=1, queue=2, per_client=1))
-    engine._ensure_thread = lambda: None  # no loop thread: only engine.step() below moves anything
-    ids = model.encode("ROMEO:")
-    engine.submit(ids, 4, client="a")
-    engine.submit(ids, 4, client="b")
+    engine = Engine(model, limits)
+    engine._ensure_thread = lambda: None
+    return model, engine, model.encode("ROMEO:")
+
+
+def running_clients(engine) -> list[str]:
+    return sorted(s.client for s in engine.running)
+
+
+def test_a_burst_takes_every_seat_and_the_whole_queue_before_a_refusal():
+    # issue 23 (M3): 24 chats at once got 7 refusals ("16 chats are already waiting") with 7 of 8 seats idle
+    _, engine, ids = by_hand(EngineLimits(seats=8, queue=16))
+    for k in range(24):
+        engine.submit(ids, 4, client=f"10.0.0.{k}")
+    snap = engine.snapshot()
+    assert snap["seats_in_use"] == 8 and snap["queued"] == 16, "idle seats are taken at submit, not next step"
+    with pytest.raises(QueueFull, match="all 8 seats and all 16 places in the queue are taken"):
+        engine.submit(ids, 4, client="10.0.0.99")
+
+
+def test_one_client_may_use_every_idle_seat_and_half_the_queue():
+    # issue 23 (M2): behind one NAT or proxy every visitor is one client; a hard cap of 2 served 2 chats in all
+    _, engine, ids = by_hand(EngineLimits(seats=4, queue=4))
+    for _ in range(4 + 2):
+        engine.submit(ids, 4, client="nat")
+    assert running_clients(engine) == ["nat"] * 4 and len(engine.waiting) == 2
+    with pytest.raises(ClientBusy, match="already has 2 chats waiting"):
+        engine.submit(ids, 4, client="nat")
+    for _ in range(2):  # the other half of the queue is still open to others
+        engine.submit(ids, 4, client="someone else")
     with pytest.raises(QueueFull):
-        engine.submit(ids, 4, client="c")
-    engine.step()  # a takes the one seat, b waits: the queue has room for one more, but not a's
-    assert engine.snapshot()["queued"] == 1
-    with pytest.raises(ClientBusy):
-        engine.submit(ids, 4, client="a")
-    engine.submit(ids, 4, client="d")
+        engine.submit(ids, 4, client="a third")
+
+
+def test_a_freed_seat_goes_to_the_client_with_fewer_chats_running():
+    _, engine, ids = by_hand(EngineLimits(seats=3, queue=4))
+    a1 = engine.submit(ids, 40, client="a")
+    engine.submit(ids, 40, client="a")
+    b1 = engine.submit(ids, 40, client="b")
+    a3 = engine.submit(ids, 40, client="a")  # arrives first, but a already has 2 seats
+    b2 = engine.submit(ids, 40, client="b")
+    engine.step()
+    assert running_clients(engine) == ["a", "a", "b"], "2 against 1: no preemption"
+    b1.close()
+    engine.step()
+    assert b2.seq.state != "waiting" and a3.seq.state == "waiting"
+    a1.close()
+    engine.step()
+    assert a3.seq.state != "waiting"
+
+
+def test_a_lone_visitor_gets_a_seat_from_the_busiest_client_and_no_answer_changes():
+    model, engine, _ = by_hand(EngineLimits(seats=2, queue=4))
+    prompts = [model.encode(t) for t in ("ROMEO:", "JULIET:", "HAMLET:")]
+    a1 = engine.submit(prompts[0], 12, client="a")
+    a2 = engine.submit(prompts[1], 12, client="a")
+    for _ in range(3):
+        engine.step()
+    b1 = engine.submit(prompts[2], 12, client="b")
+    assert b1.seq.state == "waiting"
+    engine.step()
+    assert b1.seq.state != "waiting" and a2.seq.preemptions == 1 and a1.seq.preemptions == 0
+    assert running_clients(engine) == ["a", "b"]
+    for _ in range(200):
+        if not engine.running and not engine.waiting:
+            break
+        engine.step()
+    got = [[t for t in s if t is not None] for s in (a1, a2, b1)]
+    assert got == [alone(model, p, 12) for p in prompts]
+    assert engine.store.pool.num_free_blocks == engine.limits.num_blocks
 
 
 def test_snapshot_carries_progress_but_never_text():

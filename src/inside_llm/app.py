@@ -13,7 +13,15 @@ from .api.registry import ROUTERS
 from .paths import static_dir
 from .settings import Settings
 from .web import facts, pages
-from .web.middleware import BodyLimit, ETagCache, SecurityHeaders, UrlLimit, security_headers
+from .web.middleware import (
+    BodyLimit,
+    ETagCache,
+    HeadAsGet,
+    HostlessRedirects,
+    SecurityHeaders,
+    UrlLimit,
+    security_headers,
+)
 
 
 def _internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -84,5 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(UrlLimit, max_url_bytes=settings.max_url_bytes)
     app.add_middleware(SecurityHeaders, settings=settings)
+    app.add_middleware(HostlessRedirects)
+    app.add_middleware(HeadAsGet)  # outermost: every layer below sees a GET
     _document_limits(app, settings)
     return app

@@ -8,6 +8,33 @@ import sys
 
 from . import __version__
 
+KEEP_ALIVE_TIMEOUT_S = 5  # an idle keep-alive connection is closed after this (uvicorn's default, said here)
+
+
+def uvicorn_options(args: argparse.Namespace) -> dict:
+    """What `serve` passes to uvicorn.run besides the app.
+
+    Forwarded headers (X-Forwarded-For, -Proto): believed only from the proxies named with
+    --forwarded-allow-ips (uvicorn's own ProxyHeadersMiddleware); by default from none, not even 127.0.0.1, so
+    no client can pick the address its fair share of chats is counted under. Each request head must arrive
+    within web/protocol.py's HEADER_TIMEOUT_S, and an idle keep-alive connection closes after
+    KEEP_ALIVE_TIMEOUT_S.
+    """
+    from .settings import MAX_REQUEST_HEAD_BYTES
+
+    trusted = (args.forwarded_allow_ips or "").strip()
+    return {
+        "host": args.host,
+        "port": args.port,
+        "workers": args.workers,
+        "log_level": args.log_level,
+        "h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES,
+        "http": "inside_llm.web.protocol:HeaderTimeoutProtocol",
+        "timeout_keep_alive": KEEP_ALIVE_TIMEOUT_S,
+        "proxy_headers": bool(trusted),
+        "forwarded_allow_ips": trusted or "",
+    }
+
 
 def _serve(args: argparse.Namespace) -> int:
     # One BLAS thread per process: requests run side by side (and --workers uses the other cores), so
@@ -15,23 +42,14 @@ def _serve(args: argparse.Namespace) -> int:
     # Must be set before numpy is first imported.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ["INSIDE_LLM_WORKERS"] = str(args.workers)  # each worker's /api/engine says how many there are
     import uvicorn
 
     from .modelfile import check_file
 
     print(check_file().message(), flush=True)  # the real model, or one line on why not and how to fetch it
     print(f"Inside LLM Inference {__version__}: open http://{args.host}:{args.port}/", flush=True)
-    from .settings import MAX_REQUEST_HEAD_BYTES
-
-    uvicorn.run(
-        "inside_llm.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
-    )
+    uvicorn.run("inside_llm.app:create_app", factory=True, **uvicorn_options(args))
     return 0
 
 
@@ -62,7 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the tour's web server", description="Run the tour's web server.")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    s.add_argument("--workers", type=int, default=1, help="worker processes, one per core (default 1)")
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes, one per core (default 1); each runs its own engine (GET /api/engine says which)",
+    )
+    s.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        metavar="IPS",
+        help="comma-separated addresses (or networks) of the reverse proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed, e.g. 127.0.0.1 for nginx on this host; '*' trusts anyone (only when "
+        "nothing but the proxy can reach this port). Default: none, each client is the address it connects from",
+    )
     s.add_argument(
         "--log-level",
         default="info",

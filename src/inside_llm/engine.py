@@ -1,8 +1,15 @@
 """The tour's own serving engine: one loop owns a model and serves every visitor's chat by continuous batching.
 
 Chapter 7 teaches continuous batching and chapter 6 PagedAttention; this is both, running on this server:
-- Requests wait in a bounded queue. A full queue refuses at once (`QueueFull`: the API answers 429 with
-  Retry-After); so does a client that already has its share of chats (`ClientBusy`).
+- Admission: a chat takes an idle seat at once (in `submit`, not at the next step); when every seat is taken
+  it waits in a bounded queue. Only when every seat AND every place in the queue are taken is it refused
+  (`QueueFull`: the API answers 429 with Retry-After); so is a client that already has half the queue waiting
+  (`ClientBusy`), so that one address (a classroom behind one NAT) may use every idle seat yet never shut the
+  others out of the queue.
+- Fair share: when a seat frees, the waiting chat whose client has the fewest chats running takes it
+  (arrival breaks ties). When every seat is taken and a waiting client has at least 2 chats fewer running than
+  the client with the most, the loop preempts that client's most recently admitted chat (recompute
+  preemption, below) and seats the waiting one: a lone visitor never waits for one client's whole batch.
 - Each step of the loop is ONE forward pass (`DemoModel.step`) over every running sequence: one new token
   for a sequence that is decoding, a piece of the prompt (up to `prefill_chunk` tokens) for one that is
   still being read. Every weight read serves all of them, which is why decode batches well: a step that
@@ -25,6 +32,7 @@ sequence of a batch against the same prompt run alone, token for token).
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 import time
@@ -138,6 +146,7 @@ class Chat:
     cancelled: bool = False
     preemptions: int = 0
     admitted_at: float = 0.0
+    label: str = ""  # a second name cancel_client() matches (the demo's chats: "demo")
 
     @property
     def context(self) -> list[int]:
@@ -177,13 +186,15 @@ class Stream:
 
 @dataclass(frozen=True)
 class EngineLimits:
-    """How much one engine takes on. seats: sequences per step; queue: requests waiting at most;
-    per_client: a client's chats, running or waiting; prefill_chunk: prompt ids one sequence feeds per step;
+    """How much one engine takes on. seats: sequences per step; queue: requests waiting at most when every seat
+    is taken (seats + queue chats in all; more get QueueFull); queue_per_client: a client's chats waiting at
+    most (None: half the queue), running ones unbounded (a client may use every idle seat; the fair share
+    decides who runs when others wait); prefill_chunk: prompt ids one sequence feeds per step;
     step_tokens: ids one step feeds in all (a new prompt cannot stall the chats that are decoding)."""
 
     seats: int = 8
     queue: int = 16
-    per_client: int = 2
+    queue_per_client: int | None = None
     num_blocks: int = 256
     block_size: int = 16
     prefill_chunk: int = 32
@@ -221,40 +232,55 @@ class Engine:
         seed: int = 0,
         client: str = "local",
         poll_s: float = 0.5,
-        share: int | None = None,
+        label: str = "",
     ) -> Stream:
-        """Queue a chat; QueueFull or ClientBusy at once if it cannot wait here. share: this client's cap on
-        chats running or waiting (default limits.per_client)."""
-        max_len = self.limits.num_blocks * self.limits.block_size
+        """Seat a chat now if a seat is idle, else queue it; QueueFull at once when every seat and the whole
+        queue are taken, ClientBusy when `client` already has its share of the queue waiting. client: whose
+        share it counts against; label: a second name cancel_client() also matches (e.g. "demo")."""
+        lim = self.limits
+        max_len = lim.num_blocks * lim.block_size
         if not prompt or len(prompt) + max_new_tokens > max_len:
             raise ValueError(f"a chat must hold 1 to {max_len} tokens, prompt and answer together")
         with self._lock:
-            if len(self.waiting) >= self.limits.queue:
-                raise QueueFull(f"{len(self.waiting)} chats are already waiting (at most {self.limits.queue})")
-            mine, cap = self._client_chats(client), share or self.limits.per_client
-            if mine >= cap:
-                raise ClientBusy(f"this client already has {mine} chats here (at most {cap})")
-            seq = Chat(
-                next(self._ids), client, list(prompt), max_new_tokens, temperature, top_k, np.random.default_rng(seed)
-            )
+            if len(self.running) + len(self.waiting) >= lim.seats + lim.queue:
+                raise QueueFull(
+                    f"all {lim.seats} seats and all {lim.queue} places in the queue are taken "
+                    f"({len(self.running)} chats running, {len(self.waiting)} waiting)"
+                )
+            rng = np.random.default_rng(seed)
+            seq = Chat(next(self._ids), client, list(prompt), max_new_tokens, temperature, top_k, rng, label=label)
             self.waiting.append(seq)
+            self._admit(preempt=False)  # an idle seat is taken now: a burst never waits for the next step
+            cap = self.queue_share()
+            mine = sum(s.client == client for s in self.waiting)
+            if seq in self.waiting and mine > cap:
+                self.waiting.remove(seq)
+                raise ClientBusy(
+                    f"every seat is taken and this client already has {mine - 1} chats waiting "
+                    f"(at most {cap}, half the queue)"
+                )
             self._ensure_thread()
             self._lock.notify()
         return Stream(self, seq, poll_s)
 
+    def queue_share(self) -> int:
+        """A client's chats waiting at most: limits.queue_per_client, else half the queue."""
+        share = self.limits.queue_per_client
+        return self.limits.queue // 2 if share is None else share
+
     def _client_chats(self, client: str) -> int:
-        return sum(s.client == client for s in itertools.chain(self.waiting, self.running))
+        return sum(s.client == client and not s.cancelled for s in itertools.chain(self.waiting, self.running))
 
     def client_chats(self, client: str) -> int:
-        """Chats of `client` running or waiting now."""
+        """Chats of `client` running or waiting now (not those cancelled and about to leave)."""
         with self._lock:
             return self._client_chats(client)
 
     def cancel_client(self, client: str) -> None:
-        """Cancel every chat of `client` (running or waiting)."""
+        """Cancel every chat of `client`, or labelled `client` (running or waiting)."""
         with self._lock:
             for seq in itertools.chain(self.waiting, self.running):
-                if seq.client == client:
+                if client in (seq.client, seq.label):
                     seq.cancelled = True
             self._lock.notify()
 
@@ -318,19 +344,36 @@ class Engine:
         self.running.remove(seq)
         self.waiting.appendleft(seq)
 
-    def _admit(self) -> None:
-        """Waiting sequences take free seats while the pool has pages for their first piece (lock held)."""
+    def _admit(self, preempt: bool = True) -> None:
+        """Waiting sequences take free seats, fair share first, while the pool has pages for their first piece
+        (lock held). The next is the waiting chat whose client has the fewest chats running (then the oldest:
+        a preempted chat keeps its place). preempt (the loop's own call only: submit() runs beside a forward
+        pass and must not take pages from it): with every seat taken, a waiting client 2 or more chats behind
+        the busiest one gets that client's most recently admitted seat (recompute preemption)."""
         lim = self.limits
-        while self.waiting and len(self.running) < lim.seats:
-            seq = self.waiting[0]
-            if seq.cancelled:
-                self.waiting.popleft()
-                self._finish(seq, "cancelled")
-                continue
+        for seq in [s for s in self.waiting if s.cancelled]:
+            self.waiting.remove(seq)
+            self._finish(seq, "cancelled")
+        while self.waiting:
+            counts: dict[str, int] = {}
+            for s in self.running:
+                counts[s.client] = counts.get(s.client, 0) + 1
+            seq = min(self.waiting, key=lambda s: (counts.get(s.client, 0), s.seq_id))
+            free = self.store.pool.num_free_blocks
+            if len(self.running) >= lim.seats:
+                if not preempt or not counts:
+                    return
+                busiest = max(counts, key=lambda c: (counts[c], c))
+                if counts[busiest] < counts.get(seq.client, 0) + 2:
+                    return
+                victim = max((s for s in self.running if s.client == busiest), key=lambda s: s.admitted_at)
+                free += len(self.store.manager.block_table(victim.seq_id)) if victim.kv else 0
             first = min(len(seq.context), lim.prefill_chunk) + 1
-            if num_blocks_for(first, lim.block_size) > self.store.pool.num_free_blocks:
+            if num_blocks_for(first, lim.block_size) > free:
                 return
-            self.waiting.popleft()
+            if len(self.running) >= lim.seats:
+                self._preempt(victim)
+            self.waiting.remove(seq)
             seq.kv, seq.fed, seq.state = PagedKV(self.store, seq.seq_id), 0, "prefill"
             seq.admitted_at = time.perf_counter()
             self.running.append(seq)
@@ -434,6 +477,9 @@ class Engine:
                     seats_in_use=len(self.running),
                     queue_limit=self.limits.queue,
                     queued=len(self.waiting),
+                    queue_per_client=self.queue_share(),
+                    worker=os.getpid(),
+                    workers=workers(),
                     pages=pool.num_blocks,
                     pages_in_use=pool.num_used_blocks,
                     page_tokens=self.limits.block_size,
@@ -478,6 +524,15 @@ class EngineSnapshot:
     seats_in_use: int = about("chats running now (sequences)")
     queue_limit: int = about("chats that may wait; more get a 429 (requests)")
     queued: int = about("chats waiting now (requests)")
+    queue_per_client: int = about("chats one client may have waiting; running ones are not capped (requests)")
+    worker: int = about(
+        "process id of the server worker that answered: with `inside-llm serve --workers N` each worker runs its "
+        "own engine, and a connection is answered by one of them (no unit)"
+    )
+    workers: int = about(
+        "worker processes of this server, each with its own engine; to read every one, ask again on a new "
+        "connection until this many distinct `worker` values have answered (processes)"
+    )
     pages: int = about("pages in the key/value pool (pages)")
     pages_in_use: int = about("pages held by running chats (pages)")
     page_tokens: int = about("token slots per page (tokens)")
@@ -504,6 +559,14 @@ def engine_for(model: DemoModel, limits: EngineLimits = EngineLimits()) -> Engin
         if eng is None or eng.model is not model:
             eng = _engines[id(model)] = Engine(model, limits)
         return eng
+
+
+def workers() -> int:
+    """Worker processes of this server (`inside-llm serve --workers N` says so in INSIDE_LLM_WORKERS), else 1."""
+    try:
+        return max(1, int(os.environ.get("INSIDE_LLM_WORKERS", "1")))
+    except ValueError:
+        return 1
 
 
 def engines() -> list[Engine]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from inside_llm.sim import catalog
@@ -127,3 +129,41 @@ def test_body_must_be_a_json_object(client):
 def test_body_over_the_cap_is_413(client):
     big = {**LLAMA_31_70B, "padding": "x" * 1_100_000}
     assert client.post("/api/catalog/models", json=big).status_code == 413
+
+
+# The report's variants (issue 23, M1): Python's json reads Infinity, NaN and 10^400; each answered 500.
+HOSTILE_NUMBERS = [
+    ("hidden_size", "Infinity"),
+    ("num_hidden_layers", "-Infinity"),
+    ("hidden_size", "NaN"),
+    ("hidden_size", "1e300"),
+    ("kv_lora_rank", "1e400"),
+    ("qk_nope_head_dim", "Infinity"),
+    ("sliding_window", "Infinity"),
+    ("num_local_experts", "Infinity"),
+    ("hidden_size", "1" + "0" * 400),
+    ("architectures", "5"),
+    ("architectures", "true"),
+    ("architectures", "1.5"),
+    ("architectures", '"LlamaForCausalLM"'),
+    ("architectures", "[1, 2]"),
+]
+
+
+@pytest.mark.parametrize("field, raw", HOSTILE_NUMBERS)
+def test_non_finite_huge_and_mistyped_numbers_get_422_naming_the_field(client, field, raw):
+    cfg = {**MIXTRAL, "layer_types": ["sliding_attention"] * 32, "num_attention_heads": 1}
+    body = json.dumps({k: v for k, v in cfg.items() if k != field})[:-1] + f', "{field}": {raw}}}'
+    r = client.post("/api/catalog/models", content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422, (field, raw, r.status_code, r.text[:200])
+    err = r.json()["detail"][0]
+    assert err["loc"] == ["body", field] and field in err["msg"], err
+    assert "float" not in err["msg"] and "convert" not in err["msg"], err["msg"]  # words, not Python's
+
+
+def test_a_hostile_number_inside_text_config_is_named_too(client):
+    body = '{"architectures": ["X"], "text_config": {"hidden_size": Infinity, "num_hidden_layers": 2}}'
+    r = client.post("/api/catalog/models", content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "hidden_size"]
+    # and the connection stays usable: the next request on it is answered
+    assert client.post("/api/catalog/models", json=MIXTRAL).status_code == 200

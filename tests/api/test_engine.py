@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 from inside_llm.api import engine as api
 from inside_llm.api.demo_model import served_model
@@ -24,7 +26,7 @@ def test_demo_chats_show_up_without_their_text(client):
         r = client.post("/api/engine/demo")
         assert r.status_code == 200
         body = r.json()
-        assert body["started"] + (body["running"] - body["started"]) == api.DEMO_CHATS
+        assert body["running"] == api.DEMO_CHATS
         snap = client.get("/api/engine").json()
         assert snap["seats_in_use"] + snap["queued"] >= api.DEMO_CHATS - snap["finished"]
         text = json.dumps(snap)
@@ -33,6 +35,32 @@ def test_demo_chats_show_up_without_their_text(client):
         assert again["running"] <= api.DEMO_CHATS, "a second press never runs more than the demo's share"
     finally:
         engine.cancel_client(api.DEMO_CLIENT)
+
+
+def test_demo_chats_count_against_the_callers_share(client):
+    # issue 23 (L3): one POST a second kept 12 demo chats ahead of every visitor (first token 0.33 -> 3.9 s)
+    engine = engine_for(served_model("smollm2").model)
+    m = engine.model
+    try:
+        assert client.post("/api/engine/demo").json()["started"] > 0
+        assert engine.client_chats("testclient") >= engine.limits.seats, "the demo's chats are the caller's"
+        visitor = engine.submit(m.chat_ids("Hi") if hasattr(m, "chat_ids") else m.encode("Hi"), 4, client="visitor")
+        deadline = time.monotonic() + 30
+        while visitor.seq.state == "waiting" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        demo_waiting = sum(s.label == api.DEMO_CLIENT for s in list(engine.waiting))
+        assert visitor.seq.state != "waiting", "the visitor never got a seat"
+        assert demo_waiting > 0, "the visitor was seated only once the demo's queue had drained"
+        visitor.close()
+    finally:
+        engine.cancel_client(api.DEMO_CLIENT)
+
+
+def test_engine_says_which_worker_answered(client, monkeypatch):
+    # issue 23 (L11): with --workers N, /api/engine alternated between engines with nothing to tell them apart
+    monkeypatch.setenv("INSIDE_LLM_WORKERS", "3")
+    body = client.get("/api/engine").json()
+    assert body["worker"] == os.getpid() and body["workers"] == 3
 
 
 def test_feed_streams_snapshots(client):

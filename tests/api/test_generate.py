@@ -152,10 +152,16 @@ def test_pace_and_temperature_refuse_values_that_never_end_or_overflow(client):
         assert err["loc"][-1] == next(iter(q)) and ("0.5" in err["msg"] or "0.05" in err["msg"])
 
 
-@pytest.mark.parametrize("limit, words", [("per_client", "this client already has"), ("queue", "already waiting")])
-def test_a_busy_engine_answers_429_with_retry_after(client, monkeypatch, limit, words):
+@pytest.mark.parametrize(
+    "limits, words",
+    [
+        ({"seats": 0, "queue_per_client": 0}, "this client already has 0 chats waiting"),
+        ({"seats": 0, "queue": 0}, "all 0 seats and all 0 places in the queue are taken"),
+    ],
+)
+def test_a_busy_engine_answers_429_with_retry_after(client, monkeypatch, limits, words):
     engine = engine_for(gen.generation_model("toy"))
-    monkeypatch.setattr(engine, "limits", replace(engine.limits, **{limit: 0}))
+    monkeypatch.setattr(engine, "limits", replace(engine.limits, **limits))
     r = client.get("/api/generate", params={"prompt": "ROMEO:", "max_tokens": 1, "model": "toy"})
     assert r.status_code == 429 and r.headers["retry-after"] == str(gen.RETRY_AFTER_S)
     assert words in r.json()["detail"] and "busy" in r.json()["detail"]

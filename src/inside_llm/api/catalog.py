@@ -122,8 +122,10 @@ def post_model(
     """Derive a model from its config.json: shape, computed parameters, KV bytes per token, dials fields.
 
     Required: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size.
-    A missing or bad field gets a 422 whose `loc` names it.
+    A missing or bad field gets a 422 whose `loc` names it; so do Infinity, NaN, numbers beyond 2^40 and an
+    `architectures` that is not a list of names.
     """
+    catalog.check_hf_numbers(config)
     cfg = _text_config(config)
     name = str(cfg.get("_name_or_path") or cfg.get("name") or "Custom model")[:100]
     return derived_model(from_hf_config(cfg, model_id="custom", name=name))

@@ -41,7 +41,7 @@ DEMO_QUESTIONS = (
 
 class DemoOut(BaseModel):
     started: int = Field(description="demo chats started by this call (requests)")
-    running: int = Field(description="demo chats running or waiting now (requests)")
+    running: int = Field(description="the caller's chats running or waiting now, demo ones included (requests)")
     engine: EngineSnapshot
 
 
@@ -81,18 +81,21 @@ async def get_engine_feed(request: Request) -> StreamingResponse:
 
 
 @router.post("/api/engine/demo", response_model=DemoOut, summary="Start a few demo chats to watch batching")
-def post_engine_demo() -> dict:
-    """Starts demo chats (fixed questions, greedy, at most DEMO_MAX_TOKENS tokens) until DEMO_CHATS of them run
-    or wait; the queue's limit still holds. Nobody reads their answers: they exist to be watched."""
+def post_engine_demo(request: Request) -> dict:
+    """Starts demo chats (fixed questions, greedy, at most DEMO_MAX_TOKENS tokens) until the caller has DEMO_CHATS
+    chats running or waiting. They are the caller's chats: they count against the caller's fair share (its
+    place in the queue, and who gets a seat first), so pressing it never pushes another visitor back. Nobody
+    reads their answers: they exist to be watched."""
     engine = _engine()
     m = engine.model
-    running = engine.client_chats(DEMO_CLIENT)
+    caller = request.client.host if request.client else "?"
+    running = engine.client_chats(caller)
     started = 0
     for k in range(DEMO_CHATS - running):
         question = DEMO_QUESTIONS[(engine.finished + running + k) % len(DEMO_QUESTIONS)]
         ids = m.chat_ids(question) if hasattr(m, "chat_ids") else m.encode(question)
         try:
-            engine.submit(ids, DEMO_MAX_TOKENS, client=DEMO_CLIENT, share=DEMO_CHATS)
+            engine.submit(ids, DEMO_MAX_TOKENS, client=caller, label=DEMO_CLIENT)
         except (QueueFull, ClientBusy):
             break
         started += 1

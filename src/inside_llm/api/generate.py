@@ -33,7 +33,7 @@ MAX_NEW_TOKENS = 512
 MAX_TOKENS_PER_S = 200.0
 MAX_PROMPT_CHARS = 4000
 _END = object()
-RETRY_AFTER_S = 2  # what a 429 (the engine's queue is full, or this client has its share) asks a client to wait
+RETRY_AFTER_S = 2  # what a 429 (every seat and the queue are taken, or this client has its share) asks a client to wait
 MIN_TOKENS_PER_S = 0.5  # a paced stream ends within max_tokens / 0.5 s (1,024 s at most)
 MIN_TEMPERATURE = 0.05  # below this, softmax(logits / T) overflows float32; 0 means greedy
 DEFAULT_PROMPT = "What is the capital of France?"
@@ -97,8 +97,11 @@ Events, in order (each `data:` is one JSON object):
 Pacing: token i is sent no earlier than i / tokens_per_s seconds after the first (0 = as fast as the
 CPU allows). Sampling is seeded (temperature 0 = greedy), so the same URL gives the same tokens.
 Bad parameters get a 422 (JSON) before the stream opens. Every chat of a model is served by one engine
-that batches them continuously (see `GET /api/engine`); when its queue is full, or this client already has
-its share of chats, the answer is a 429 with Retry-After.
+that batches them continuously (see `GET /api/engine`): a chat takes an idle seat at once, else waits in its
+queue, and when seats free up the client with the fewest chats running goes first. Only when every seat and
+every place in the queue are taken, or this client already has its share of the queue waiting, is the answer
+a 429 with Retry-After. The client is the connection's address (or, behind a proxy named with
+`inside-llm serve --forwarded-allow-ips`, the address that proxy forwards).
 The stream stops, and the model stops working, when the client disconnects. With an EventSource, call
 `close()` on `done` or `error`: browsers otherwise reconnect when the stream ends and would start over.
 Example: `const es = new EventSource('/api/generate?prompt=...&max_tokens=64&tokens_per_s=20');
@@ -186,8 +189,8 @@ def sse(event: str, data: dict) -> bytes:
             "description": "Events start, token…, done (see above).",
         },
         429: {
-            "description": "The engine's queue is full, or this client has its "
-            "share of chats; retry after Retry-After seconds."
+            "description": "Every seat and place in the engine's queue are taken, or this client has its "
+            "share of the queue waiting; retry after Retry-After seconds."
         },
     },
 )

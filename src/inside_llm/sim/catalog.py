@@ -13,6 +13,7 @@ is needed to make the demo model selectable wherever a catalog model is.
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -174,6 +175,33 @@ def model(model_id: str = DEFAULT_MODEL) -> ModelSpec:
 def node(gpu_id: str = DEFAULT_GPU) -> NodeSpec | None:
     """The 8-GPU node for a GPU id, or None when the catalog has none (PCIe cards, custom GPUs)."""
     return nodes().get(gpu_id)
+
+
+MAX_HF_NUMBER = 2**40  # no architecture field comes near (the largest, vocab and context, are about 2^18)
+
+
+def check_hf_numbers(cfg: Mapping[str, Any]) -> None:
+    """Refuse what Python's json reads but no config.json holds, before from_hf_config does arithmetic on it:
+    Infinity, -Infinity and NaN, numbers beyond +-2^40 (1e300, 10^400) and an `architectures` that is not a
+    list of names. SimError names the field (inside text_config by its own name) and the bound."""
+    for where in (cfg, cfg.get("text_config")):
+        if not isinstance(where, Mapping):
+            continue
+        for key, value in where.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SimError(key, f"config.json field '{key}' must be a finite number, not {value}.")
+            if abs(value) > MAX_HF_NUMBER:
+                raise SimError(
+                    key, f"config.json field '{key}' must be at most {MAX_HF_NUMBER:,} (2^40) in size; it is larger."
+                )
+        archs = where.get("architectures")
+        if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+            raise SimError(
+                "architectures",
+                "config.json field 'architectures' must be a list of names, e.g. [\"LlamaForCausalLM\"].",
+            )
 
 
 def model_summary(m: ModelSpec) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -237,10 +238,26 @@ class SmolVocab:
         self.special_ids = frozenset(tokenizer.token_to_id(t.content)
                                      for t in tokenizer.get_added_tokens_decoder().values() if t.special)
         self.bos_id, self.eos_id = meta["bos_id"], meta["eos_id"]
+        self._plain = None  # encode_text's tokenizer, made on first need
 
     def encode(self, text: str) -> list[int]:
         """Ids for text; control tokens written in the text (e.g. <|im_start|>) become their single id."""
         return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def names_control_token(self, text: str) -> bool:
+        """Whether text holds a control token's name (e.g. <|im_end|>)."""
+        return any(self._strings[i] in text for i in self.special_ids)
+
+    def encode_text(self, text: str) -> list[int]:
+        """Ids for text read as text: a control token's name in it (<|im_start|>) is its characters."""
+        if not self.names_control_token(text):
+            return self.encode(text)
+        if self._plain is None:  # the same tokenizer, with its control tokens matched only by id
+            from tokenizers import Tokenizer
+
+            self._plain = Tokenizer.from_str(self.tokenizer.to_str())
+            self._plain.encode_special_tokens = True
+        return self._plain.encode(text, add_special_tokens=False).ids
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """(ids, (char_start, char_end) of each id in text); pieces of one character share its span."""
@@ -252,7 +269,7 @@ class SmolVocab:
 
     # tiktoken's names, so chapter 1's tokenizer code takes this vocabulary as it takes cl100k_base
     def encode_ordinary(self, text: str) -> list[int]:
-        return self.encode(text)
+        return self.encode_text(text)  # as tiktoken's: control tokens' names are text
 
     def decode_single_token_bytes(self, i: int) -> bytes:
         return self.piece(i)
@@ -330,9 +347,19 @@ class SmolLM(DemoModel):
         self.stop_ids = frozenset({vocab.eos_id})       # <|im_end|>: the end of the assistant's turn
 
     def chat_ids(self, question: str, system: str | None = None) -> list[int]:
-        """The question as one user turn in the file's chat template, ready for the assistant's answer."""
+        """The question as one user turn in the file's chat template, ready for the assistant's answer. The
+        turns' words are text: a control token's name typed in them (<|im_start|>system...) is its characters,
+        never the control token, so a prompt cannot forge a turn; only the template's own markers are."""
         msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
-        return self.vocab.encode(self.vocab.chat_prompt(msgs))
+        v = self.vocab
+        if not any(v.names_control_token(m["content"]) for m in msgs):
+            return v.encode(v.chat_prompt(msgs))
+        # each turn's words rendered as a mark \x00k\x00, the template around them encoded with its control tokens
+        marked = v.chat_prompt([{**m, "content": f"\x00{k}\x00"} for k, m in enumerate(msgs)])
+        ids = []
+        for k, part in enumerate(re.split("\x00(\\d+)\x00", marked)):
+            ids += v.encode_text(msgs[int(part)]["content"]) if k % 2 else v.encode(part)
+        return ids
 
     def map_weights(self, fn, name: str = "") -> SmolLM:
         """A copy whose layer matrices are fn(field, W) with W a float32 [in, out] array (e.g. quantized and

@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: security headers, URL and request-body caps, and ETag/Cache-Control/gzip for JSON and pages.
+"""Pure ASGI middleware: security headers, URL and request-body caps, ETag/Cache-Control/gzip for JSON and pages,
+HEAD wherever GET is, and redirects that never name a host.
 
 Pure ASGI (not BaseHTTPMiddleware) so server-sent event streams pass through unbuffered.
 """
@@ -9,7 +10,9 @@ import gzip
 import hashlib
 import json
 from collections import OrderedDict
+from urllib.parse import urlsplit
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..settings import Settings
@@ -213,3 +216,94 @@ class ETagCache:
         else:
             self.gzipped.move_to_end(digest)
         return out
+
+
+class HeadAsGet:
+    """HEAD is answered wherever GET is (FastAPI routes otherwise answer 405): the app runs the GET and only its
+    status and headers go out, Content-Length and ETag those of the GET. A stream (server-sent events) is
+    told that its client left as soon as its headers are sent, so it stops (a HEAD /api/generate writes
+    nothing)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+        started, first = anyio.Event(), True
+
+        async def head_receive() -> Message:
+            nonlocal first
+            if first:  # the (empty) request body
+                first = False
+                return await receive()
+            got: Message = {"type": "http.disconnect"}
+            if started.is_set():
+                return got
+            async with anyio.create_task_group() as tg:  # the client leaving, or the headers going out
+
+                async def real() -> None:
+                    nonlocal got
+                    got = await receive()
+                    tg.cancel_scope.cancel()
+
+                async def headers_sent() -> None:
+                    await started.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(real)
+                tg.start_soon(headers_sent)
+            return got
+
+        ended = False
+
+        async def head_send(message: Message) -> None:
+            nonlocal ended
+            if message["type"] == "http.response.start":
+                await send(message)
+                started.set()
+            elif message["type"] == "http.response.body":
+                if not message.get("more_body", False) and not ended:
+                    ended = True
+                    await send({"type": "http.response.body", "body": b""})
+            else:
+                await send(message)
+
+        await self.app({**scope, "method": "GET"}, head_receive, head_send)
+        if started.is_set() and not ended:  # a stream that stopped when told its client left
+            await send({"type": "http.response.body", "body": b""})
+
+
+class HostlessRedirects:
+    """A redirect's Location never names a host taken from the request: Starlette builds the trailing-slash
+    redirects (/tour/tokens/ -> /tour/tokens, /static -> /static/) as absolute URLs from the Host header, so
+    a forged Host would put its own site into a cached 307. An absolute Location on the request's own Host is
+    sent as its path and query alone (a relative reference, RFC 9110 10.2.2), which browsers resolve against
+    the address they asked."""
+
+    REDIRECTS = (301, 302, 303, 307, 308)
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
+
+        async def hostless_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in self.REDIRECTS:
+                message = {**message, "headers": [_hostless(k, v, host) for k, v in message.get("headers", [])]}
+            await send(message)
+
+        await self.app(scope, receive, hostless_send)
+
+
+def _hostless(name: bytes, value: bytes, host: str) -> tuple[bytes, bytes]:
+    if name.lower() != b"location":
+        return name, value
+    url = urlsplit(value.decode("latin-1"))
+    if not url.netloc or url.netloc.lower() != host:
+        return name, value
+    path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+    return name, ("/" + path.lstrip("/")).encode("latin-1")  # never '//host', a scheme-relative URL

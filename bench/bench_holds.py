@@ -1,0 +1,128 @@
+"""The server holds (issue 23): what a fresh `inside-llm serve` does when many visitors arrive at once.
+
+Scenario `chats_64_addresses`: 64 chats start at once, each from its own loopback source address
+(127.0.0.2 to 127.0.0.65: the client socket is bound to it, so the server sees 64 clients without trusting
+any forwarded header). Each asks /api/generate for MAX_TOKENS tokens (model=auto: SmolLM2 when fetched) and
+reads its stream to the end. Figures: chats accepted (200), refused (429), errors (any other status, a
+network error, or an accepted stream that ends without its `done` event), and 429s sent while a seat or a
+place in the queue was still free (every refusal must say that all seats and the whole queue are taken).
+The engine's capacity (seats + queue) is read from the same server's GET /api/engine.
+
+More scenarios go in SCENARIOS (each a function of the base URL returning rows); the server is started once.
+run() -> rows; `python bench/bench_holds.py` prints them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+from _server import percentile, serve
+
+CLIENTS = 64
+MAX_TOKENS = 8
+STREAM_DEADLINE_S = 300.0  # one chat's whole stream, queue included; past it, it counts as an error
+FULL = "seats and all"  # what a 429 says when every seat and the whole queue are taken (engine.QueueFull)
+
+
+def _row(name: str, value, unit: str, note: str, p99=None) -> dict:
+    row = {"name": name, "value": value, "unit": unit, "note": note}
+    if p99 is not None:
+        row["p99"] = p99
+    return row
+
+
+async def _chat(base: str, k: int, start: asyncio.Event) -> dict:
+    """One chat from source address 127.0.0.(k + 2): its status, whether it ended with `done`, its timings."""
+    source = f"127.0.0.{k + 2}"
+    transport = httpx.AsyncHTTPTransport(local_address=source)
+    params = {"prompt": f"Say a word about the number {k}.", "max_tokens": MAX_TOKENS}
+    out = {"source": source, "status": None, "done": False, "detail": "", "ttft_s": None, "total_s": None}
+    async with httpx.AsyncClient(base_url=base, transport=transport, timeout=STREAM_DEADLINE_S) as client:
+        await start.wait()
+        t0 = time.perf_counter()
+        try:
+            async with client.stream("GET", "/api/generate", params=params) as r:
+                out["status"] = r.status_code
+                if r.status_code != 200:
+                    out["detail"] = json.loads(await r.aread()).get("detail", "")
+                    return out
+                event = ""
+                async for line in r.aiter_lines():
+                    if line.startswith("event:"):
+                        event = line[6:].strip()
+                        if event == "token" and out["ttft_s"] is None:
+                            out["ttft_s"] = time.perf_counter() - t0
+                        out["done"] = out["done"] or event == "done"
+            out["total_s"] = time.perf_counter() - t0
+        except (httpx.HTTPError, OSError, ValueError) as e:
+            out["detail"] = f"{type(e).__name__}: {e}"
+    return out
+
+
+async def _burst(base: str) -> list[dict]:
+    start = asyncio.Event()
+    tasks = [asyncio.create_task(_chat(base, k, start)) for k in range(CLIENTS)]
+    await asyncio.sleep(0.5)  # every client has its connection pool ready; then all at once
+    start.set()
+    return await asyncio.gather(*tasks)
+
+
+def chats_64_addresses(base: str) -> list[dict]:
+    snap = httpx.get(base + "/api/engine", timeout=120).json()  # the first call loads the model
+    capacity = snap["seats"] + snap["queue_limit"]
+    t0 = time.perf_counter()
+    got = asyncio.run(_burst(base))
+    wall = time.perf_counter() - t0
+    accepted = [g for g in got if g["status"] == 200]
+    refused = [g for g in got if g["status"] == 429]
+    errors = [g for g in got if g["status"] not in (200, 429) or (g["status"] == 200 and not g["done"])]
+    early = [g for g in refused if FULL not in g["detail"]]
+    after = httpx.get(base + "/api/engine", timeout=30).json()
+    ttft = [g["ttft_s"] for g in accepted if g["ttft_s"] is not None]
+    where = f"{CLIENTS} chats at once from 127.0.0.2-{CLIENTS + 1}, max_tokens {MAX_TOKENS}, model {snap['model']}"
+    return [
+        _row("chats_accepted", len(accepted), "chats", f"{where}; capacity {capacity} (seats + queue) in flight"),
+        _row("chats_refused_429", len(refused), "chats", "each must say every seat and the whole queue are taken"),
+        _row("refused_below_capacity", len(early), "chats", "429s that did not say seats + queue were full (goal 0)"),
+        _row(
+            "errors",
+            len(errors),
+            "chats",
+            "other status, network error, or a 200 stream without `done` (goal 0)"
+            + (f"; first: {errors[0]['status']} {errors[0]['detail'][:80]}" if errors else ""),
+        ),
+        _row("accepted_ended_with_done", sum(g["done"] for g in accepted), "chats", "of the accepted (goal: all)"),
+        _row(
+            "ttft_accepted",
+            round(percentile(ttft, 0.5), 3) if ttft else None,
+            "s",
+            "time to first token of the accepted chats, queue included",
+            p99=round(percentile(ttft, 0.99), 3) if ttft else None,
+        ),
+        _row("burst_wall", round(wall, 2), "s", "from the burst to the last stream's end"),
+        _row(
+            "engine_after",
+            after["seats_in_use"] + after["queued"] + after["pages_in_use"],
+            "seats+queued+pages",
+            "left held after every stream ended (goal 0)",
+        ),
+    ]
+
+
+SCENARIOS = [chats_64_addresses]
+
+
+def run() -> list[dict]:
+    rows = []
+    with serve() as (base, _proc):
+        for scenario in SCENARIOS:
+            rows += scenario(base)
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run():
+        print(r)
