@@ -176,13 +176,15 @@ def test_the_visitors_question_is_the_chat_whose_cache_is_weighed(page, base_url
     import httpx
 
     q = "What is the capital of France?"
-    api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"})
+    api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"}, timeout=120)
     tokens = (
         api.json()["chat"]["num_tokens"]
         if api.status_code == 200
-        else httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}).json()["num_tokens"]
+        else httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}, timeout=120).json()[
+            "num_tokens"
+        ]
     )
-    per_token = httpx.get(base_url + "/api/kv-cache").json()["kv_per_token"]
+    per_token = httpx.get(base_url + "/api/kv-cache", timeout=120).json()["kv_per_token"]
     page.goto(base_url + "/tour/kv-cache?step=4&q=" + quote(q))
     line = page.locator(".kv-chat-question")
     line.wait_for(state="visible")
@@ -229,3 +231,51 @@ def test_measured_panel_shows_the_responses_bytes_and_times(page, base_url):
         f"{js_num(t['recompute_milliseconds_per_token'])} ms/token",
     ]
     assert f"{js_num(t['speedup'])}× faster with the cache" in text
+
+
+def test_the_visitors_chat_is_drawn_large_and_grows_from_the_question(page, base_url):
+    """With a question, the zoomed strip is the visitor's own chat: its question's tokens fill pages of the chosen
+    size, the answer appends one token a step, bytes from the model's shape; each panel shows the whole run's waste."""
+    from urllib.parse import quote
+
+    import httpx
+
+    q = "What is a KV cache?"
+    api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"}, timeout=120)
+    tokens = (
+        api.json()["chat"]["num_tokens"]
+        if api.status_code == 200
+        else httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}, timeout=120).json()[
+            "num_tokens"
+        ]
+    )
+    kv = httpx.get(base_url + "/api/kv-cache", timeout=120).json()
+    per_token, block = (
+        kv["kv_per_token"]["bytes"],
+        next(p for p in kv["policies"] if p["name"] == "paged")["block_size"],
+    )
+    page.goto(base_url + "/tour/kv-cache?step=0&q=" + quote(q))
+    rendered(page)
+    page.wait_for_function("() => document.querySelector('.kv-chat').dataset.follows === 'question'")
+    assert page.locator(".kv-chat h3").inner_text() == "Your chat, zoomed in"
+    seen = []
+    for step in (0, 5, 12):
+        set_range(page, ".kv-transport input[type=range]", step)
+        n = int(page.locator(".kv-chat").get_attribute("data-tokens"))
+        seen.append(n)
+        text = page.locator(".kv-chat-text").inner_text()
+        assert text.startswith(f"{tokens} question + {step} answer tokens = {n} tokens"), text
+        pages = -(-n // block)
+        assert f"{pages} page{'s' if pages != 1 else ''} of {block} tokens" in text
+        shown = re.search(r"= ([\d.,]+) (KB|MB|GB) of keys", text)
+        value = float(shown.group(1).replace(",", "")) * {"KB": 1e3, "MB": 1e6, "GB": 1e9}[shown.group(2)]
+        assert abs(value - n * per_token) <= 0.01 * n * per_token, text
+    assert seen == [tokens, tokens + 5, tokens + 12]
+    height = page.locator(".kv-chat-grid").bounding_box()["height"]
+    assert height >= 40, f"the chat is drawn large, not as a hairline ({height:.0f} px)"
+    runs = page.locator(".kv-panel .kv-waste").all_inner_texts()
+    waste = {p["name"]: p["waste_fraction"] for p in kv["policies"]}
+    want = [waste["contiguous"], waste["paged"]]  # the left panel compares the default region, the right is paged
+    for text, w in zip(runs, want):
+        assert "WHOLE RUN" in text.upper() and f"{100 * w:.1f}%" in text, (text, w)
+    assert page.console_errors == []

@@ -211,17 +211,27 @@ function hatchTile(colour, background) {
  * One chat's cache, zoomed in: a column per token (its keys on top, its values below), grouped in pages of
  * blockSize tokens, wrapping over lines. Tokens [0, n) are written; the newest is outlined. Returns the height.
  */
-export function paintChat(canvas, n, finalTokens, blockSize, look, colour) {
+/** The largest slot (2 to 14 logical px) that draws a chat of `tokens` in at most six lines of pages. */
+function chatSlot(tokens, blockSize, L) {
+  for (let slot = 14; slot > 2; slot--) {
+    const gap = Math.max(4, slot), perLine = Math.max(1, Math.floor((L + gap) / (blockSize * slot + gap)));
+    if (Math.ceil(Math.ceil(tokens / blockSize) / perLine) <= 6) return slot;
+  }
+  return 2;
+}
+
+export function paintChat(canvas, n, finalTokens, blockSize, look, colour, prompt = null) {
   // laid out on a fixed logical width (phone or desktop, chosen by the window, which a fit does not change) and
   // scaled to the canvas: the height stays proportional to the width, so a fitted frame settles (fit.js)
   const L = window.innerWidth < 700 ? 400 : 1000;
   const w = Math.max(200, canvas.clientWidth);
   const k = w / L;
-  const slot = L < 1000 ? 3 : 4;
-  const pageW = blockSize * slot + 4; // pages sit 4 px apart
-  const perLine = Math.max(1, Math.floor((L + 4) / pageW));
+  const slot = chatSlot(finalTokens, blockSize, L);
+  const gap = Math.max(4, slot); // pages sit apart, so a page reads as one block
+  const pageW = blockSize * slot + gap;
+  const perLine = Math.max(1, Math.floor((L + gap) / pageW));
   const lines = Math.max(1, Math.ceil(Math.ceil(finalTokens / blockSize) / perLine));
-  const lineH = 2 * slot + 8;
+  const lineH = 2 * slot + gap + 4;
   const g = { w, h: lines * lineH * k };
   const c = sizeCanvas(canvas, g);
   c.clearRect(0, 0, g.w, g.h);
@@ -231,7 +241,8 @@ export function paintChat(canvas, n, finalTokens, blockSize, look, colour) {
     const x = (page % perLine) * pageW + (t % blockSize) * slot;
     const y = Math.floor(page / perLine) * lineH;
     const written = t < n;
-    c.fillStyle = written ? colour : look.free;
+    // the visitor's chat: the question's tokens in the question's colour, the answer's in the chat's
+    c.fillStyle = !written ? look.free : prompt !== null && t < prompt.tokens ? prompt.colour : colour;
     c.fillRect(x + 0.5, y, slot - 1, slot - 1); // K
     c.globalAlpha = written ? 0.6 : 1;
     c.fillRect(x + 0.5, y + slot, slot - 1, slot - 1); // V

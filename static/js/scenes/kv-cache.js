@@ -234,7 +234,20 @@ function chatId() {
 }
 
 function drawChat() {
-  const d = view.data, k = d.kv_per_token, paged = view.drawn[1];
+  const d = view.data, k = d.kv_per_token, paged = view.drawn[1], q = view.question;
+  view.chatMath.textContent = `Every new token appends one key and one value vector in each layer: 2 × ` +
+    `${num(k.layers)} layers × ${num(k.kv_heads)} KV heads × ${num(k.head_dim)} values × ${k.bytes_per_value} bytes = ` +
+    `${num(k.bytes)} bytes. Below, the whole cache: ${num(d.capacity_slots)} token slots, ` +
+    `${bytes(d.capacity_slots * k.bytes)} for this model.`;
+  view.chatQuestion.hidden = !q;
+  if (q) {
+    const shown = q.text.length > 60 ? `${q.text.slice(0, 57)}…` : q.text;
+    view.chatQuestion.dataset.tokens = String(q.tokens);
+    view.chatQuestion.textContent = `Your question, “${shown}”, is ${plural(q.tokens, 'token')} (${q.reader}): ` +
+      `in ${k.model} its keys and values take ${num(q.tokens)} × ${bytes(k.bytes)} = ${bytes(q.tokens * k.bytes)} ` +
+      `before the first word of the answer, and every answer token adds ${bytes(k.bytes)} more.`;
+  }
+  if (q && view.selected === null) { drawQuestionChat(q, k, paged.block_size); return; }
   const id = chatId();
   const final = d.num_final_tokens[id];
   const r = (residentsAt(paged, view.step) || []).find((x) => x.al.request_id === id);
@@ -245,24 +258,30 @@ function drawChat() {
   const colour = colourOf(view.look, id);
   paintChat(view.chatCanvas, n, final, paged.block_size, view.look, colour);
   view.chatTitle.textContent = `One chat, zoomed in: request #${id}`;
+  view.chat.dataset.follows = 'request';
   const where = r ? `in memory, ${plural(Math.ceil(n / paged.block_size), 'page')} of ${paged.block_size} tokens`
     : done ? 'finished; its pages are free again' : 'waiting for memory (in the queue, or preempted)';
   view.chatText.textContent = `${num(n)} of ${num(final)} tokens × ${bytes(k.bytes)} per token = ` +
     `${bytes(n * k.bytes)} of keys and values (${k.model}, BF16) · ${where}`;
   view.chatCanvas.setAttribute('aria-label', `Request #${id}: ${num(n)} tokens cached, each one key and one value column`);
-  view.chatMath.textContent = `Every new token appends one key and one value vector in each layer: 2 × ` +
-    `${num(k.layers)} layers × ${num(k.kv_heads)} KV heads × ${num(k.head_dim)} values × ${k.bytes_per_value} bytes = ` +
-    `${num(k.bytes)} bytes. Below, the whole cache: ${num(d.capacity_slots)} token slots, ` +
-    `${bytes(d.capacity_slots * k.bytes)} for this model.`;
-  const q = view.question;
-  view.chatQuestion.hidden = !q;
-  if (q) {
-    const shown = q.text.length > 60 ? `${q.text.slice(0, 57)}…` : q.text;
-    view.chatQuestion.dataset.tokens = String(q.tokens);
-    view.chatQuestion.textContent = `Your question, “${shown}”, is ${plural(q.tokens, 'token')} (${q.reader}): ` +
-      `in ${k.model} its keys and values take ${num(q.tokens)} × ${bytes(k.bytes)} = ${bytes(q.tokens * k.bytes)} ` +
-      `before the first word of the answer, and every answer token adds ${bytes(k.bytes)} more.`;
-  }
+}
+
+/**
+ * The visitor's own chat, drawn large: the question's tokens fill pages of the chosen size at once (the prefill),
+ * then the answer appends one token a step through the intro (INTRO_STEPS tokens, the length the intro shows).
+ */
+function drawQuestionChat(q, k, blockSize) {
+  const answer = Math.min(view.step, INTRO_STEPS), n = q.tokens + answer, final = q.tokens + INTRO_STEPS;
+  paintChat(view.chatCanvas, n, final, blockSize, view.look, cssVar('--c-kv'), { tokens: q.tokens, colour: cssVar('--c-tokens') });
+  view.chatTitle.textContent = 'Your chat, zoomed in';
+  view.chat.dataset.follows = 'question';
+  view.chat.dataset.tokens = String(n);
+  const pages = Math.ceil(n / blockSize);
+  view.chatText.textContent = `${num(q.tokens)} question + ${num(answer)} answer tokens = ${num(n)} tokens × ` +
+    `${bytes(k.bytes)} per token = ${bytes(n * k.bytes)} of keys and values (${k.model}, BF16) · ` +
+    `${plural(pages, 'page')} of ${blockSize} tokens, the last ${n % blockSize ? `${n % blockSize} of ${blockSize} full` : 'full'}`;
+  view.chatCanvas.setAttribute('aria-label', `Your chat: ${num(q.tokens)} question tokens and ${num(answer)} answer tokens cached, ` +
+    `in ${plural(pages, 'page')} of ${blockSize}`);
 }
 
 // ---- one policy's panel: title, waste meter, grid, counts ------------------------------------
@@ -280,6 +299,9 @@ function makePanel(side) {
   panel.wasteAvg = readout(panel.readouts, 'Waste so far', '').querySelector('.value');
   panel.wasteNow = readout(panel.readouts, 'This step', '').querySelector('.value');
   panel.wasteNow.classList.add('small');
+  // the figure "the number" quotes: waste averaged over the whole run (the live figure converges to it by the end)
+  panel.wasteRun = readout(panel.readouts, 'Whole run', '').querySelector('.value');
+  panel.wasteRun.classList.add('small');
   panel.segs = ['used', 'reserved', 'internal', 'external'].map((k) => h('span', { class: `seg ${k}` }, panel.meter));
   panel.canvas.addEventListener('click', (e) => pickAt(panel, e));
   return panel;
@@ -303,6 +325,7 @@ function drawPanel(panel) {
   const fr = f || { used_slots: 0, reserved_slots: 0, internal_fragmentation_slots: 0, external_fragmentation_slots: 0 };
   panel.wasteAvg.textContent = pct(f ? f.waste_fraction_to_date : p.waste_fraction, 1);
   panel.wasteNow.textContent = f ? pct(f.waste_fraction, 1) : 'done';
+  panel.wasteRun.textContent = pct(p.waste_fraction, 1);
   const parts = [fr.used_slots, fr.reserved_slots, fr.internal_fragmentation_slots, fr.external_fragmentation_slots];
   parts.forEach((v, k) => { panel.segs[k].style.width = `${(100 * v) / cap}%`; });
   panel.meter.setAttribute('aria-label', `Of ${num(cap)} slots: ${num(parts[0])} hold tokens, ${num(parts[1])} reserved ` +
