@@ -7,6 +7,7 @@ import { tween, lerp } from '../lib/tween.js';
 import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 import { createMemoryBar, createCurve } from './dials-memory.js';
 import { createChat } from './dials-chat.js';
+import { createExplain } from './dials-explain.js';
 
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
@@ -50,6 +51,7 @@ export function mount(stage, context) {
   view.curve = createCurve(body);
   view.chat = createChat(body, ctx);
   if (!ctx.embed) view.byo = byoPanel(wrap);
+  if (!ctx.embed) view.explain = createExplain(wrap, ctx, () => ctx.params.gpu);
 }
 
 export function unmount() {
@@ -72,6 +74,7 @@ export function update(data, params) {
   updateRoof(data);
   view.curve.update(data);
   view.chat.update(data);
+  if (view.explain) view.explain.update();
   if (view.open) showMath(view.open);
   if (prev) startCustomFrom(prev, prevData, params);
 }

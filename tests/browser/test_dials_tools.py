@@ -1,0 +1,47 @@
+"""Chapter 11's practitioner panels in a real Chromium: "Explain my launch command" draws what GET /api/explain says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlencode
+from urllib.request import urlopen
+
+import pytest
+from pagekit import open_page
+
+pytestmark = pytest.mark.browser
+SHOTS = Path(__file__).parents[2] / "out" / "screens"
+
+
+def _api(base_url: str, **q) -> dict:
+    with urlopen(f"{base_url}/api/explain?{urlencode(q)}", timeout=60) as r:
+        return json.load(r)
+
+
+def test_explain_panel_draws_the_api_answer(page, base_url):
+    open_page(page, base_url + "/dials?gpu=l40s")
+    page.locator("#dials-explain > summary").click()
+    page.locator('[data-example="llama.cpp"]').click()
+    page.wait_for_selector(".explain-out:not([hidden]) .explain-log")
+    cmd = page.locator("#explain-cmd").input_value()
+    api = _api(base_url, cmd=cmd, gpu="l40s")
+    assert page.locator(".explain-log").inner_text() == "\n".join(api["log_lines"])
+    drawn = page.locator(".explain-bar .xseg").evaluate_all("els => els.map(e => [e.dataset.key, +e.dataset.gib])")
+    assert drawn == [[s["key"], s["gib"]] for s in api["memory"] if s["gib"] >= 0.01]  # rounding parts not drawn
+    assert "n_ctx = 2048" in page.locator(".explain-log").inner_text()  # -c 8192 -np 4: each slot gets 2,048
+    assert page.locator(".explain-verdict").inner_text() == api["verdict"]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#dials-explain").screenshot(path=str(SHOTS / "dials-explain.png"))
+
+
+def test_explain_panel_says_which_word_is_wrong(page, base_url):
+    page.allowed_errors.append("422")  # the malformed command is an expected 422
+    open_page(page, base_url + "/tour/dials")
+    page.locator("#dials-explain > summary").click()
+    page.locator("#explain-cmd").fill("vllm serve Qwen/Qwen3-32B --tensor-parallel-size two")
+    page.locator(".explain-form button[type=submit]").click()
+    page.wait_for_function("() => document.querySelector('.explain-status').textContent.includes('word 5')")
+    text = page.locator(".explain-status").inner_text()
+    assert "--tensor-parallel-size takes a whole number, not 'two'" in text
+    assert page.locator(".explain-out").is_hidden()
