@@ -248,7 +248,9 @@ def test_measured_cpu_roofline_draws_the_responses_roofs_and_points(page, base_u
     for p in (pre, dec):
         dot = svg.locator(f"circle.mp-point[data-phase='{p['phase']}']")
         assert float(dot.get_attribute("cx")) == pytest.approx(x(p["arithmetic_intensity"]), abs=0.6)
-        assert float(dot.get_attribute("cy")) == pytest.approx(y(p["attained_flops_per_second"]), abs=0.6)
+        drawn_at = p["roof_flops_per_second"] if p["above_roof"] else p["attained_flops_per_second"]
+        assert float(dot.get_attribute("cy")) == pytest.approx(y(drawn_at), abs=0.6)
+        assert dot.get_attribute("data-above-roof") == str(p["above_roof"]).lower()
         assert f"{p['phase']} · {js_num(p['tokens_per_second'])} tokens/s" in svg.inner_html()
     assert (
         float(svg.locator("circle.mp-point.decode").get_attribute("cx"))

@@ -117,6 +117,9 @@ def facts(p: RooflineParams | None = None) -> dict[str, str]:
 
 
 # ---- measured on this server's CPU: its own two roofs, and the served model under them ----------
+# How many times the roofs are timed again when a point lands above them (each takes about a second here).
+ROOF_RETRIES = 2
+
 MEASURED_NOTE = (
     "Wall-clock time in numpy, measured once when this server process first needed it; every figure is the "
     "fastest of a few rounds, so a busy neighbour on the CPU counts least. Memory roof: numpy copying one "
@@ -155,6 +158,10 @@ class CpuPoint(BaseModel):
     attained_flops_per_second: float = Field(description="flops_per_token / measured seconds per token (FLOP/s).")
     roof_flops_per_second: float = Field(description="min(compute roof, intensity x memory roof) (FLOP/s).")
     bound: Literal["memory", "compute"] = Field(description="The roof above the point: left or right of the ridge.")
+    above_roof: bool = Field(
+        description="Measured faster than its roof even after the roofs were measured again: the machine was busier "
+        "while the roofs were timed than while the model was (the panel draws the point on its roof and says so)."
+    )
 
 
 class DecodePrediction(BaseModel):
@@ -196,6 +203,20 @@ def _measure_cpu(served: str) -> dict:
     bw, peak = mem["bytes_per_s"], gemm["flops_per_s"]
     pts = cpu_measure.measured_points(s.model, timing)
 
+    def under_roofs() -> bool:
+        return all(p["flops_per_s"] <= min(peak, p["arithmetic_intensity"] * bw) for p in pts.values())
+
+    # The roofs and the points are timed at different moments; on a busy machine a roof's rounds can all be slowed
+    # while the model's were not, which draws a point above its own roof. Time the roofs again (best of all rounds).
+    for _ in range(ROOF_RETRIES):
+        if under_roofs():
+            break
+        again = cpu_measure.machine_roofs()
+        if again["memory"]["bytes_per_s"] > bw:
+            mem, bw = again["memory"], again["memory"]["bytes_per_s"]
+        if again["compute"]["flops_per_s"] > peak:
+            gemm, peak = again["compute"], again["compute"]["flops_per_s"]
+
     def point(phase: str, tokens: int) -> CpuPoint:
         p = pts[phase]
         ai = p["arithmetic_intensity"]
@@ -210,6 +231,7 @@ def _measure_cpu(served: str) -> dict:
             attained_flops_per_second=ms.sig4(p["flops_per_s"]),
             roof_flops_per_second=ms.sig4(min(peak, ai * bw)),
             bound="compute" if ai >= peak / bw else "memory",
+            above_roof=p["flops_per_s"] > min(peak, ai * bw),
         )
 
     pred = cpu_measure.decode_prediction(s.model, bw, timing["decode_ms_per_token"])
@@ -224,7 +246,7 @@ def _measure_cpu(served: str) -> dict:
             matrix_multiply_flops_per_second=ms.sig4(peak),
             matrix_size=gemm["size"],
             blas_threads=roofs["blas_threads"],
-            ridge_flops_per_byte=ms.sig4(roofs["ridge_flops_per_byte"]),
+            ridge_flops_per_byte=ms.sig4(peak / bw),
         ),
         prefill=point("prefill", timing["prompt_tokens"]),
         decode=point("decode", timing["decode_tokens"]),
