@@ -49,6 +49,7 @@ def test_defaults_are_the_guides_server(client):
         "output_tokens": 256,
         "price_per_gpu_hour": 3.0,
         "throughput_mode": "static",
+        "engine": "auto",
     }
     assert d["model"]["name"] == "Llama 3.1 70B" and d["gpu"]["name"].startswith("NVIDIA H100 SXM")
     assert d["memory"]["fits"] and d["bound"] == "memory"
@@ -319,3 +320,14 @@ def test_fact_reads_as_english():
     assert f["ttft"].endswith(" ms") and f["per_user_rate"].endswith("tokens/s")
     assert facts(DialsParams(batch=1))["batch_chats"] == "1 chat"
     assert facts(DialsParams(batch=1024))["batch_chats"] == "1,024 chats"
+
+
+def test_engine_dial_selects_a_profile_and_refuses_unmeasured_ones(client):
+    """auto = the best published engine per vendor; vLLM on NVIDIA costs more per step; no SGLang rows: a 422."""
+    base, vllm = _get(client), _get(client, engine="vllm")
+    assert vllm["tpot_ms"] > base["tpot_ms"]
+    assert any("engine profile vllm-cuda" in a for a in vllm["math"]["tpot_ms"]["assumptions"])
+    r = client.get("/api/dials", params={"engine": "sglang"})
+    assert r.status_code == 422 and "engine" in r.text and "SGLang" in r.text
+    amd = _get(client, gpu="mi300x")
+    assert any("vLLM on ROCm (AMD)" in a for a in amd["math"]["tpot_ms"]["assumptions"])

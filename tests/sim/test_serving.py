@@ -224,3 +224,30 @@ def test_tensor_parallel_beyond_a_node_is_slower_than_at_nvlink_speed():
     # a pipeline hand-off between nodes goes over the NIC: tp=8 x pp=2 crosses once, tp=4 x pp=2 never
     assert serving.cross_node_sends(EngineConfig(m, h100, tp=8, pp=2)) == 1
     assert serving.cross_node_sends(EngineConfig(m, h100, tp=4, pp=2)) == 0
+
+
+def test_engine_profile_prices_the_figures_and_is_named_in_the_math():
+    """auto on NVIDIA is TensorRT-LLM (the base fit: unchanged figures); MI300X gets vLLM on ROCm."""
+    base = serving.estimate(serving.ServingParams())
+    assert serving.estimate(serving.ServingParams(engine="tensorrt-llm")).tpot_ms == base.tpot_ms
+    vllm = serving.estimate(serving.ServingParams(engine="vllm"))
+    assert vllm.tpot_ms > base.tpot_ms  # vLLM's per-step overhead (VLLM-BK rows)
+    assumptions = " ".join(base.math["tpot_ms"].assumptions)
+    assert "engine profile tensorrt-llm: TensorRT-LLM on CUDA (NVIDIA)" in assumptions
+    amd = serving.estimate(serving.ServingParams(gpu="mi300x"))
+    assert "engine profile vllm-rocm: vLLM on ROCm (AMD)" in " ".join(amd.math["tpot_ms"].assumptions)
+
+
+@pytest.mark.parametrize(
+    "gpu,engine,words", [("mi300x", "tensorrt-llm", "TensorRT-LLM on AMD"), ("h100-sxm", "sglang", "SGLang on NVIDIA")]
+)
+def test_an_engine_without_published_rows_is_refused_in_words(gpu, engine, words):
+    with pytest.raises(SimError) as e:
+        serving.estimate(serving.ServingParams(gpu=gpu, engine=engine))
+    assert e.value.field == "engine" and words in str(e.value)
+
+
+def test_fine_grained_moe_term_is_named_for_gpt_oss():
+    est = serving.estimate(serving.ServingParams(model="gpt-oss-120b", precision="mxfp4", tp=1, gpus=1))
+    text = " ".join(est.math["tpot_ms"].assumptions)
+    assert "fine-grained MoE (128 experts 2,880 wide)" in text

@@ -89,6 +89,11 @@ class DialsParams(BaseModel):
         description="Which batching `tokens_per_s_total` and the cost assume: static batches (the "
         "next starts when the last ends) or continuous batching (every seat refilled as a chat ends).",
     )
+    engine: Literal["auto", "tensorrt-llm", "vllm", "sglang"] = Field(
+        "auto",
+        description="Serving engine whose published efficiency profile prices the figures (sim.engines): auto = "
+        "the best published engine for the GPU's vendor (TensorRT-LLM on NVIDIA, vLLM on AMD).",
+    )
     hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size, numbers per token")
     num_hidden_layers: int = _shape(_M.num_hidden_layers, 1024, "layers")
     num_attention_heads: int = _shape(_M.num_attention_heads, 1024, "query heads")
@@ -234,6 +239,7 @@ def serving_params(p: DialsParams) -> serving.ServingParams:
         output_tokens=p.output_tokens,
         price_per_gpu_hour=p.price_per_gpu_hour,
         throughput_mode=p.throughput_mode,
+        engine=p.engine,
     )
 
 

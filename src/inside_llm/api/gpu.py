@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sim import catalog, gpu_layout
+from ..sim import catalog, engines, gpu_layout
 from ..sim.costmodel import EngineConfig, memory_per_gpu
 from ..sim.derivation import math_dict
 from ..sim.result import about, as_json
@@ -70,7 +70,7 @@ class GpuResponse(BaseModel):
 
 def gpu_view(p: GpuParams) -> GpuResponse:
     g, m = catalog.gpu(p.gpu), catalog.model(p.model)
-    cfg = EngineConfig(m, g, tp=p.tp, precision=p.precision)
+    cfg = EngineConfig(m, g, tp=p.tp, precision=p.precision, efficiency=engines.profile("auto", g).efficiency())
     stream = gpu_layout.decode_stream(cfg, p.batch, p.context)
     mem = memory_per_gpu(cfg, p.batch, p.context)
     slow = gpu_layout.slow_motion(stream.step_ms / 1e3)

@@ -54,6 +54,14 @@ class Efficiency:
     # Mixtral 8x7B FP8 prefill and max-throughput rows on H100/H200; Mixtral in FP16 on A100 runs at
     # the dense efficiency (same references), so BF16/FP16 expert GEMMs are not discounted.
     moe_expert_compute: float = 0.35
+    # Fine-grained MoE (routed experts narrower than fine_moe_width: Qwen3 768, DeepSeek 2,048, gpt-oss 2,880
+    # wide, 128-256 of them): each expert's grouped-GEMM slice sees ~20 tokens at full load, so its weights
+    # stream at fine_moe_stream of the HBM efficiency and its FLOPs run at fine_moe_compute of the expert
+    # efficiency, whatever the math path (gpt-oss's MXFP4 weights with BF16 math included). Fitted on
+    # TensorRT-LLM 2025 max-load rows of Qwen3 30B-A3B and gpt-oss-120b (docs/calibration.md).
+    fine_moe_width: int = 4096
+    fine_moe_stream: float = 0.57
+    fine_moe_compute: float = 0.37
     # How a kernel near the ridge combines its compute and memory times: (c^p + m^p)^(1/p); a pure
     # roofline is p = infinity (max). Loads and math do not overlap perfectly near the ridge, which
     # short prefills (a few hundred tokens) sit on.
@@ -72,6 +80,9 @@ class Efficiency:
     step_overhead_s: float = 1.0e-3
     # Fixed latency of one tensor-parallel all-reduce (small-message regime).
     allreduce_latency_s: float = 10e-6
+    # The same at given tensor-parallel widths where an engine profile measured it ((tp, seconds), ascending);
+    # a width between two entries takes the lower one's, below the first allreduce_latency_s.
+    allreduce_latency_by_tp: tuple[tuple[int, float], ...] = ()
     # Achievable all-reduce bus bandwidth / one-direction link rate: NCCL 370 of 450 GB/s on H100.
     allreduce_busbw_fraction: float = 370 / 450
     # Fixed latency of one pipeline-stage activation send.
@@ -89,6 +100,16 @@ class Efficiency:
     runtime_reserve_fraction: float = 0.10
     # Prefill is chunked into at most this many tokens per step (sizes the activation buffers).
     prefill_chunk_tokens: int = 8192
+    # Which engine profile (data/engines.toml, sim/engines.py) these factors are; the base fit is TensorRT-LLM's.
+    profile: str = "tensorrt-llm"
+
+    def allreduce_latency(self, tp: int) -> float:
+        """Fixed latency of one all-reduce over `tp` GPUs (see allreduce_latency_by_tp)."""
+        out = self.allreduce_latency_s
+        for width, s in self.allreduce_latency_by_tp:
+            if tp >= width:
+                out = s
+        return out
 
     def gemm(self, math_path: str) -> float:
         """GEMM efficiency for a math path ("bf16", "fp8", "int8" or "fp4")."""
@@ -271,12 +292,12 @@ def allreduce_s(cfg: EngineConfig, message_bytes: float) -> float:
     busbw = gpu.link_one_direction_bytes_per_s * eff.allreduce_busbw_fraction
     n = nodes_spanned(gpu, cfg.tp)
     if n == 1:
-        return eff.allreduce_latency_s + 2.0 * (cfg.tp - 1) / cfg.tp * message_bytes / busbw
+        return eff.allreduce_latency(cfg.tp) + 2.0 * (cfg.tp - 1) / cfg.tp * message_bytes / busbw
     g = math.ceil(cfg.tp / n)
     net = gpu.scaleout_bytes_per_s * eff.scaleout_busbw_fraction
     intra = 2.0 * (g - 1) / g * message_bytes / busbw if g > 1 else 0.0
     inter = 2.0 * (n - 1) / n * (message_bytes / g) / net
-    return eff.allreduce_latency_s + eff.scaleout_latency_s + intra + inter
+    return eff.allreduce_latency(cfg.tp) + eff.scaleout_latency_s + intra + inter
 
 
 def cross_node_sends(cfg: EngineConfig) -> int:
@@ -354,12 +375,17 @@ def step_time(
     bw = cfg.gpu.hbm_bytes_per_s * eff.hbm
     rate = s.math_flops_per_s * eff.gemm(s.math)
     moe_eff = eff.moe_expert_compute if s.math in ("fp8", "fp4") else 1.0
+    fine = m.is_moe and m.expert_width < eff.fine_moe_width
+    if fine:
+        moe_eff *= eff.fine_moe_compute
     gc = (gemm_flops - expert_flops) / rate + expert_flops / (rate * moe_eff)
     # 4-bit weights unpacked to BF16 inside the GEMM (W4A16) stream more slowly than plain BF16 weights
     lm_head_bytes = 2.0 * s.lm_head_params if sampled else 0.0
     stream = eff.weight_only_4bit_stream if s.weight_only_4bit else 1.0
-    if s.dense_wbytes and s.dense_wbytes != s.wbytes:  # 16-bit attention streams at the plain rate
-        gm = expert_bytes / (bw * stream) + (dense_bytes + lm_head_bytes) / bw
+    if fine or (s.dense_wbytes and s.dense_wbytes != s.wbytes):  # experts and the rest stream differently
+        expert_stream = stream * (eff.fine_moe_stream if fine else 1.0)
+        dense_stream = stream if s.dense_wbytes == s.wbytes else 1.0  # 16-bit attention streams at the plain rate
+        gm = expert_bytes / (bw * expert_stream) + dense_bytes / (bw * dense_stream) + lm_head_bytes / bw
     else:
         gm = (gemm_bytes - lm_head_bytes) / (bw * stream) + lm_head_bytes / bw
     ac, am = attn_flops / (s.bf16_flops_per_s * eff.attention_compute), attn_bytes / bw

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from . import catalog
+from . import catalog, engines
 from .costmodel import EngineConfig, max_batch, step_time
 from .derivation import Derivation, derive
 from .errors import SimError
@@ -193,7 +193,8 @@ def roofline(
             f"The prompt length must be between 1 and {m.max_position_embeddings:,} "
             f"tokens, the context window of {m.name}, not {context_tokens:,}.",
         )
-    cfg = EngineConfig(m, g, tp=tp, precision=precision, kv_precision=kv_precision)
+    eff = engines.profile("auto", g).efficiency()  # the best published engine for the GPU's vendor
+    cfg = EngineConfig(m, g, tp=tp, precision=precision, kv_precision=kv_precision, efficiency=eff)
     peak = roof(g, precision)
     pre = point(cfg, "prefill", batch, context_tokens, peak)
     dec = point(cfg, "decode", batch, context_tokens, peak)

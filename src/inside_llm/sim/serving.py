@@ -32,8 +32,9 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from . import catalog
+from . import catalog, engines
 from .costmodel import (
+    Efficiency,
     EngineConfig,
     MemoryBreakdown,
     StepTime,
@@ -70,6 +71,7 @@ class ServingParams:
     output_tokens: int = 256
     price_per_gpu_hour: float = 3.0
     throughput_mode: str = "static"  # "static" | "continuous": which batching tokens_per_s_total assumes
+    engine: str = "auto"  # engine profile (sim/engines.py): auto = the best published engine for the GPU
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,8 @@ def resolve(p: ServingParams) -> tuple[EngineConfig, int]:
             f"Pipeline stages × tensor parallel must divide the GPU count ({p.gpus}); {p.pp} × {p.tp} does not.",
             also=("pp", "gpus"),
         )
-    cfg = EngineConfig(m, g, p.tp, p.pp, p.precision, p.kv_precision)
+    eff = engines.profile(p.engine, g).efficiency()
+    cfg = EngineConfig(m, g, p.tp, p.pp, p.precision, p.kv_precision, eff)
     return cfg, p.gpus // (p.tp * p.pp)
 
 
@@ -372,7 +375,20 @@ def _gpu_inputs(g: GPU, *names: str) -> dict[str, tuple]:
 def _step_assumptions(cfg: EngineConfig) -> list[str]:
     e = cfg.efficiency
     rate = math_rate(cfg.gpu, cfg.precision)
+    prof = engines.profiles()[e.profile]
+    fine = cfg.model.is_moe and cfg.model.expert_width < e.fine_moe_width
     return [
+        f"engine profile {prof.id}: {prof.label()}, {prof.versions}; " + "; ".join(prof.factor_lines()),
+        *(
+            [
+                f"fine-grained MoE ({cfg.model.num_local_experts} experts {cfg.model.expert_width:,} wide): expert "
+                f"weights stream at {e.fine_moe_stream:.0%} of the HBM efficiency and expert GEMMs run at "
+                f"{e.fine_moe_compute:.0%} of the expert efficiency (fitted on TensorRT-LLM 2025 Qwen3 30B-A3B and "
+                "gpt-oss-120b rows)"
+            ]
+            if fine
+            else []
+        ),
         f"GEMM math: {rate.note}"
         if rate.math == "bf16" and cfg.precision not in ("bf16", "fp16", "int4")
         else f"GEMM math in {rate.math.upper()} ({rate.field} of {cfg.gpu.name})",
@@ -614,12 +630,38 @@ def reference_params(ref: catalog.Reference) -> ServingParams:
         prompt_tokens=ref.prompt_tokens,
         output_tokens=ref.output_tokens,
         throughput_mode="continuous" if ref.batching == "continuous" else "static",
+        engine=engines.engine_of(ref.engine),
     )
     if ref.batch is not None:
         return base
     cfg, _ = resolve(base)
     fit = max_batch(cfg, ref.prompt_tokens + ref.output_tokens)
     return replace(base, batch=max(1, min(fit, ref.max_batch or MAX_BATCH)))
+
+
+def metric_value(
+    p: ServingParams,
+    metric: str,
+    efficiency: Efficiency | None = None,
+    *,
+    cfg: EngineConfig | None = None,
+    replicas: int = 1,
+) -> float:
+    """One figure of `estimate(p)`, with other efficiency factors or an already resolved config (the
+    calibration's refits; no derivations)."""
+    if cfg is None:
+        cfg, replicas = resolve(p)
+        if efficiency is not None:
+            cfg = replace(cfg, efficiency=efficiency)
+    if metric == "tokens_per_s_total" and p.throughput_mode == "continuous":
+        return replicas * p.batch / continuous_step(cfg, p).seconds
+    ph = _phases(cfg, p)
+    return {
+        "ttft_ms": ph.ttft_s * 1e3,
+        "tpot_ms": ph.tpot_s * 1e3,
+        "e2e_latency_ms": ph.e2e_s * 1e3,
+        "tokens_per_s_total": replicas * p.batch * p.output_tokens / ph.e2e_s,
+    }[metric]
 
 
 def predict(ref: catalog.Reference) -> tuple[float, ServingEstimate]:
