@@ -9,19 +9,36 @@ The decode and first-token rows drive the engine's steps on this thread (engine.
 they time exactly the steps and can be read in CPU time too: on a shared machine the wall clock also holds the
 waits for a core. The 1,000 chats go through the loop thread and the streams, as /api/generate uses them.
 Answers here never stop early: the stop token is switched off so that every chat writes its full length.
+
+The same 8-chat load also goes over HTTP to a fresh `inside-llm serve` (bench/_server.py), once through
+GET /api/generate (the tour's events) and once through POST /v1/chat/completions (the official `openai` client,
+streamed), each chat from its own loopback address (127.0.0.2-9: 8 clients, each within its fair share): the two
+rows of tokens/s and time to first token are printed side by side, their ratio within this run, and whether the
+16 answers are the same 8 (both are greedy on one engine). These answers do stop at <|im_end|>.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import sys
+import threading
 import time
+from pathlib import Path
+
+import httpx
 
 from inside_llm import modelfile
 from inside_llm.api.engine import DEMO_QUESTIONS as QUESTIONS  # the live demo's own questions
 from inside_llm.engine import Engine, EngineLimits
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _server import serve  # noqa: E402
+
 DECODE_STEPS = 16
+HTTP_CHATS = 8
+HTTP_TOKENS = 32
 PROMPT_TOKENS = 64
 CHATS = 1000
 SHORT_TOKENS = 4
@@ -119,6 +136,89 @@ def _many(m) -> dict:
     }
 
 
+def _http_client(k: int) -> httpx.Client:
+    """Chat k's own loopback address (the server gives each address its fair share of the seats)."""
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=f"127.0.0.{k + 2}"), timeout=300)
+
+
+def _via_generate(base: str, k: int) -> tuple[str, float, int]:
+    """(answer, seconds to its first token, tokens) of chat k through GET /api/generate."""
+    q = {"prompt": QUESTIONS[k % len(QUESTIONS)], "max_tokens": HTTP_TOKENS, "temperature": 0, "model": "smollm2"}
+    text, first, n, t0 = [], None, 0, time.perf_counter()
+    with _http_client(k) as c, c.stream("GET", f"{base}/api/generate", params=q) as r:
+        event = None
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "token":
+                first = first or time.perf_counter() - t0
+                text.append(json.loads(line[6:])["text"])
+                n += 1
+    return "".join(text), first or float("nan"), n
+
+
+def _via_v1(base: str, k: int) -> tuple[str, float, int]:
+    """(answer, seconds to its first token, tokens shown) of chat k through POST /v1/chat/completions."""
+    import openai
+
+    c = openai.OpenAI(base_url=f"{base}/v1", api_key="none", http_client=_http_client(k), max_retries=0)
+    text, first, n, t0 = [], None, 0, time.perf_counter()
+    stream = c.chat.completions.create(
+        model="smollm2",
+        messages=[{"role": "user", "content": QUESTIONS[k % len(QUESTIONS)]}],
+        max_tokens=HTTP_TOKENS,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    stopped = False
+    for chunk in stream:
+        if chunk.usage:  # completion_tokens counts the stop token, as vLLM does; /api/generate's events do not
+            n = chunk.usage.completion_tokens - stopped
+        elif chunk.choices[0].finish_reason:
+            stopped = chunk.choices[0].finish_reason == "stop"
+        elif chunk.choices[0].delta.content:
+            first = first or time.perf_counter() - t0
+            text.append(chunk.choices[0].delta.content)
+    return "".join(text), first or float("nan"), n
+
+
+def _http_load(base: str, one) -> dict:
+    """HTTP_CHATS chats at once through `one`: tokens/s over the batch, median time to first token, answers."""
+    out: list = [None] * HTTP_CHATS
+
+    def work(k: int) -> None:
+        out[k] = one(base, k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(HTTP_CHATS)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    wall = time.perf_counter() - t0
+    tokens = sum(o[2] for o in out)
+    return {"tokens_per_s": tokens / wall, "ttft": statistics.median(o[1] for o in out), "answers": [o[0] for o in out]}
+
+
+def _http_rows() -> list[dict]:
+    with serve() as (base, _):
+        httpx.get(f"{base}/api/engine", timeout=300)  # loads the model before either load is timed
+        _via_generate(base, 0)  # warm: the first chat pays for page faults in the weights
+        gen = _http_load(base, _via_generate)
+        v1 = _http_load(base, _via_v1)
+    same = sum(a == b for a, b in zip(gen["answers"], v1["answers"]))
+    note = f"{HTTP_CHATS} chats at once, greedy, at most {HTTP_TOKENS} tokens each, one loopback address each"
+    return [
+        _row("engine_http_8_chats_api_generate", gen["tokens_per_s"], "tokens/s", f"GET /api/generate: {note}"),
+        _row("engine_http_8_chats_v1_chat", v1["tokens_per_s"], "tokens/s", "POST /v1/chat/completions, streamed"),
+        _row("engine_http_8_chats_v1_over_generate", v1["tokens_per_s"] / gen["tokens_per_s"], "x", "same run"),
+        _row("engine_http_8_chats_ttft_api_generate", gen["ttft"], "s", "median over the 8, client side"),
+        _row("engine_http_8_chats_ttft_v1_chat", v1["ttft"], "s", "median over the 8, client side"),
+        _row("engine_http_8_chats_same_answers", same, "chats", f"of {HTTP_CHATS}: /v1's text equals /api/generate's"),
+    ]
+
+
 def run() -> list[dict]:
     m = modelfile.served_smollm()
     if m is None:
@@ -150,6 +250,7 @@ def run() -> list[dict]:
         ),
         _row("engine_ttft_new_chat_with_7_running_cpu", cpu, "CPU-s", "the same, in CPU time"),
     ]
+    rows += _http_rows()
     r = _many(m)
     rows += [
         _row("engine_1000_chats_rss_first", r["rss"][0], "MB", "process RSS after the first 100 short chats"),

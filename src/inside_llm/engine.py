@@ -43,6 +43,7 @@ from typing import Literal
 
 import numpy as np
 
+from .metrics import EngineStats
 from .sim.kvcache import BlockPool, KVCacheManager, num_blocks_for
 from .sim.result import about, as_json
 from .sim.transformer import DemoModel, sample
@@ -147,6 +148,14 @@ class Chat:
     preemptions: int = 0
     admitted_at: float = 0.0
     label: str = ""  # a second name cancel_client() matches (the demo's chats: "demo")
+    # perf_counter times for /metrics and each answer's timings (metrics.EngineStats sets them; 0 = not yet)
+    arrived_at: float = field(default_factory=time.perf_counter)
+    scheduled_at: float = 0.0
+    first_token_at: float = 0.0
+    last_token_at: float = 0.0
+    finished_at: float = 0.0
+    stopped_by_text: bool = False  # its reader met a stop sequence and ended it: counted as stop, not abort
+    top_p: float = 1.0  # nucleus sampling (/v1's top_p): sample among the likeliest ids whose p sums to top_p
 
     @property
     def context(self) -> list[int]:
@@ -218,6 +227,7 @@ class Engine:
         self.tokens_written = 0
         self.finished = 0
         self.preempted = 0
+        self.stats = EngineStats()  # counters and latency histograms for /metrics (metrics.py)
         self.last_error: str | None = None
         self._thread: threading.Thread | None = None
         self._stop = False
@@ -233,6 +243,7 @@ class Engine:
         client: str = "local",
         poll_s: float = 0.5,
         label: str = "",
+        top_p: float = 1.0,
     ) -> Stream:
         """Seat a chat now if a seat is idle, else queue it; QueueFull at once when every seat and the whole
         queue are taken, ClientBusy when `client` already has its share of the queue waiting. client: whose
@@ -249,6 +260,7 @@ class Engine:
                 )
             rng = np.random.default_rng(seed)
             seq = Chat(next(self._ids), client, list(prompt), max_new_tokens, temperature, top_k, rng, label=label)
+            seq.top_p = top_p
             self.waiting.append(seq)
             self._admit(preempt=False)  # an idle seat is taken now: a burst never waits for the next step
             cap = self.queue_share()
@@ -334,6 +346,7 @@ class Engine:
         seq.state, seq.finish_reason = "done", reason
         seq.tokens.put(None)
         self.finished += 1
+        self.stats.finished(seq, reason, time.perf_counter())
 
     def _preempt(self, seq: Chat) -> None:
         """Free a running sequence's pages and put it back at the head of the queue (lock held)."""
@@ -376,6 +389,7 @@ class Engine:
             self.waiting.remove(seq)
             seq.kv, seq.fed, seq.state = PagedKV(self.store, seq.seq_id), 0, "prefill"
             seq.admitted_at = time.perf_counter()
+            self.stats.scheduled(seq, seq.admitted_at)
             self.running.append(seq)
 
     def _plan(self) -> list[tuple[Chat, list[int]]]:
@@ -423,15 +437,16 @@ class Engine:
         if not plan:
             return 0
         logits = self.model.step([(seq.kv, ids) for seq, ids in plan])  # [B, V]: the one forward pass
-        written = 0
+        written, t = 0, time.perf_counter()
         with self._lock:
             for (seq, ids), row in zip(plan, logits, strict=True):
                 seq.fed += len(ids)
                 if seq.fed < len(seq.context):
                     continue  # more of the prompt to read
                 seq.state = "decode"
-                token = int(sample(row, seq.temperature, seq.top_k, seq.rng))
+                token = int(sample(row, seq.temperature, seq.top_k, seq.rng, seq.top_p))
                 written += 1
+                self.stats.token(seq, t)
                 if token in self.stop_ids:
                     self._finish(seq, "stop")
                     continue

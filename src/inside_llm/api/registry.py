@@ -1,6 +1,6 @@
 """Every API router, registered here and nowhere else: the eleven chapters in tour order, then the
-endpoints that are not chapters (the catalogs, the launch-command explainer, the model's token stream, and
-the engine that serves it).
+endpoints that are not chapters (the catalogs, the launch-command explainer, the model's token stream, the
+engine that serves it, and the same engine's OpenAI-compatible /v1 and Prometheus /metrics).
 
 A chapter module serves GET /api/<slug> (and, for some, GET /api/<slug>/measured) on its `router`,
 and has `facts(p) -> dict[str, str]`: the figures its scene's fact sentence quotes, for the chapter's
@@ -29,6 +29,7 @@ from . import (
     roofline,
     speculative,
     tokens,
+    v1,
 )
 
 CHAPTERS = MappingProxyType(
@@ -53,4 +54,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     explain.router,
     generate.router,
     engine.router,
+    v1.router,
 )

@@ -20,7 +20,7 @@ def silu(x: np.ndarray) -> np.ndarray:
 def rope_tables(pos: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin [N, hd/2] float32 of the angles pos [N] * theta^(-2i/hd), radians (made in float64)."""
     inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)  # [hd/2]
-    angles = np.outer(pos, inv_freq)                                                    # [N, hd/2]
+    angles = np.outer(pos, inv_freq)  # [N, hd/2]
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
@@ -33,8 +33,9 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return out
 
 
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, qpos: np.ndarray, kpos: np.ndarray,
-           window: int) -> tuple[np.ndarray, np.ndarray]:
+def attend(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, qpos: np.ndarray, kpos: np.ndarray, window: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Grouped-query attention: q [H, T, hd], k/v [Hkv, S, hd], positions qpos [T], kpos [S].
 
     Returns (out [T, H*hd], weights [H, T, S]); key j is visible to query i iff
@@ -42,25 +43,35 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, qpos: np.ndarray, kpos: 
     """
     H, T, hd = q.shape
     Hkv, S, _ = k.shape
-    qg = q.reshape(Hkv, H // Hkv, T, hd)                      # [Hkv, group, T, hd]
+    qg = q.reshape(Hkv, H // Hkv, T, hd)  # [Hkv, group, T, hd]
     scores = qg @ k[:, None].swapaxes(-1, -2) * float(hd) ** -0.5  # [Hkv, group, T, S]
-    lag = qpos[:, None] - kpos[None, :]                       # [T, S] tokens between query and key
+    lag = qpos[:, None] - kpos[None, :]  # [T, S] tokens between query and key
     scores = np.where((lag >= 0) & (lag < window), scores, -np.inf)
     w = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    w /= w.sum(axis=-1, keepdims=True)                        # [Hkv, group, T, S]
-    out = w @ v[:, None]                                      # [Hkv, group, T, hd]
+    w /= w.sum(axis=-1, keepdims=True)  # [Hkv, group, T, S]
+    out = w @ v[:, None]  # [Hkv, group, T, hd]
     return out.reshape(H, T, hd).transpose(1, 0, 2).reshape(T, H * hd), w.reshape(H, T, S)
 
 
-def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
-    """Next id from logits [V]: argmax when temperature == 0, else softmax(logits / T) over the top k."""
+def sample(
+    logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator, top_p: float = 1.0
+) -> int:
+    """Next id from logits [V]: argmax when temperature == 0, else softmax(logits / T) over the top k, then over
+    the smallest set of likeliest ids whose probabilities sum to at least top_p (nucleus sampling)."""
     if temperature <= 0:
         return int(np.argmax(logits))
     z = logits.astype(np.float64) / temperature
     if top_k is not None and top_k < len(z):
         z[z < np.partition(z, -top_k)[-top_k]] = -np.inf
     p = np.exp(z - z.max())
-    return int(rng.choice(len(p), p=p / p.sum()))
+    p /= p.sum()
+    if top_p < 1.0:
+        order = np.argsort(-p, kind="stable")
+        keep = order[: int(np.searchsorted(np.cumsum(p[order]), top_p)) + 1]
+        q = np.zeros_like(p)
+        q[keep] = p[keep]
+        p = q / q.sum()
+    return int(rng.choice(len(p), p=p))
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -2,7 +2,9 @@
 // beside a chapter's simulation in the simulation's own vocabulary. Chapter 7 draws seats as lanes over the last
 // seconds with the queue stacked at their left ('lanes'); chapter 6 draws the pool of key/value pages, each chat's
 // pages in its colour ('pages'). "Load it" starts a few demo chats (POST /api/engine/demo) so that a lone visitor
-// can watch batching happen. Only progress is shown, never a chat's text (the API carries none).
+// can watch batching happen. Only progress is shown, never a chat's text (the API carries none). Under the picture,
+// each drawn figure is named by the Prometheus series this server's GET /metrics gives it (vLLM v1's names), and
+// "Load it yourself" shows the curl and openai lines that load the same engine through its OpenAI-compatible /v1.
 //
 // The feed (server-sent events, twice a second) is open only while the panel is on screen; it ends on the server
 // after a while and is opened again if the panel is still shown. Offline (an exported copy) or with no server the
@@ -40,8 +42,10 @@ export function livePanel(parent, opts) {
     sub: h('p', { class: 'le-sub' }, el),
     picture: h('div', { class: 'le-picture' }, el),
     readouts: h('p', { class: 'le-readouts' }, el),
+    metrics: h('p', { class: 'le-metrics' }, el),
     note: h('p', { class: 'le-note', role: 'status' }, el),
   };
+  yourself(el);
   p.sub.textContent = opts.kind === 'lanes'
     ? 'The chats this tour’s own server is answering right now (SmolLM2 on its CPU): one lane per seat, each ' +
       'chat in its colour, pale while it reads its prompt (prefill), full while it writes (decode); the queue waits ' +
@@ -81,6 +85,7 @@ function offline(p) {
   p.load.disabled = true;
   clear(p.picture);
   p.readouts.textContent = '';
+  p.metrics.textContent = '';
   p.note.textContent = 'This panel shows the tour’s own server live, so it needs the live server: this copy is ' +
     'offline (or the server is not answering). Run `inside-llm serve` and open the tour there to watch it.';
 }
@@ -164,6 +169,68 @@ function draw(p) {
   const s = p.snap;
   if (p.opts.kind === 'lanes') drawLanes(p, s);
   else drawPages(p, s);
+  names(p, s);
+}
+
+// ---- which /metrics series each drawn figure is ---------------------------------------------------------------
+const SERIES = {
+  running: 'vllm:num_requests_running', waiting: 'vllm:num_requests_waiting', kv: 'vllm:kv_cache_usage_perc',
+  tokens: 'vllm:generation_tokens_total', finished: 'vllm:request_success_total',
+  preempted: 'vllm:num_preemptions_total', config: 'vllm:cache_config_info',
+};
+
+function names(p, s) {
+  const kv = s.pages ? s.pages_in_use / s.pages : 0;
+  const rows = p.opts.kind === 'lanes'
+    ? [['seats in use', SERIES.running, num(s.seats_in_use)], ['waiting', SERIES.waiting, num(s.queued)],
+        ['chats finished', SERIES.finished, `${num(s.finished)}, summed over finished_reason`],
+        ['tokens written', SERIES.tokens, num(s.tokens_written)]]
+    : [['pages in use ÷ pages', SERIES.kv, fixed(kv, 3)], ['chats holding them', SERIES.running, num(s.seats_in_use)],
+        ['preempted', SERIES.preempted, num(s.preempted)],
+        ['pages, tokens per page', SERIES.config, `num_gpu_blocks="${s.pages}", block_size="${s.page_tokens}"`]];
+  clear(p.metrics);
+  p.metrics.append('The same figures on this server’s ');
+  h('a', { href: '/metrics', text: '/metrics' }, p.metrics);
+  p.metrics.append(' (Prometheus, vLLM’s names, so a Grafana board made for vLLM reads them): ');
+  rows.forEach(([what, series, now], k) => {
+    if (k) p.metrics.append(' · ');
+    p.metrics.append(`${what} = `);
+    h('code', { text: series }, p.metrics);
+    p.metrics.append(` (${now})`);
+  });
+  p.metrics.append('.');
+}
+
+// ---- the lines a visitor can paste to load this server themselves ------------------------------------------
+function yourself(el) {
+  const box = h('details', { class: 'math le-yourself' }, el);
+  h('summary', { text: 'Load it yourself: curl, the openai client, vllm bench' }, box);
+  const origin = window.location.origin;
+  const body = JSON.stringify({ model: 'smollm2', stream: true,
+    messages: [{ role: 'user', content: 'Why is the sky blue?' }] });
+  const blocks = [
+    ['This server speaks the OpenAI API at /v1, like vLLM, SGLang and llama.cpp’s server. A streamed chat:',
+      `curl -N ${origin}/v1/chat/completions -H 'content-type: application/json' -d '${body}'`],
+    ['The official Python client (pip install openai), any API key:',
+      `from openai import OpenAI\nclient = OpenAI(base_url="${origin}/v1", api_key="none")\n` +
+      'r = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Why is the sky blue?"}])\n' +
+      'print(r.choices[0].message.content, r.usage)'],
+    ['Eight at once, then read what the panel above draws:',
+      `for i in 1 2 3 4 5 6 7 8; do curl -s ${origin}/v1/completions -H 'content-type: application/json' ` +
+      `-d '{"model": "smollm2", "prompt": "Once upon a time", "max_tokens": 64}' > /dev/null & done; ` +
+      `curl -s ${origin}/metrics | grep -E 'vllm:(num_requests|kv_cache)'`],
+    ['A load generator made for vLLM works unchanged (its tokenizer from Hugging Face):',
+      `vllm bench serve --backend openai-chat --base-url ${origin} --endpoint /v1/chat/completions ` +
+      '--model smollm2 --tokenizer HuggingFaceTB/SmolLM2-135M-Instruct --dataset-name random ' +
+      '--random-input-len 64 --random-output-len 64 --num-prompts 32 --max-concurrency 8'],
+  ];
+  for (const [say, code] of blocks) {
+    h('p', { text: say }, box);
+    h('code', { text: code, class: 'le-code' }, h('pre', {}, box));
+  }
+  h('p', { text: 'The same fair share as the chat box: when others wait, the address with fewer chats running is ' +
+    'served first; past every seat and half the queue, a 429 with Retry-After, which the openai client waits out ' +
+    'and retries (a load generator counts it as a failure).' }, box);
 }
 
 const colour = (p, id) => `var(${p.opts.palette}${id % p.opts.colours})`;
