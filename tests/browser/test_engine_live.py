@@ -74,6 +74,25 @@ def test_chapter_6_pool_matches_the_api(page, base_url, demo_engine):
     assert page.console_errors == []
 
 
+def test_the_panel_names_each_figures_series_and_its_lines_run(page, base_url):
+    """Under each picture, the /metrics series of each drawn figure; "Load it yourself" holds this server's own
+    curl and openai lines, and the Python one, pasted as it stands, gets an answer from this server."""
+    for slug, series in (("batching", "vllm:num_requests_running"), ("kv-cache", "vllm:kv_cache_usage_perc")):
+        page.goto(base_url + f"/tour/{slug}?step=4")
+        page.wait_for_function(LIVE, timeout=60_000)
+        names = page.locator(".le-metrics").inner_text()
+        assert series in names and "/metrics" in names, names
+        page.locator(".le-yourself summary").click()
+        code = page.locator(".le-yourself code").all_inner_texts()
+        assert any(c.startswith(f"curl -N {base_url}/v1/chat/completions") for c in code), code
+        assert any(f"--base-url {base_url} " in c for c in code), code
+    python = next(c for c in code if c.startswith("from openai import OpenAI"))
+    printed = []
+    exec(python, {"print": lambda *a: printed.append(a)})  # the panel's own line, against this server
+    assert printed and printed[0][0] and printed[0][1].completion_tokens > 0
+    assert page.console_errors == []
+
+
 SPY = """(() => { const Real = window.EventSource; window.__feeds = [];
   window.EventSource = class extends Real { constructor(...a) { super(...a); window.__feeds.push(this); } }; })()"""
 

@@ -207,13 +207,14 @@ function yourself(el) {
   h('summary', { text: 'Load it yourself: curl, the openai client, vllm bench' }, box);
   const origin = window.location.origin;
   const body = JSON.stringify({ model: 'smollm2', stream: true,
-    messages: [{ role: 'user', content: 'Why is the sky blue?' }] });
+    messages: [{ role: 'user', content: 'What does a tokenizer do?' }] });
   const blocks = [
     ['This server speaks the OpenAI API at /v1, like vLLM, SGLang and llama.cpp’s server. A streamed chat:',
       `curl -N ${origin}/v1/chat/completions -H 'content-type: application/json' -d '${body}'`],
     ['The official Python client (pip install openai), any API key:',
       `from openai import OpenAI\nclient = OpenAI(base_url="${origin}/v1", api_key="none")\n` +
-      'r = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Why is the sky blue?"}])\n' +
+      'r = client.chat.completions.create(model="smollm2", max_tokens=64,\n' +
+      '                                   messages=[{"role": "user", "content": "What does a tokenizer do?"}])\n' +
       'print(r.choices[0].message.content, r.usage)'],
     ['Eight at once, then read what the panel above draws:',
       `for i in 1 2 3 4 5 6 7 8; do curl -s ${origin}/v1/completions -H 'content-type: application/json' ` +
