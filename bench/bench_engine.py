@@ -12,7 +12,7 @@ Answers here never stop early: the stop token is switched off so that every chat
 
 The same 8-chat load also goes over HTTP to a fresh `inside-llm serve` (bench/_server.py), once through
 GET /api/generate (the tour's events) and once through POST /v1/chat/completions (the official `openai` client,
-streamed), each chat from its own loopback address (127.0.0.2-9: 8 clients, each within its fair share): the two
+streamed), each chat from its own loopback address (127.0.0.2-9: 8 visitors, as the fair share sees them): the two
 rows of tokens/s and time to first token are printed side by side, their ratio within this run, and whether the
 16 answers are the same 8 (both are greedy on one engine). These answers do stop at <|im_end|>.
 """
@@ -137,7 +137,7 @@ def _many(m) -> dict:
 
 
 def _http_client(k: int) -> httpx.Client:
-    """Chat k's own loopback address (the server gives each address its fair share of the seats)."""
+    """Chat k's own loopback address (the fair share counts chats per address)."""
     return httpx.Client(transport=httpx.HTTPTransport(local_address=f"127.0.0.{k + 2}"), timeout=300)
 
 

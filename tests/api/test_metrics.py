@@ -77,7 +77,7 @@ def test_gauges_move_with_four_streaming_chats(base_url, smollm):
     firsts, done, usage, errors = threading.Barrier(5, timeout=120), [], [], []
 
     def chat(k: int) -> None:
-        # one loopback address per chat: 4 clients, each within its fair share of 2
+        # one loopback address per chat: 4 visitors, as the fair share sees them
         http = httpx.Client(transport=httpx.HTTPTransport(local_address=f"127.0.0.{k + 2}"), timeout=120)
         c = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", http_client=http, max_retries=0)
         try:
