@@ -4,7 +4,13 @@ with a real load (4 chats streaming through /v1 from 4 loopback addresses), no t
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import httpx
 import openai
@@ -152,3 +158,46 @@ def test_histogram_counts_per_bucket():
     for v in (0.05, 0.1, 0.5, 3.0):
         h.observe(v)
     assert h.cumulative() == [("0.1", 2), ("1.0", 3), ("+Inf", 4)] and h.count == 4 and abs(h.sum - 3.65) < 1e-12
+
+
+def test_two_workers_are_two_series_told_apart_by_the_worker_label():
+    """`inside-llm serve --workers 2`: each process answers /metrics for its own engine; fresh connections reach
+    both, and the `worker` labels are the two worker processes (children of the server), never one series."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "inside_llm.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True)
+    base, seen = f"http://127.0.0.1:{port}", set()
+    try:
+        deadline = time.monotonic() + 180
+        while len(seen) < 2 and time.monotonic() < deadline:
+            try:
+                with httpx.Client() as c:  # a fresh connection each time: the kernel hands it to either worker
+                    text = c.get(f"{base}/metrics", timeout=120).text
+            except httpx.TransportError:
+                time.sleep(0.3)
+                continue
+            fam = next(f for f in text_string_to_metric_families(text) if f.name == "vllm:num_requests_running")
+            seen |= {smp.labels["worker"] for smp in fam.samples}
+        assert len(seen) == 2, seen
+        parents = {Path(f"/proc/{w}/status").read_text().split("PPid:")[1].split()[0] for w in seen}
+        assert parents == {str(proc.pid)}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
