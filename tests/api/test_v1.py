@@ -165,6 +165,38 @@ def test_bad_requests_are_raised_as_openai_errors(base_url, smollm, change, para
         assert err["code"] == "context_length_exceeded"
 
 
+@pytest.mark.parametrize(
+    "path,body,param,words",
+    [
+        ("/v1/chat/completions", [], None, "body must be a JSON object"),
+        ("/v1/chat/completions", {"messages": "hi"}, "messages", "must be a list"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, "messages.0.content", "must be text"),
+        ("/v1/chat/completions", {"messages": [{"role": "robot", "content": "x"}]}, "messages.0.role", "one of"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "x" * 4001}]},
+            "messages.0.content",
+            "4,000",
+        ),
+        ("/v1/chat/completions", {"messages": MESSAGES, "stream_options": 3}, "stream_options", "JSON object"),
+        ("/v1/chat/completions", {"messages": MESSAGES, "max_tokens": "abc"}, "max_tokens", "whole number"),
+        ("/v1/chat/completions", {"messages": MESSAGES, "seed": -1}, "seed", "at least 0"),
+        ("/v1/chat/completions", {"messages": MESSAGES, "logprobs": True}, "logprobs", "log probabilities"),
+        ("/v1/chat/completions", {"messages": MESSAGES, "tools": [{"type": "function"}]}, "tools", "tools"),
+        ("/v1/completions", {}, "prompt", "is required"),
+        ("/v1/completions", {"prompt": ["a", "b"]}, "prompt", "one prompt"),
+        ("/v1/completions", {"prompt": "a", "echo": True}, "echo", "echo"),
+        ("/v1/completions", {"prompt": "", "model": "toy"}, "prompt", "at least 1 token"),
+        ("/v1/completions", {"prompt": "a", "model": "toy", "max_tokens": 300}, "max_tokens", "context of 256"),
+    ],
+)
+def test_malformed_bodies_are_400s_naming_the_field(client, path, body, param, words):
+    r = client.post(path, json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and words in err["message"] and err["type"] == "invalid_request_error", err
+
+
 def test_not_json_is_a_400_in_openais_shape(base_url):
     r = httpx.post(f"{base_url}/v1/chat/completions", content=b"{nope", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"

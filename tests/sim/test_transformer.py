@@ -210,3 +210,18 @@ def test_timing_helpers_report_units_and_agree_on_tokens():
     assert kv["same_tokens"] and kv["speedup_x"] > 0 and kv["cached_tokens_per_s"] > 0
     b = demo_timing.time_batched_decode(draft, 4, prompt, steps=2, repeats=1)
     assert b["tokens_per_s"] > 0 and b["batch_size"] == 4
+
+
+def test_top_p_samples_only_within_the_nucleus():
+    """sample()'s top_p keeps the smallest set of likeliest ids whose probabilities reach top_p (/v1's top_p);
+    top_p = 1 draws exactly what it drew before top_p existed."""
+    from inside_llm.sim.transformer_ops import sample
+
+    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
+    draws = {sample(logits, 1.0, None, np.random.default_rng(s), top_p=0.75) for s in range(200)}
+    assert draws == {0, 1}  # 0.5 + 0.3 reaches 0.75; 2 and 3 are never drawn
+    assert {sample(logits, 1.0, None, np.random.default_rng(s), top_p=0.1) for s in range(50)} == {0}
+    for s in range(20):
+        p = np.exp(logits - logits.max())
+        before = int(np.random.default_rng(s).choice(4, p=p / p.sum()))
+        assert sample(logits, 1.0, None, np.random.default_rng(s)) == before

@@ -205,15 +205,29 @@ async def _parse(request: Request, kind: type[_Body]) -> _Body:
     try:
         return kind.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        message, field, _ = in_words(err)
-        if err.get("type") in ("too_short", "too_long"):  # a list (messages, stop) out of its bounds
-            ctx, short = err.get("ctx") or {}, err["type"] == "too_short"
-            n = ctx.get("min_length" if short else "max_length")
-            message = f"{label(field)} must hold {'at least' if short else 'at most'} {n} items."
-        loc = [str(x) for x in err.get("loc", ())]
-        param = ".".join(loc) if loc else field
-        raise bad(message, param, "invalid_value" if field else None) from None
+        raise _invalid(exc.errors()[0]) from None
+
+
+def _invalid(err: dict) -> V1Error:
+    """One pydantic error as OpenAI's 400: `param` the field's path (messages.0.role), the message in the tour's
+    words (common.in_words), union branches (str | list of parts) left out of both."""
+    loc = [x for x in err.get("loc", ()) if isinstance(x, int) or (x.isidentifier() and x not in _TYPE_NAMES)]
+    err = {**err, "loc": tuple(loc)}
+    message, field, _ = in_words(err)
+    kind, ctx = err.get("type"), err.get("ctx") or {}
+    if kind in ("too_short", "too_long"):  # a list (messages, stop) out of its bounds
+        short = kind == "too_short"
+        n = ctx.get("min_length" if short else "max_length")
+        message = f"{label(field)} must hold {'at least' if short else 'at most'} {n} items."
+    elif kind == "list_type":
+        message = f"{label(field)} must be a list."
+    elif kind == "model_type":
+        message = f"{label(field)} must be a JSON object." if field else "The request body must be a JSON object."
+    param = ".".join(map(str, loc)) or None
+    return bad(message, param, "invalid_value" if param else None)
+
+
+_TYPE_NAMES = {"str", "int", "float", "bool", "list", "dict"}
 
 
 # ---- the model and the prompt -----------------------------------------------------------------------------
@@ -255,7 +269,8 @@ def _check_length(m: DemoModel, ids: list[int], max_tokens: int | None, default:
         return max(1, min(default, room))
     if max_tokens > room:
         raise bad(
-            f"The prompt ({len(ids)} tokens) and max_tokens ({max_tokens}) must fit {metrics.model_name(m)}'s "
+            f"The prompt ({len(ids)} token{'s' * (len(ids) != 1)}) and max_tokens ({max_tokens}) must fit "
+            f"{metrics.model_name(m)}'s "
             f"context of {m.config.max_seq_len} tokens.",
             "max_tokens",
             "context_length_exceeded",
