@@ -1,4 +1,5 @@
-"""Command line: `inside-llm serve` runs the tour; `export` writes an offline bundle; `fetch-model` gets the real model."""
+"""Command line: `inside-llm serve` runs the tour; `export` writes an offline bundle; `fetch-model` gets the real model;
+`estimate` and `explain` are the dials and the launch-command explainer in a terminal (clitools.py)."""
 
 from __future__ import annotations
 
@@ -119,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
         "float32 cache beside it. Does nothing when both are already there.",
     )
     f.set_defaults(func=_fetch_model)
+    from .clitools import add_subcommands  # estimate, explain (issue 30)
+
+    add_subcommands(sub)
     return p
 
 

@@ -45,3 +45,14 @@ def test_explain_panel_says_which_word_is_wrong(page, base_url):
     text = page.locator(".explain-status").inner_text()
     assert "--tensor-parallel-size takes a whole number, not 'two'" in text
     assert page.locator(".explain-out").is_hidden()
+
+
+def test_download_link_is_this_setups_csv(page, base_url):
+    open_page(page, base_url + "/dials?batch=64&tp=4")
+    href = page.locator("#dials-csv").get_attribute("href")
+    assert href.endswith("&format=csv") and "batch=64" in href and "tp=4" in href
+    with urlopen(base_url + href, timeout=60) as r:
+        text = r.read().decode()
+    header, row = text.strip().split("\r\n")
+    values = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (values["batch"], values["tp"]) == ("64", "4")

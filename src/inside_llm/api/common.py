@@ -104,6 +104,7 @@ LABELS = {
     "compare": "The compared policy",
     "text": "The text",
     "cmd": "The command",
+    "format": "The format",
     "encoding": "The vocabulary",
     "prompt": "The prompt",
     "layer": "The layer",

@@ -13,9 +13,10 @@ import math
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..sim import catalog, serving
+from ..sim import catalog, serving, table
 from ..sim.costmodel import EngineConfig, MemoryBreakdown, memory_per_gpu, step_time
 from ..sim.errors import SimError
 from ..sim.hardware import GPU, gpu_from_fields
@@ -93,6 +94,9 @@ class DialsParams(BaseModel):
         "auto",
         description="Serving engine whose published efficiency profile prices the figures (sim.engines): auto = "
         "the best published engine for the GPU's vendor (TensorRT-LLM on NVIDIA, vLLM on AMD).",
+    )
+    format: Literal["json", "csv"] = Field(
+        "json", description="json, or csv: one header and one row (sim/table.py's columns; no unit)."
     )
     hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size, numbers per token")
     num_hidden_layers: int = _shape(_M.num_hidden_layers, 1024, "layers")
@@ -282,10 +286,21 @@ def dials(p: DialsParams) -> DialsResponse:
     )
 
 
-@router.get("/api/dials", response_model=DialsResponse)
-def get_dials(p: Annotated[DialsParams, Query()]) -> DialsResponse:
+@router.get(
+    "/api/dials",
+    response_model=DialsResponse,
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}},
+)
+def get_dials(p: Annotated[DialsParams, Query()]) -> Any:
     """The whole server's estimate: TTFT, TPOT (and its curve over context), tokens/s, $ per million
-    output tokens, memory per GPU, which roof binds, each headline with its derivation in `math`."""
+    output tokens, memory per GPU, which roof binds, each headline with its derivation in `math`.
+    `format=csv`: the same figures as one CSV row under a header (a download)."""
+    if p.format == "csv":
+        sp = serving_params(p)
+        body = table.to_csv([table.row(serving.params_dict(sp), serving.estimate(sp).to_dict())])
+        return Response(
+            body, media_type="text/csv", headers={"content-disposition": 'attachment; filename="dials.csv"'}
+        )
     return dials(p)
 
 

@@ -8,6 +8,7 @@ import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 import { createMemoryBar, createCurve } from './dials-memory.js';
 import { createChat } from './dials-chat.js';
 import { createExplain } from './dials-explain.js';
+import { createDownload } from './dials-download.js';
 
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
@@ -51,6 +52,7 @@ export function mount(stage, context) {
   view.curve = createCurve(body);
   view.chat = createChat(body, ctx);
   if (!ctx.embed) view.byo = byoPanel(wrap);
+  if (!ctx.embed) view.download = createDownload(wrap);
   if (!ctx.embed) view.explain = createExplain(wrap, ctx, () => ctx.params.gpu);
 }
 
@@ -75,6 +77,7 @@ export function update(data, params) {
   view.curve.update(data);
   view.chat.update(data);
   if (view.explain) view.explain.update();
+  if (view.download) view.download.update(params);
   if (view.open) showMath(view.open);
   if (prev) startCustomFrom(prev, prevData, params);
 }

@@ -1,0 +1,145 @@
+"""The dials inverted: the largest batch that meets a latency, the longest context that fits, the fewest GPUs for N users.
+
+Each answer is a `Solution`: the setup to adopt (ServingParams), the value found, and `binding`, the constraint
+that stops it from going further ("memory", "ttft", "tokens_per_s_per_user", "batch_limit", "context_window",
+"gpu_limit"), with a sentence. An ask that nothing satisfies is `feasible=False` and `binding` says which
+constraint fails even at the smallest setup. TTFT grows and tokens/s per user falls with the batch, and memory
+grows with batch and context, so each search is a bisection over the estimate (sim/serving.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .costmodel import max_batch, memory_per_gpu
+from .errors import SimError
+from .serving import MAX_BATCH, MAX_GPUS, ServingParams, estimate, resolve
+
+TP_OPTIONS = (1, 2, 4, 8, 16, 32, 64)
+ASKS = ("batch", "context", "gpus")
+
+
+@dataclass(frozen=True)
+class Solution:
+    ask: str
+    feasible: bool
+    value: int | None
+    params: ServingParams | None  # the setup to adopt (None when infeasible)
+    binding: str
+    text: str
+
+
+def _meets(p: ServingParams, max_ttft_ms: float | None, min_tps_user: float | None) -> str:
+    """'' when p fits and meets both limits, else the name of the first constraint it breaks."""
+    e = estimate(p)
+    if not e.fits:
+        return "memory"
+    if max_ttft_ms is not None and e.ttft_ms > max_ttft_ms:
+        return "ttft"
+    if min_tps_user is not None and e.tokens_per_s_per_user < min_tps_user:
+        return "tokens_per_s_per_user"
+    return ""
+
+
+LIMIT = {"ttft": "time-to-first-token", "tokens_per_s_per_user": "tokens/s-per-user", "memory": "memory"}
+WHY = {
+    "memory": "the KV cache of one more sequence does not fit in memory",
+    "ttft": "the time to first token would pass the limit",
+    "tokens_per_s_per_user": "each user's tokens/s would fall below the limit",
+    "batch_limit": f"the dials stop at {MAX_BATCH:,} sequences",
+}
+
+
+def largest_batch(
+    p: ServingParams, max_ttft_ms: float | None = None, min_tokens_per_s_per_user: float | None = None
+) -> Solution:
+    """The largest batch (per replica) that fits and meets both limits, everything else as in p."""
+    cfg, _ = resolve(p)
+    cap = min(max_batch(cfg, p.prompt_tokens + p.output_tokens), MAX_BATCH)
+    if cap < 1:
+        return Solution("batch", False, None, None, "memory", "Not even one sequence of this length fits in memory.")
+    first = _meets(replace(p, batch=1), max_ttft_ms, min_tokens_per_s_per_user)
+    if first:
+        e = estimate(replace(p, batch=1))
+        got = {"ttft": f"{e.ttft_ms:,.0f} ms", "tokens_per_s_per_user": f"{e.tokens_per_s_per_user:,.1f} tokens/s"}
+        return Solution(
+            "batch", False, None, None, first,
+            f"Infeasible: even one request breaks the {LIMIT[first]} limit (batch 1 gives {got.get(first, 'no room')}).",
+        )  # fmt: skip
+    lo, hi = 1, cap
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _meets(replace(p, batch=mid), max_ttft_ms, min_tokens_per_s_per_user):
+            hi = mid - 1
+        else:
+            lo = mid
+    if lo == MAX_BATCH:
+        binding = "batch_limit"
+    elif lo == cap:
+        binding = "memory"
+    else:
+        binding = _meets(replace(p, batch=lo + 1), max_ttft_ms, min_tokens_per_s_per_user) or "memory"
+    return Solution("batch", True, lo, replace(p, batch=lo), binding, f"Batch {lo:,}: beyond it {WHY[binding]}.")
+
+
+def longest_context(p: ServingParams) -> Solution:
+    """The longest prompt (output length as in p) whose batch of p.batch sequences fits in memory."""
+    cfg, _ = resolve(p)
+    window = cfg.model.max_position_embeddings - p.output_tokens
+    if window < 1 or not memory_per_gpu(cfg, p.batch, 1 + p.output_tokens).fits:
+        return Solution(
+            "context", False, None, None, "memory",
+            f"Infeasible: {p.batch:,} sequences do not fit in memory even with a 1-token prompt.",
+        )  # fmt: skip
+    lo, hi = 1, window
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if memory_per_gpu(cfg, p.batch, mid + p.output_tokens).fits:
+            lo = mid
+        else:
+            hi = mid - 1
+    binding = "context_window" if lo == window else "memory"
+    why = f"{cfg.model.name}'s window ends there" if binding == "context_window" else WHY["memory"]
+    text = f"Prompts of {lo:,} tokens (+{p.output_tokens:,} out) at batch {p.batch:,}: beyond that {why}."
+    return Solution("context", True, lo, replace(p, prompt_tokens=lo), binding, text)
+
+
+def fewest_gpus(
+    p: ServingParams,
+    users: int,
+    max_ttft_ms: float | None = None,
+    min_tokens_per_s_per_user: float | None = None,
+) -> Solution:
+    """The fewest GPUs (replicas of tp GPUs, pp = 1) that serve `users` concurrent requests within both limits."""
+    if not 1 <= users <= MAX_GPUS * MAX_BATCH:
+        raise SimError("users", f"The users must be between 1 and {MAX_GPUS * MAX_BATCH:,}, not {users!r}.")
+    best: tuple[int, int, int, int, str] | None = None  # (gpus, tp, replicas, batch, binding)
+    last = "memory"
+    for tp in TP_OPTIONS:
+        if tp > MAX_GPUS:
+            break
+        try:
+            s = largest_batch(replace(p, gpus=tp, tp=tp, pp=1), max_ttft_ms, min_tokens_per_s_per_user)
+        except SimError:
+            continue  # tp does not divide the model's heads
+        if not s.feasible or s.value is None:
+            last = s.binding
+            continue
+        replicas = math.ceil(users / s.value)
+        gpus = replicas * tp
+        if gpus > MAX_GPUS:
+            last = "gpu_limit"
+            continue
+        if best is None or (gpus, tp) < best[:2]:
+            best = (gpus, tp, replicas, math.ceil(users / replicas), s.binding)
+    if best is None:
+        why = {"gpu_limit": f"more than the dials' {MAX_GPUS} GPUs would be needed"}.get(last, WHY.get(last, last))
+        return Solution("gpus", False, None, None, last, f"Infeasible for {users:,} users: {why}.")
+    gpus, tp, replicas, batch, binding = best
+    adopt = replace(p, gpus=gpus, tp=tp, pp=1, batch=batch)
+    text = (
+        f"{gpus} GPUs: {replicas} replica{'s' if replicas > 1 else ''} of tp {tp}, {batch:,} users each "
+        f"(a replica takes no more because {WHY[binding]})."
+    )
+    return Solution("gpus", True, gpus, adopt, binding, text)

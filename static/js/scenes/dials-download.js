@@ -1,0 +1,21 @@
+// scenes/dials-download.js: chapter 11's "take the numbers away": this setup as CSV or JSON (GET /api/dials?format=csv).
+
+import { h } from '../lib/svg.js';
+import { toQuery } from '../lib/api.js';
+
+export function createDownload(parent) {
+  const box = h('p', { class: 'dials-download', id: 'dials-download' }, parent);
+  h('span', { text: 'Take these numbers away: ' }, box);
+  const csv = h('a', { class: 'btn', download: 'dials.csv', text: 'Download CSV', id: 'dials-csv' }, box);
+  const json = h('a', { class: 'linkish', download: 'dials.json', text: 'JSON', id: 'dials-json' }, box);
+  h('span', { class: 'card-note', text: ' · or from a terminal: inside-llm estimate --csv' }, box);
+  const offline = typeof location !== 'undefined' && location.protocol === 'file:';
+  if (offline) box.hidden = true; // the offline bundle has no API to ask
+  return {
+    update(params) {
+      const q = toQuery(params);
+      csv.href = `/api/dials?${q}&format=csv`;
+      json.href = `/api/dials?${q}`;
+    },
+  };
+}
