@@ -8,7 +8,10 @@ from inside_llm.sim import catalog
 from inside_llm.sim.hardware import GPU
 from inside_llm.sim.models import from_hf_config, param_counts
 
-GPU_IDS = ["h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200", "mi300x", "l40s", "gb200", "h20", "mi325x"]
+GPU_IDS = [
+    *("h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200", "mi300x", "l40s", "gb200", "h20", "mi325x"),
+    *("rtx-4090", "rtx-5090", "rtx-6000-ada", "l4"),
+]
 MODEL_IDS = [
     "llama-3.1-8b",
     "llama-3.1-70b",
