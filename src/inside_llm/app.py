@@ -18,6 +18,7 @@ from .web.middleware import (
     ETagCache,
     HeadAsGet,
     HostlessRedirects,
+    PublicCors,
     SecurityHeaders,
     UrlLimit,
     security_headers,
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(UrlLimit, max_url_bytes=settings.max_url_bytes)
     app.add_middleware(SecurityHeaders, settings=settings)
+    app.add_middleware(PublicCors)
     app.add_middleware(HostlessRedirects)
     app.add_middleware(HeadAsGet)  # outermost: every layer below sees a GET
     _document_limits(app, settings)

@@ -74,3 +74,117 @@ def test_only_embeds_are_framable(client, slug):
     tour = client.get(f"/tour/{slug}")
     assert "frame-ancestors 'self'" in tour.headers["content-security-policy"]
     assert tour.headers["x-frame-options"] == "SAMEORIGIN"
+
+
+# ---- issue 22: frames from anywhere (CORS on public reads, file: decks) and oEmbed -------------------------
+
+
+def test_embeds_may_be_framed_by_a_deck_opened_from_disk(client):
+    assert client.get("/embed/layer").headers["content-security-policy"].endswith("frame-ancestors * file:")
+
+
+@pytest.mark.parametrize(
+    "path", ["/static/js/tour.js", "/static/css/theme.css", "/embed/tokens", "/api/tokens", "/api/catalog"]
+)
+def test_public_reads_may_be_read_from_any_origin(client, path):
+    """An embed framed with sandbox="allow-scripts" has the opaque origin null: its modules and fetches need this."""
+    r = client.get(path, headers={"Origin": "null"})
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
+    assert "access-control-allow-credentials" not in r.headers
+
+
+@pytest.mark.parametrize("path", ["/", "/tour/tokens", "/dials", "/docs", "/healthz", "/openapi.json"])
+def test_pages_and_meta_carry_no_cors_header(client, path):
+    assert "access-control-allow-origin" not in client.get(path, headers={"Origin": "null"}).headers
+
+
+def test_a_post_gets_no_cors_header(client):
+    r = client.post("/api/tokens", json={"text": "hello"}, headers={"Origin": "https://elsewhere.example"})
+    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+
+
+def oembed_link(html: str) -> str:
+    tag = re.search(r'<link rel="alternate" type="application/json\+oembed" href="([^"]+)"', html)
+    return tag.group(1).replace("&amp;", "&")
+
+
+@pytest.mark.parametrize("path", ["/tour/layer?layer=3&q=Why", "/embed/roofline?batch=8", "/dials"])
+def test_every_tour_and_embed_page_links_its_oembed(client, path):
+    from urllib.parse import parse_qs, urlsplit
+
+    href = oembed_link(client.get(path).text)
+    parts = urlsplit(href)
+    assert f"{parts.scheme}://{parts.netloc}{parts.path}" == "http://testserver/oembed"
+    assert parse_qs(parts.query) == {"url": [f"http://testserver{path}"], "format": ["json"]}
+
+
+def test_oembed_answers_a_rich_iframe_of_the_same_state(client):
+    r = client.get("/oembed", params={"url": "http://testserver/tour/layer?layer=3&q=Why", "format": "json"})
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
+    d = r.json()
+    assert {k: d[k] for k in ("version", "type", "width", "height", "provider_url")} == {
+        "version": "1.0",
+        "type": "rich",
+        "width": 960,
+        "height": 540,
+        "provider_url": "http://testserver/",
+    }
+    assert d["title"] == "3. Inside one layer · Inside LLM Inference"
+    assert d["html"].startswith(
+        '<iframe src="http://testserver/embed/layer?layer=3&amp;q=Why" width="960" height="540"'
+    )
+
+
+@pytest.mark.parametrize(
+    "maxwidth, maxheight, size",
+    [(None, None, (960, 540)), (400, None, (400, 225)), (None, 180, (320, 180)), (640, 200, (355, 200))],
+)
+def test_oembed_fits_maxwidth_and_maxheight_at_16_9(client, maxwidth, maxheight, size):
+    params = {"url": "http://testserver/embed/tokens", "maxwidth": maxwidth, "maxheight": maxheight}
+    d = client.get("/oembed", params={k: v for k, v in params.items() if v is not None}).json()
+    assert (d["width"], d["height"]) == size and f'width="{size[0]}" height="{size[1]}"' in d["html"]
+
+
+@pytest.mark.parametrize(
+    "url, fmt, status",
+    [
+        ("http://elsewhere.example/tour/layer", "json", 404),
+        ("http://testserver/tour/no-such-chapter", "json", 404),
+        ("http://testserver/", "json", 404),
+        ("javascript:alert(1)", "json", 404),
+        ("http://testserver/tour/layer", "xml", 501),
+    ],
+)
+def test_oembed_refusals_have_the_specs_status_and_a_short_body(client, url, fmt, status):
+    r = client.get("/oembed", params={"url": url, "format": fmt})
+    assert r.status_code == status and len(r.content) < 200 and r.json()["detail"]
+
+
+def test_oembed_bounds_are_refused_in_words(client):
+    r = client.get("/oembed", params={"url": "http://testserver/tour/layer", "maxwidth": "0"})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "maxwidth"
+
+
+def test_micawber_discovers_and_expands_a_tour_url(base_url, tmp_path):
+    """A real oEmbed consumer: the provider is found from the page's own discovery <link>, entered in micawber's
+    provider list (oembed.com's providers.json format), and micawber turns a pasted tour link into the iframe."""
+    import urllib.request
+
+    from micawber.providers import bootstrap_oembed
+
+    tour = f"{base_url}/tour/layer?layer=3"
+    with urllib.request.urlopen(tour, timeout=30) as page:
+        endpoint = oembed_link(page.read().decode()).split("?")[0]
+    providers = [
+        {
+            "provider_name": "Inside LLM Inference",
+            "provider_url": f"{base_url}/",
+            "endpoints": [{"schemes": [f"{base_url}/tour/*", f"{base_url}/embed/*"], "url": endpoint}],
+        }
+    ]
+    (tmp_path / "providers.json").write_text(json.dumps(providers))
+    registry = bootstrap_oembed(providers_file=str(tmp_path / "providers.json"), timeout=30)
+    assert registry.request(tour)["type"] == "rich"
+    post = registry.parse_text(f"Look inside a layer:\n{tour}\n")  # a link on its own line becomes the frame
+    frame = f'<iframe src="{base_url}/embed/layer?layer=3" width="960" height="540"'
+    assert post.startswith("Look inside a layer:\n<iframe ") and frame in post

@@ -1,4 +1,5 @@
-"""Embeds framed by a page on a second origin: sizing from phone to 4K without scrollbars, options, steps."""
+"""Embeds framed by a page on a second origin: sizing from phone to 4K without scrollbars, options, steps; framed
+the way blogs (sandboxed, opaque origin) and decks opened from disk (file://) frame them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import threading
 
 import pytest
-from pagekit import change, rendered
+from pagekit import change, js_num, rendered, settled
 from stepping_scene import NUM_STEPS, use_stepping_scene
 
 from inside_llm.api.registry import CHAPTER_SLUGS, CHAPTERS
@@ -23,6 +24,11 @@ HOST_HTML = (
 )
 
 
+# How WordPress frames every oEmbed it discovers: scripts allowed, no allow-same-origin, so the embed's
+# origin is opaque ("null") and its modules and fetches are cross-origin requests.
+SANDBOXED_HTML = HOST_HTML.replace('<iframe id="f"', '<iframe id="f" sandbox="allow-scripts"')
+
+
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
@@ -33,6 +39,7 @@ def second_origin(tmp_path_factory):
     """A plain static server on another port: a different origin from the app, like a slide tool."""
     root = tmp_path_factory.mktemp("host")
     (root / "host.html").write_text(HOST_HTML)
+    (root / "sandboxed.html").write_text(SANDBOXED_HTML)
     handler = functools.partial(QuietHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -40,10 +47,10 @@ def second_origin(tmp_path_factory):
     server.shutdown()
 
 
-def framed(page, host: str, src: str, width: int, height: int):
+def framed(page, host: str, src: str, width: int, height: int, host_page: str = "host.html"):
     """Load `src` in the host page's iframe at width x height; returns the frame."""
     page.set_viewport_size({"width": max(width, 400) + 20, "height": max(height, 300) + 20})
-    page.goto(host + "/host.html")
+    page.goto(f"{host}/{host_page}")
     page.evaluate(
         "([src, w, h]) => { const f = document.getElementById('f'); f.width = w; f.height = h; f.src = src; }",
         [src, width, height],
@@ -222,4 +229,96 @@ def test_every_embed_settles_on_one_fit(page, base_url):
             fits.add(page.evaluate("() => getComputedStyle(document.documentElement).getPropertyValue('--fit')"))
             page.wait_for_timeout(250)  # about time: a refit loop shows only over seconds
         assert len(fits) == 1, f"{slug}: the fit keeps changing {sorted(fits)}"
+    assert page.console_errors == []
+
+
+# What each chapter's stage draws from its own data: (JavaScript read in the frame, the value the chapter's
+# /api/<slug> at its defaults says it must be). Counts and labels, so a blank or wrong stage fails.
+DRAWN = {
+    "tokens": ("document.querySelectorAll('#stage .chip').length", lambda d: d["num_tokens"]),
+    "embeddings": (
+        "document.querySelectorAll('#stage .emb-token').length + ' tokens, ' + "
+        "document.querySelectorAll('#stage g.emb-floor').length + ' floors'",
+        lambda d: f"{d['num_tokens']} tokens, {len(d['drawn_floors'])} floors",
+    ),
+    "layer": ("document.querySelectorAll('#stage g.ly-thumb').length", lambda d: len(d["heads"])),
+    "gpu": ("document.querySelectorAll('#stage .gpu-svg g.sm').length", lambda d: d["layout"]["sm_count"]),
+    "roofline": (
+        "document.querySelector('#stage text.rf-ridge-label')?.textContent",
+        lambda d: f"ridge · {js_num(d['roof']['ridge_flops_per_byte'])} FLOP/byte",
+    ),
+    "kv-cache": ("document.querySelectorAll('#stage .kv-panel').length", lambda d: len(d["drawn"])),
+    "batching": (
+        "document.querySelectorAll('#stage .bt-svg g[data-policy] .bt-lane').length",
+        lambda d: len(d["policies"]) * d["params"]["seats"],
+    ),
+    "quantization": ("document.querySelectorAll('#stage .q-size').length", lambda d: len(d["rows"])),
+    "speculative": (
+        "(document.querySelector('#stage .sp-pass-label')?.textContent || '').replace(/^Pass \\d+ /, 'Pass k ')",
+        lambda d: f"Pass k of {len(d['demo']['frames'])}",
+    ),
+    "parallelism": ("document.querySelectorAll('#stage .par-svg .gpu').length", lambda d: d["gpus"]),
+    "dials": (
+        "document.querySelector('#stage .readout[data-key=\"ttft_ms\"] .visually-hidden')?.textContent",
+        lambda d: f"{js_num(d['ttft_ms'])} ms",
+    ),
+}
+
+
+def assert_drew_its_own(frame, page, base_url, slug):
+    """Wait until the frame's stage shows what /api/<slug> says it must (or time out saying what it showed)."""
+    js, expect = DRAWN[slug]
+    want = expect(page.request.get(f"{base_url}/api/{slug}").json())
+    try:
+        frame.wait_for_function(f"(want) => ({js}) === want", arg=want, timeout=30_000)
+    except Exception as exc:  # say what was drawn instead
+        raise AssertionError(f"{slug}: drew {frame.evaluate('() => ' + js)!r}, its data says {want!r}") from exc
+
+
+def test_drawn_table_covers_every_chapter():
+    assert sorted(DRAWN) == sorted(CHAPTER_SLUGS)
+
+
+def test_every_chapter_draws_sandboxed_on_another_origin(page, base_url, second_origin):
+    """WordPress's frame (sandbox="allow-scripts", an opaque origin, on another host): every chapter's modules
+    and data load cross-origin (Access-Control-Allow-Origin: *) and its stage draws its own counts and labels."""
+    for slug in CHAPTER_SLUGS:
+        frame = framed(page, second_origin, f"{base_url}/embed/{slug}", 960, 540, "sandboxed.html")
+        assert frame.evaluate("() => self.origin") == "null", "the frame runs with an opaque origin"
+        rendered(frame)
+        assert frame.locator("#stage .building").count() == 0, f"{slug}: no live stage"
+        assert_drew_its_own(frame, page, base_url, slug)
+    assert page.console_errors == []
+
+
+def test_a_deck_opened_from_disk_frames_a_live_embed(page, base_url, tmp_path):
+    """A reveal.js-style deck opened as file://: frame-ancestors admits file:, so the live embed draws in it."""
+    deck = tmp_path / "deck.html"
+    deck.write_text(
+        '<!doctype html><title>deck</title><link rel="icon" href="data:,"><body style="margin:0">'
+        f'<section><iframe id="f" src="{base_url}/embed/roofline" width="960" height="540" style="border:0">'
+        "</iframe></section>"
+    )
+    page.set_viewport_size({"width": 1000, "height": 600})
+    page.goto(deck.as_uri())
+    page.wait_for_function("() => frames.length === 1")
+    frame = next(f for f in page.frames if f.url.startswith(f"{base_url}/embed/roofline"))
+    rendered(frame)
+    assert_drew_its_own(frame, page, base_url, "roofline")
+    assert page.console_errors == []
+
+
+@pytest.mark.parametrize("slug", ["layer", "quantization"])
+def test_size_xl_grows_type_and_still_fits_a_slide(page, base_url, slug):
+    """size=xl in a 960x540 frame: larger type than size=m, and nothing clipped or scrolled (the drawing shrinks)."""
+    page.set_viewport_size({"width": 960, "height": 540})
+    fonts = {}
+    for q in ("", "size=xl"):
+        page.goto(f"{base_url}/embed/{slug}?{q}")
+        rendered(page)
+        settled(page, "() => document.documentElement.style.getPropertyValue('--fit')")
+        m = settled_metrics(page.main_frame)
+        assert_no_scrollbars(m, f"{slug} {q or 'size=m'}")
+        fonts[q] = m["font"]
+    assert fonts["size=xl"] > fonts[""], f"{slug}: size=xl type {fonts}"
     assert page.console_errors == []

@@ -1,6 +1,7 @@
 """Every API router, registered here and nowhere else: the eleven chapters in tour order, then the
 endpoints that are not chapters (the catalogs, the launch-command explainer, the model's token stream, the
-engine that serves it, and the same engine's OpenAI-compatible /v1 and Prometheus /metrics).
+engine that serves it, the same engine's OpenAI-compatible /v1 and Prometheus /metrics, and the oEmbed
+provider, GET /oembed).
 
 A chapter module serves GET /api/<slug> (and, for some, GET /api/<slug>/measured) on its `router`,
 and has `facts(p) -> dict[str, str]`: the figures its scene's fact sentence quotes, for the chapter's
@@ -24,6 +25,7 @@ from . import (
     gpu,
     kv_cache,
     layer,
+    oembed,
     parallelism,
     quantization,
     roofline,
@@ -55,4 +57,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     generate.router,
     engine.router,
     v1.router,
+    oembed.router,
 )

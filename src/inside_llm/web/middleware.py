@@ -1,5 +1,5 @@
-"""Pure ASGI middleware: security headers, URL and request-body caps, ETag/Cache-Control/gzip for JSON and pages,
-HEAD wherever GET is, and redirects that never name a host.
+"""Pure ASGI middleware: security headers, CORS for public reads, URL and request-body caps, ETag/Cache-Control/gzip
+for JSON and pages, HEAD wherever GET is, and redirects that never name a host.
 
 Pure ASGI (not BaseHTTPMiddleware) so server-sent event streams pass through unbuffered.
 """
@@ -26,10 +26,14 @@ def _csp(frame_ancestors: str) -> str:
     )
 
 
+# `*` matches every http(s) page but not the file: scheme; a slide deck opened from disk frames embeds too.
+EMBED_FRAME_ANCESTORS = "* file:"
+
+
 def security_headers(path: str, settings: Settings) -> list[tuple[bytes, bytes]]:
     """The headers every response gets (also the 500s built outside the middleware stack)."""
     embed = path.startswith("/embed/")
-    ancestors = "*" if embed else settings.frame_ancestors
+    ancestors = EMBED_FRAME_ANCESTORS if embed else settings.frame_ancestors
     extra = [
         (b"content-security-policy", _csp(ancestors).encode()),
         (b"x-content-type-options", b"nosniff"),
@@ -58,6 +62,41 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+PUBLIC_READ_PREFIXES = ("/static/", "/embed/", "/api/")
+PUBLIC_READ_PATHS = ("/oembed",)
+
+
+def is_public_read(method: str, path: str) -> bool:
+    """A GET (or HEAD) of what any page may read: the static files, the embeds, the API, oEmbed."""
+    return method in ("GET", "HEAD") and (path.startswith(PUBLIC_READ_PREFIXES) or path in PUBLIC_READ_PATHS)
+
+
+class PublicCors:
+    """`Access-Control-Allow-Origin: *` on public read-only responses (is_public_read), nothing else.
+
+    An embed framed with `sandbox="allow-scripts"` (how WordPress frames every oEmbed) runs with an opaque
+    origin, `null`: its ES modules and its fetches to this server are then cross-origin, and Chromium
+    refuses them without this header. Safe because those responses are public and the same for everyone:
+    no cookies, no sessions, no credentials exist on this server, and the header is `*` (which browsers
+    never combine with credentials), on GET and HEAD only. A preflighted request (POST with JSON) still
+    gets no CORS header, so another origin can read but never send work with a body.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_public_read(scope["method"], scope["path"]):
+            return await self.app(scope, receive, send)
+
+        async def send_with_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"access-control-allow-origin", b"*")]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)
 
 
 class UrlLimit:

@@ -10,12 +10,14 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from .. import __version__
+from ..api import oembed
 from ..paths import static_dir, templates_dir
 from ..scenes import Control, Scene, load_scenes, scene_by_slug
 from ..sim.tokenizer import MAX_TEXT_CHARS
@@ -231,8 +233,14 @@ def page_context(
     }
 
 
+def oembed_link(request: Request) -> str:
+    """The oEmbed discovery URL for this page as requested (its query is its state): base.html's <link>."""
+    return f"{str(request.base_url).rstrip('/')}{oembed.PATH}?{urlencode({'url': str(request.url), 'format': 'json'})}"
+
+
 def _render(request: Request, scene: Scene, template: str, embed: bool, standalone: bool = False) -> HTMLResponse:
     ctx = page_context(scene, request.query_params, embed, standalone=standalone)
+    ctx["oembed"] = oembed_link(request)  # live pages only: an offline export has no provider to ask
     return templates.TemplateResponse(request, template, ctx)
 
 
