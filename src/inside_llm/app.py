@@ -8,8 +8,9 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from . import __version__
-from .api.common import unprocessable
+from .api.common import client_gone, too_busy, unprocessable
 from .api.registry import ROUTERS
+from .model_work import Busy, ClientGone
 from .paths import static_dir
 from .settings import Settings
 from .web import facts, pages
@@ -81,13 +82,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
 
     @app.get("/healthz", tags=["meta"])
-    def healthz() -> dict:
+    async def healthz() -> dict:  # on the event loop: never waits for a worker thread
         """Liveness: 200 with the version."""
         return {"status": "ok", "version": __version__}
 
     app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
     app.add_exception_handler(RequestValidationError, unprocessable)  # bounds and types, in words
     app.add_exception_handler(ValueError, unprocessable)  # SimError from a simulation
+    app.add_exception_handler(Busy, too_busy)  # expensive work over its bound: 429 with Retry-After, in words
+    app.add_exception_handler(ClientGone, client_gone)
     app.add_exception_handler(Exception, _internal_error)
     app.add_middleware(ETagCache, max_age_s=settings.cache_max_age_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)

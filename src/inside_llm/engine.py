@@ -44,6 +44,7 @@ from typing import Literal
 import numpy as np
 
 from .metrics import EngineStats
+from .model_work import TURNS
 from .sim.kvcache import BlockPool, KVCacheManager, num_blocks_for
 from .sim.result import about, as_json
 from .sim.transformer import DemoModel, sample
@@ -436,7 +437,8 @@ class Engine:
             plan = self._plan()
         if not plan:
             return 0
-        logits = self.model.step([(seq.kv, ids) for seq, ids in plan])  # [B, V]: the one forward pass
+        with TURNS.step():  # model work outside the engine (model_work.py) runs between steps, never during one
+            logits = self.model.step([(seq.kv, ids) for seq, ids in plan])  # [B, V]: the one forward pass
         written, t = 0, time.perf_counter()
         with self._lock:
             for (seq, ids), row in zip(plan, logits, strict=True):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..sim import catalog, costmodel
@@ -257,6 +257,6 @@ MEASURED = Measured(_measure_demo_model, on_failure=_unavailable)
 
 
 @router.get("/api/batching/measured", response_model=MeasuredResponse)
-def get_measured() -> Response:
+async def get_measured(request: Request) -> Response:
     """Tokens/s of the demo model decoding batches of 1, 8 and 32 on this server's CPU (measured once)."""
-    return MEASURED.response()
+    return await MEASURED.respond(request)

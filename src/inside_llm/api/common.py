@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, Field, ValidationInfo
 
 from ..sim import catalog
@@ -191,6 +191,10 @@ def in_words(err: dict) -> tuple[str, str | None, tuple[str, ...]]:
         "bool_parsing": lambda: f"{name} must be true or false{got}.",
         "bool_type": lambda: f"{name} must be true or false{got}.",
         "string_type": lambda: f"{name} must be text.",
+        "string_unicode": lambda: (
+            f"{name} holds a lone surrogate (such as \\ud800, half of a UTF-16 pair): not a character. "
+            "Send the text as valid Unicode."
+        ),
         "missing": lambda: f"{name} is required." if field else "The request body is missing.",
         "extra_forbidden": lambda: f"'{field}' is not a setting of this endpoint.",
         "json_invalid": lambda: "The request body is not valid JSON.",
@@ -234,15 +238,56 @@ async def unprocessable(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": _jsonable(detail)})
     if isinstance(exc, SimError):
         err = _entry(where, "value_error", exc.message, exc.field, exc.fields, None)
+    elif isinstance(exc, UnicodeError):  # e.g. a lone surrogate ("\\ud800") in JSON text: never the codec's words
+        err = _entry(where, "value_error", _unicode_in_words(exc), None, (), None)
     else:  # a simulation that refused its input with a plain ValueError: still a 422, but it names no field
         err = _entry(where, "value_error", str(exc), None, (), None)
     return JSONResponse(status_code=422, content={"detail": [err]})
 
 
+def _unicode_in_words(exc: UnicodeError) -> str:
+    """What a UnicodeError means for the visitor: which character of their text could not be read, in words."""
+    bad, start = getattr(exc, "object", None), getattr(exc, "start", None)
+    ch = bad[start] if isinstance(bad, str) and isinstance(start, int) and start < len(bad) else None
+    if ch is not None and 0xD800 <= ord(ch) <= 0xDFFF:
+        return (
+            f"The text holds a lone surrogate (U+{ord(ch):04X}): half of a UTF-16 pair, not a character. "
+            "Send the text as valid Unicode."
+        )
+    return "The text is not valid Unicode. Send it as UTF-8."
+
+
+BUSY = {429: {"description": "Too much of this work is in progress: a sentence, and Retry-After (seconds)."}}
+
+
+async def too_busy(request: Request, exc: Exception) -> JSONResponse:
+    """The one 429 for expensive work over its bound (model_work.Busy): a sentence and Retry-After."""
+    wait = getattr(exc, "retry_after_s", 2)
+    return JSONResponse(
+        status_code=429, content={"detail": f"The server is busy: {exc}"}, headers={"retry-after": str(wait)}
+    )
+
+
+async def client_gone(request: Request, exc: Exception) -> Response:
+    """The client left while its work waited: nothing is sent (no one reads it)."""
+    return Response(status_code=499)
+
+
 def _jsonable(x: Any) -> Any:
     from fastapi.encoders import jsonable_encoder
 
-    return jsonable_encoder(x)
+    return _utf8(jsonable_encoder(x))
+
+
+def _utf8(x: Any) -> Any:
+    """The echoed input with any lone surrogate written as \\udXXX text, so the 422 itself can be sent."""
+    if isinstance(x, str):
+        return x if x.isascii() else x.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(x, list):
+        return [_utf8(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _utf8(v) for k, v in x.items()}
+    return x
 
 
 def counted(n: int, noun: str) -> str:

@@ -13,18 +13,18 @@ GET /api/embeddings/measured (measured once per process) so this response stays 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
+from ..model_work import WORK, Kept
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
 from . import measured
-from .common import Math, counted
+from .common import BUSY, Math, counted
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
@@ -190,12 +190,19 @@ def _math(m, floors: list[dict], real: dict) -> dict:
     )
 
 
+KEPT = Kept(64)  # bodies by (prompt, model asked for, model that serves)
+
+
+def _key(prompt: str, model: str) -> tuple:
+    return (__name__, prompt, model, served_model(model).served)  # kept per model that actually serves
+
+
 def embeddings_json(prompt: str, model: str = "smollm2") -> bytes:
-    return _embeddings_json(prompt, model, served_model(model).served)  # cached per model that actually serves
+    """The body (a model job: model_work.WORK; this thread waits for it)."""
+    return WORK.call(_key(prompt, model), lambda: _embeddings_json(prompt, model), KEPT)
 
 
-@lru_cache(maxsize=64)
-def _embeddings_json(prompt: str, model: str, served: str) -> bytes:
+def _embeddings_json(prompt: str, model: str) -> bytes:
     s = served_model(model)
     m = s.model
     ids, pieces, rows = model_tokens(s, prompt)
@@ -242,10 +249,12 @@ def _embeddings_json(prompt: str, model: str, served: str) -> bytes:
     )
 
 
-@router.get("/api/embeddings", response_model=EmbeddingsResponse)
-def get_embeddings(p: Annotated[PromptParams, Query()]) -> Response:
+@router.get("/api/embeddings", response_model=EmbeddingsResponse, responses=BUSY)
+async def get_embeddings(request: Request, p: Annotated[PromptParams, Query()]) -> Response:
     """The prompt's embedding rows and the residual stream after each layer of the model, with the logit lens."""
-    return Response(content=embeddings_json(p.prompt, p.model), media_type="application/json")
+    fn = lambda: _embeddings_json(p.prompt, p.model)  # noqa: E731
+    body = await WORK.run(_key(p.prompt, p.model), fn, KEPT, request.receive)
+    return Response(content=body, media_type="application/json")
 
 
 def facts(p: PromptParams | None = None) -> dict[str, str]:
@@ -288,7 +297,7 @@ def _measure(served: str) -> dict:
 MEASURED = Measured(_measure, keys=2)
 
 
-@router.get("/api/embeddings/measured")
-def get_measured() -> Response:
+@router.get("/api/embeddings/measured", responses=BUSY)
+async def get_measured(request: Request) -> Response:
     """Prefill vs decode time per token of the served model (SmolLM2, else the toy) on this server's CPU."""
-    return MEASURED.response(measured.served().served)
+    return await MEASURED.respond(request, (await measured.served_async()).served)

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Annotated, Literal
 
 import numpy as np
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from ..sim import catalog, cpu_measure
@@ -359,7 +359,7 @@ MEASURED = Measured(_measure_kv, keys=2, on_failure=_kv_unavailable)
 
 
 @router.get("/api/kv-cache/measured", response_model=KVCacheMeasuredResponse)
-def get_measured() -> Response:
+async def get_measured(request: Request) -> Response:
     """The served model's KV bytes per token (formula and weighed) beside Llama 3.1 70B's, and decoding with
     the cache vs recomputing the prefix on this server's CPU (measured once per process)."""
-    return MEASURED.response(ms.served().served)
+    return await MEASURED.respond(request, (await ms.served_async()).served)

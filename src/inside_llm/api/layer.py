@@ -12,20 +12,20 @@ MLP: its input, the stretched SwiGLU activations silu(gate) * up (ffn_dim wide) 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Annotated
 
 import numpy as np
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
+from ..model_work import WORK, Kept
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.errors import SimError
 from ..sim.transformer import LayerTrace
 from ..sim.transformer_ops import rms_norm
 from . import measured
-from .common import Math, counted
+from .common import BUSY, Math, counted
 from .demo_model import (
     SCALE_MODEL,
     PromptParams,
@@ -152,12 +152,19 @@ def _math(m, T: int) -> dict:
     )
 
 
+KEPT = Kept(64)  # bodies by (prompt, layer, model asked for, model that serves)
+
+
+def _key(prompt: str, layer: int, model: str) -> tuple:
+    return (__name__, prompt, layer, model, served_model(model).served)  # kept per model that actually serves
+
+
 def layer_json(prompt: str, layer: int, model: str = "smollm2") -> bytes:
-    return _layer_json(prompt, layer, model, served_model(model).served)  # cached per model that actually serves
+    """The body (a model job: model_work.WORK; this thread waits for it)."""
+    return WORK.call(_key(prompt, layer, model), lambda: _layer_json(prompt, layer, model), KEPT)
 
 
-@lru_cache(maxsize=64)
-def _layer_json(prompt: str, layer: int, model: str, served: str) -> bytes:
+def _layer_json(prompt: str, layer: int, model: str) -> bytes:
     s = served_model(model)
     m = s.model
     c = m.config
@@ -232,10 +239,12 @@ def _empty_trace(m) -> LayerTrace:
     )
 
 
-@router.get("/api/layer", response_model=LayerResponse)
-def get_layer(p: Annotated[LayerParams, Query()]) -> Response:
+@router.get("/api/layer", response_model=LayerResponse, responses=BUSY)
+async def get_layer(request: Request, p: Annotated[LayerParams, Query()]) -> Response:
     """Q, K, V, the attention heads' weights and the MLP's activations of one demo-model layer for the prompt."""
-    return Response(content=layer_json(p.prompt, p.layer, p.model), media_type="application/json")
+    fn = lambda: _layer_json(p.prompt, p.layer, p.model)  # noqa: E731
+    body = await WORK.run(_key(p.prompt, p.layer, p.model), fn, KEPT, request.receive)
+    return Response(content=body, media_type="application/json")
 
 
 def facts(p: LayerParams | None = None) -> dict[str, str]:
@@ -280,7 +289,7 @@ def _measure(served: str) -> dict:
 MEASURED = Measured(_measure, keys=2)
 
 
-@router.get("/api/layer/measured")
-def get_measured() -> Response:
+@router.get("/api/layer/measured", responses=BUSY)
+async def get_measured(request: Request) -> Response:
     """Decode time per token with the KV cache vs recomputing the prefix, for the served model on this CPU."""
-    return MEASURED.response(measured.served().served)
+    return await MEASURED.respond(request, (await measured.served_async()).served)

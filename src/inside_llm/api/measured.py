@@ -1,8 +1,11 @@
 """The `/measured` endpoints' one helper: a wall-clock measurement on this server's CPU, made once per
 process (per key) and kept, so the chapter responses beside it stay pure functions of their URL.
 
-Every measurement in the process runs under one lock (two at once would slow each other), and a
-measurement that fails answers `available: false` with the reason instead of failing the page.
+Every measurement is a model job (model_work.WORK): one at a time on its one worker thread, never during an
+engine step (two at once would slow each other), from a bounded queue (over it: 429 with Retry-After, in
+words). A request awaits its measurement on the event loop, holding no thread and no lock, and one that
+leaves before its measurement started drops it. A measurement that fails answers `available: false` with
+the reason instead of failing the page.
 """
 
 from __future__ import annotations
@@ -12,13 +15,12 @@ import os
 import platform
 import threading
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
-from fastapi import Response
+from fastapi import Request, Response
 from pydantic import BaseModel, Field
 
-_LOCK = threading.RLock()
+from ..model_work import WORK, Kept
 
 
 def cpu_info() -> dict:
@@ -47,7 +49,7 @@ class Measured:
         self, measure: Callable[..., dict], keys: int = 1, on_failure: Callable[..., dict] = unavailable
     ) -> None:
         self._measure, self._on_failure = measure, on_failure
-        self._cached = lru_cache(maxsize=keys)(self._run)
+        self._kept = Kept(keys)
 
     def _run(self, *key: Any) -> bytes:
         try:
@@ -56,14 +58,16 @@ class Measured:
             body = self._on_failure(f"the measurement failed ({type(e).__name__})", *key)
         return json.dumps(body, separators=(",", ":")).encode()
 
-    lock = _LOCK  # reentrant: a caller may hold it around json() to keep its own bookkeeping in step
-
     def json(self, *key: Any) -> bytes:
-        with _LOCK:
-            return self._cached(*key)
+        """The body, for a caller off the event loop (its thread waits for the model job)."""
+        return WORK.call((id(self), *key), lambda: self._run(*key), self._kept)
 
-    def response(self, *key: Any) -> Response:
-        return Response(content=self.json(*key), media_type="application/json")
+    async def json_async(self, request: Request, *key: Any) -> bytes:
+        """The body, awaited on the event loop; ClientGone (nothing is sent) when the client leaves first."""
+        return await WORK.run((id(self), *key), lambda: self._run(*key), self._kept, request.receive)
+
+    async def respond(self, request: Request, *key: Any) -> Response:
+        return Response(content=await self.json_async(request, *key), media_type="application/json")
 
 
 # ---- the served model, measured once: figures two chapters show ------------------------------
@@ -71,14 +75,20 @@ PROMPT_TOKENS = 64  # the prompt every served-model timing reads (a fixed passag
 _SHARED: dict[tuple, dict] = {}
 
 
+_SHARED_LOCK = threading.Lock()  # guards the dict only, never held while measuring
+
+
 def shared(key: tuple, measure: Callable[[], dict]) -> dict:
-    """measure() once per process per key, under the one lock. Two endpoints that show the same measurement
-    (chapter 2's prefill vs decode is chapter 5's; chapter 3's cache vs recompute is chapter 6's) get the
-    same numbers; a measurement that raises is not kept (the endpoint answers available: false)."""
-    with _LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = measure()
-        return _SHARED[key]
+    """measure() once per process per key. Two endpoints that show the same measurement (chapter 2's prefill
+    vs decode is chapter 5's; chapter 3's cache vs recompute is chapter 6's) get the same numbers; a
+    measurement that raises is not kept (the endpoint answers available: false). Called from a model job, so
+    measurements never overlap (there is one worker)."""
+    with _SHARED_LOCK:
+        if key in _SHARED:
+            return _SHARED[key]
+    value = measure()
+    with _SHARED_LOCK:
+        return _SHARED.setdefault(key, value)
 
 
 def served():
@@ -86,6 +96,13 @@ def served():
     from .demo_model import served_model
 
     return served_model("smollm2")
+
+
+async def served_async():
+    """served(), from the event loop: the first call loads the model, in a worker thread."""
+    import anyio
+
+    return await anyio.to_thread.run_sync(served)
 
 
 class MeasuredHeader(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..sim import catalog, cpu_measure
@@ -267,7 +267,7 @@ MEASURED = Measured(_measure_cpu, keys=2, on_failure=_cpu_unavailable)
 
 
 @router.get("/api/roofline/measured", response_model=RooflineMeasuredResponse)
-def get_measured() -> Response:
+async def get_measured(request: Request) -> Response:
     """This server's CPU as a roofline (measured memory and compute roofs) with the served model's prefill and
     decode on it, and decode time predicted from bandwidth vs measured (measured once per process)."""
-    return MEASURED.response(ms.served().served)
+    return await MEASURED.respond(request, (await ms.served_async()).served)

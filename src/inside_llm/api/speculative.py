@@ -10,20 +10,24 @@ and max_tokens).
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Query, Response
+import anyio
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
 from .. import modelfile
+from ..model_work import WORK, Kept
 from ..sim import speculative as sp
 from ..sim import speculative_demo as demo
 from ..sim.result import about
 from ..sim.transformer import DemoModel
-from .common import Math
+from .common import BUSY, Math
 from .measured import Measured, MeasuredHeader, cpu_info
 
 router = APIRouter(tags=["9 · speculative"])
@@ -205,10 +209,17 @@ def measured_url(p: DemoParams) -> str:
     return "/api/speculative/measured?" + urlencode(q)
 
 
-@lru_cache(maxsize=64)
+DEMOS = Kept(64)  # demo runs by (target and draft, prompt, gamma, max_tokens)
+
+
+def _demo_job(setup: demo.Setup, prompt: str, gamma: int, max_tokens: int) -> tuple[tuple, Callable[[], dict]]:
+    """(key, job) of one demo run: seconds of the real model, so a model job (model_work.WORK), kept."""
+    return (__name__, setup, prompt, gamma, max_tokens), lambda: demo.run_demo(prompt, gamma, max_tokens, setup)
+
+
 def _demo(setup: demo.Setup, prompt: str, gamma: int, max_tokens: int) -> dict:
-    """One run per (target and draft, prompt, gamma, max_tokens): seconds for the real model."""
-    return demo.run_demo(prompt, gamma, max_tokens, setup)
+    """One run per (target and draft, prompt, gamma, max_tokens); this thread waits for it."""
+    return WORK.call(*_demo_job(setup, prompt, gamma, max_tokens), DEMOS)
 
 
 def demo_view(p: DemoParams, setup: demo.Setup) -> dict:
@@ -235,11 +246,13 @@ def speculative_json(p: SpeculativeParams) -> bytes:
     return RESPONSE.dump_json(resp, by_alias=True)
 
 
-@router.get("/api/speculative", response_model=SpeculativeResponse)
-def get_speculative(p: Annotated[SpeculativeParams, Query()]) -> Response:
+@router.get("/api/speculative", response_model=SpeculativeResponse, responses=BUSY)
+async def get_speculative(request: Request, p: Annotated[SpeculativeParams, Query()]) -> Response:
     """Tokens per target pass and speed-up for alpha, gamma, c (with the curve over gamma), and a real
     draft-and-verify run of the demo models whose output equals the target's greedy output."""
-    return Response(content=speculative_json(p), media_type="application/json")
+    setup = await anyio.to_thread.run_sync(setup_for, p.model)
+    await WORK.run(*_demo_job(setup, p.text(), p.gamma, p.max_tokens), DEMOS, request.receive)  # awaited here
+    return Response(content=await anyio.to_thread.run_sync(speculative_json, p), media_type="application/json")
 
 
 def facts(p: SpeculativeParams | None = None) -> dict[str, str]:
@@ -312,20 +325,28 @@ MEASURED = Measured(_measure, keys=16, on_failure=_unavailable)
 
 
 _measured_done: dict[tuple[str, DemoParams], float | None] = {}
+_done_lock = threading.Lock()
 
 
-def measured_json(p: DemoParams) -> bytes:
-    """The measurement for this target and draft and these settings (made once per process)."""
-    setup = setup_for(p.model)
-    with MEASURED.lock:
-        body = MEASURED.json(setup, p.demo_key())
+def _note_measured(setup: demo.Setup, p: DemoParams, body: bytes) -> bytes:
+    """Remember the measured speed-up, so GET /api/speculative shows it from now on."""
+    with _done_lock:
         _measured_done[(setup.name, p.demo_key())] = json.loads(body).get("measured_speedup")
         while len(_measured_done) > 64:  # bounded like the measurement's cache
             _measured_done.pop(next(iter(_measured_done)))
-        return body
+    return body
 
 
-@router.get("/api/speculative/measured", response_model=MeasuredResponse)
-def get_measured(p: Annotated[DemoParams, Query()]) -> Response:
+def measured_json(p: DemoParams) -> bytes:
+    """The measurement for this target and draft and these settings (made once per process; this thread
+    waits for the model job)."""
+    setup = setup_for(p.model)
+    return _note_measured(setup, p, MEASURED.json(setup, p.demo_key()))
+
+
+@router.get("/api/speculative/measured", response_model=MeasuredResponse, responses=BUSY)
+async def get_measured(request: Request, p: Annotated[DemoParams, Query()]) -> Response:
     """Greedy vs speculative wall time of the target and its draft on this server's CPU, beside the prediction."""
-    return Response(content=measured_json(p), media_type="application/json")
+    setup = await anyio.to_thread.run_sync(setup_for, p.model)
+    body = await MEASURED.json_async(request, setup, p.demo_key())
+    return Response(content=_note_measured(setup, p, body), media_type="application/json")

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import modelfile
+from ..model_work import Slots
 from ..settings import Settings
 from ..sim import demo_quality
 from ..sim import tokenizer as tk
 from ..sim.derivation import derive, math_dict
 from ..sim.errors import SimError
-from ..sim.tokenizer import MAX_TEXT_CHARS
-from .common import Math, counted
+from ..sim.tokenizer import MAX_RETURNED_TOKENS, MAX_TEXT_CHARS
+from .common import BUSY, Math, counted
 
 router = APIRouter(tags=["1 · tokens"])
 
@@ -43,24 +44,28 @@ class TokensParams(BaseModel):
     )
 
 
-class TokenOut(BaseModel):
-    id: int
-    text: str | None = Field(description="The piece as text; null when it is a partial UTF-8 sequence.")
-    bytes: str = Field(description="The piece's bytes in hex.")
-    byte_start: int
-    byte_end: int
-    char_start: int
-    char_end: int
-    special: bool
+class TokenColumns(BaseModel):
+    """The first tokens (at most MAX_RETURNED_TOKENS), one list per field: token i is index i of every list."""
+
+    id: list[int]
+    text: list[str | None] = Field(description="Each piece as text; null when it is a partial UTF-8 sequence.")
+    bytes: list[str] = Field(description="Each piece's bytes in hex.")
+    byte_start: list[int]
+    byte_end: list[int]
+    char_start: list[int]
+    char_end: list[int]
+    special: list[bool]
 
 
-class ChatTokenOut(BaseModel):
-    id: int
-    text: str | None = Field(description="The piece as text; null when it is a partial UTF-8 sequence.")
-    bytes: str = Field(description="The piece's bytes in hex.")
-    special: bool
-    kind: Literal["template", "content"]
-    role: str
+class ChatColumns(BaseModel):
+    """The chat view's first tokens (at most MAX_RETURNED_TOKENS), one list per field."""
+
+    id: list[int]
+    text: list[str | None] = Field(description="Each piece as text; null when it is a partial UTF-8 sequence.")
+    bytes: list[str] = Field(description="Each piece's bytes in hex.")
+    special: list[bool]
+    kind: list[Literal["template", "content"]]
+    role: list[str]
 
 
 class ChatView(BaseModel):
@@ -68,15 +73,21 @@ class ChatView(BaseModel):
         description="The chat format's vocabulary: smollm2 when the text's encoding is smollm2, else llama3."
     )
     format: str = Field(description="Which chat template wraps the message.")
-    tokens: list[ChatTokenOut]
-    num_tokens: int
+    tokens: ChatColumns
+    num_tokens: int = Field(description="Tokens of the whole chat view (tokens lists the first num_returned).")
     num_template_tokens: int
+    num_returned: int = Field(
+        description=f"Tokens listed in tokens: all of them, or the first {MAX_RETURNED_TOKENS:,}."
+    )
 
 
 class TokensResponse(BaseModel):
     encoding: Encoding
-    tokens: list[TokenOut]
-    num_tokens: int
+    tokens: TokenColumns
+    num_tokens: int = Field(description="Tokens of the whole text (tokens lists the first num_returned).")
+    num_returned: int = Field(
+        description=f"Tokens listed in tokens: all of them, or the first {MAX_RETURNED_TOKENS:,}."
+    )
     num_words: int
     num_chars: int
     num_bytes: int
@@ -113,12 +124,27 @@ def reference(encoding: str) -> dict:
     return tk.reference_ratio(encoding) | {"corpus": demo_quality.heldout_ratio(encoding)}
 
 
+LONG_TEXT_CHARS = 5_000  # a text longer than this takes one of LONG_TEXTS' slots (about 0.1-1 s of CPU each)
+LONG_TEXTS = Slots(2, "long texts are being tokenized")
+
+
 def tokenize_text(p: TokensParams) -> TokensResponse:
+    if len(p.text) <= LONG_TEXT_CHARS:
+        return _tokenize(p)
+    with LONG_TEXTS.take():  # Busy (a 429 with Retry-After) when two are in progress
+        return _tokenize(p)
+
+
+def _tokenize(p: TokensParams) -> TokensResponse:
     _load(p.encoding)
-    toks = tk.tokenize(p.text, p.encoding)
-    words, n = tk.count_words(p.text), len(toks)
+    cols, n = tk.token_columns(p.text, p.encoding)
+    words = tk.count_words(p.text)
     chat_encoding = "smollm2" if p.encoding == "smollm2" else "llama3"
-    chat = modelfile.served_smollm().vocab.chat_tokens(p.text) if chat_encoding == "smollm2" else tk.chat_tokens(p.text)
+    if chat_encoding == "smollm2":
+        v = modelfile.served_smollm().vocab
+        chat, chat_n, chat_template = tk.chat_columns(v.chat_segments(p.text), v.piece, v.special_ids)
+    else:
+        chat, chat_n, chat_template = tk.chat_view(p.text)
     ref = reference(p.encoding)
     wpt = derive(
         round(words / n, 3) if n else 0,
@@ -130,8 +156,9 @@ def tokenize_text(p: TokensParams) -> TokensResponse:
     )
     return TokensResponse(
         encoding=p.encoding,
-        tokens=[t.to_dict() for t in toks],
+        tokens=cols,
         num_tokens=n,
+        num_returned=len(cols["id"]),
         num_words=words,
         num_chars=len(p.text),
         num_bytes=len(p.text.encode("utf-8")),
@@ -144,8 +171,9 @@ def tokenize_text(p: TokensParams) -> TokensResponse:
             encoding=chat_encoding,
             format=CHAT_FORMATS[chat_encoding],
             tokens=chat,
-            num_tokens=len(chat),
-            num_template_tokens=sum(t["kind"] == "template" for t in chat),
+            num_tokens=chat_n,
+            num_template_tokens=chat_template,
+            num_returned=len(chat["id"]),
         ),
         math=math_dict(words_per_token=wpt),
     )
@@ -154,20 +182,25 @@ def tokenize_text(p: TokensParams) -> TokensResponse:
 @router.get(
     "/api/tokens",
     response_model=TokensResponse,
+    responses=BUSY,
     description=(
         f"Tokenize text given in the query string. The URL is at most {Settings.max_url_bytes:,} bytes as sent (a "
         f"longer one gets 414); for long text (up to {MAX_TEXT_CHARS:,} characters) use POST /api/tokens."
     ),
 )
-def get_tokens(p: Annotated[TokensParams, Query()]) -> TokensResponse:
+def get_tokens(p: Annotated[TokensParams, Query()]) -> Response:
     """Tokenize text given in the query string (see the description for the URL limit)."""
-    return tokenize_text(p)
+    return _json(tokenize_text(p))
 
 
-@router.post("/api/tokens", response_model=TokensResponse)
-def post_tokens(p: TokensParams) -> TokensResponse:
+@router.post("/api/tokens", response_model=TokensResponse, responses=BUSY)
+def post_tokens(p: TokensParams) -> Response:
     """Tokenize text given as a JSON body (for long text)."""
-    return tokenize_text(p)
+    return _json(tokenize_text(p))
+
+
+def _json(r: TokensResponse) -> Response:
+    return Response(content=r.model_dump_json(), media_type="application/json")
 
 
 # How the fact names each vocabulary (the control's labels, without the parenthesis).
@@ -182,7 +215,7 @@ def facts(p: TokensParams | None = None) -> dict[str, str]:
     corpus = ref["corpus"]
     return {
         "encoding": ENCODING_NAMES.get(p.encoding, p.encoding),
-        "text_tokens": counted(len(tk.tokenize(p.text, p.encoding)), "token"),
+        "text_tokens": counted(len(tk.encode(p.text, p.encoding)), "token"),
         "text_words": counted(tk.count_words(p.text), "word"),
         "words_per_token": f"{ref['words_per_token']:.2f}",
         "num_samples": str(len(ref["samples"])),

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import asdict
 from functools import lru_cache
@@ -293,6 +294,21 @@ class SmolVocab:
         The role is the turn a token is in (the name after the last <|im_start|> before it); the default
         system turn that the template adds counts as template.
         """
+        rows = []
+        for ids, kind, role in self.chat_segments(prompt):
+            for tid in ids:
+                piece = self.piece(tid)
+                try:
+                    shown = piece.decode("utf-8")
+                except UnicodeDecodeError:
+                    shown = None
+                rows.append({"id": tid, "text": shown, "bytes": piece.hex(" ").upper(),
+                             "special": tid in self.special_ids, "kind": kind, "role": role})
+        return rows
+
+    def chat_segments(self, prompt: str) -> list[tuple[list[int], str, str]]:
+        """chat_tokens' ids in runs of one kind and role: [(ids, kind, role), ...], a handful of runs for any
+        prompt (so a long prompt's rows need not all be built to count them)."""
         text = self.chat_prompt([{"role": "user", "content": prompt}])
         start = text.rindex(prompt) if prompt else len(text)                 # the prompt: the last user turn
         opener = self.token_string(self.bos_id)                              # <|im_start|>
@@ -302,18 +318,17 @@ class SmolVocab:
             turns.append((i, text[i + len(opener):end if end >= 0 else len(text)]))
             i = text.find(opener, i + len(opener))
         ids, spans = self.encode_with_offsets(text)
-        rows = []
-        for tid, (a, _) in zip(ids, spans):
-            piece = self.piece(tid)
-            try:
-                shown = piece.decode("utf-8")
-            except UnicodeDecodeError:
-                shown = None
-            role = next((r for i, r in reversed(turns) if i <= a), "")
-            kind = "content" if start <= a < start + len(prompt) else "template"
-            rows.append({"id": tid, "text": shown, "bytes": piece.hex(" ").upper(),
-                         "special": tid in self.special_ids, "kind": kind, "role": role})
-        return rows
+        starts = [a for a, _ in spans]
+        lo, hi = bisect_left(starts, start), bisect_left(starts, start + len(prompt))  # the prompt's tokens
+        firsts = [bisect_left(starts, t) for t, _ in turns]                  # each turn's first token
+        cuts = sorted({0, lo, hi, len(ids), *firsts})
+        out = []
+        for x, y in zip(cuts, cuts[1:]):
+            if x == y:
+                continue
+            role = next((r for f, (_, r) in zip(reversed(firsts), reversed(turns)) if f <= x), "")
+            out.append((ids[x:y], "content" if lo <= x < hi else "template", role))
+        return out
 
     def chat_prompt(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
         """The file's own chat template (Jinja, sandboxed) applied to [{role, content}, ...]."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -45,6 +47,7 @@ LLAMA3_NUM_RESERVED = 256
 # Meta splits input into chunks of at most this many chars, and runs of (non-)whitespace longer
 # than MAX_RUN, before encoding (tiktoken issue #195); we do the same so ids match.
 MAX_TEXT_CHARS = 100_000  # the most text one request tokenizes (chapter 1 and its page controls)
+MAX_RETURNED_TOKENS = 4_000  # the most tokens one response lists (counts cover every token; chapter 1 draws 4,000)
 LLAMA3_MAX_CHUNK = 400_000
 MAX_RUN = 25_000
 
@@ -100,19 +103,13 @@ def _builtin_encoding(name: str) -> tiktoken.Encoding:
 
 
 def _split_runs(s: str, max_run: int) -> list[str]:
-    """Cut s so no piece holds more than max_run consecutive whitespace or non-whitespace chars."""
-    out, start, run, is_space = [], 0, 0, s[0].isspace() if s else False
-    for i, ch in enumerate(s):
-        now = ch.isspace()
-        if now != is_space:
-            run, is_space = 1, now
-        else:
-            run += 1
-            if run > max_run:
-                out.append(s[start:i])
-                start, run = i, 1
-    out.append(s[start:])
-    return out
+    """Cut s so no piece holds more than max_run consecutive whitespace or non-whitespace chars: a run longer
+    than that is cut every max_run chars from its start (Meta's splitting; `\\s` is str.isspace, char for char)."""
+    long_run = re.compile(rf"\s{{{max_run + 1},}}|\S{{{max_run + 1},}}")
+    cuts = [c for m in long_run.finditer(s) for c in range(m.start() + max_run, m.end(), max_run)]
+    if not cuts:
+        return [s]
+    return [s[i:j] for i, j in zip([0, *cuts], [*cuts, len(s)], strict=True)]
 
 
 def encode(text: str, encoding: str) -> list[int]:
@@ -169,19 +166,68 @@ def _byte_to_char(text: str) -> list[int]:
     return table
 
 
-def tokenize(text: str, encoding: str) -> list[Token]:
-    """Every token of text with its spans; concatenated pieces equal text.encode('utf-8')."""
-    enc = get_encoding(encoding)
-    ids = encode(text, encoding)
-    b2c = _byte_to_char(text)
+def tokenize(text: str, encoding: str, limit: int | None = None) -> list[Token]:
+    """Every token of text with its spans (the first `limit` of them, when given); concatenated pieces of all
+    of them equal text.encode('utf-8')."""
+    return _spans(text, encode(text, encoding), get_encoding(encoding), limit)
+
+
+def _spans(text: str, ids: list[int], enc, limit: int | None) -> list[Token]:
+    ids = ids if limit is None else ids[:limit]
     out, pos = [], 0
-    for tid in ids:
-        piece = enc.decode_single_token_bytes(tid)
+    if not ids:
+        return out
+    pieces = [enc.decode_single_token_bytes(tid) for tid in ids]
+    # byte -> char of a prefix that holds these tokens' chars (each char is at least 1 byte)
+    b2c = _byte_to_char(text[: sum(len(p) for p in pieces)])
+    for tid, piece in zip(ids, pieces, strict=True):
         end = pos + len(piece)
         char_end = b2c[end - 1] + 1 if end > pos else b2c[pos]
         out.append(Token(tid, piece, pos, end, b2c[pos], char_end))
         pos = end
     return out
+
+
+TOKEN_COLUMNS = ("id", "text", "bytes", "byte_start", "byte_end", "char_start", "char_end", "special")
+CHAT_COLUMNS = ("id", "text", "bytes", "special", "kind", "role")
+
+
+def token_columns(text: str, encoding: str, limit: int = MAX_RETURNED_TOKENS) -> tuple[dict[str, list], int]:
+    """({field: [value of token 0, token 1, ...]} for the first `limit` tokens, the number of tokens in all).
+
+    Columns, not one object per token: a response of 4,000 tokens is 8 lists, and the work and memory of a
+    request are bounded by `limit` (only the ids of the rest are made, to count them)."""
+    ids = encode(text, encoding)
+    cols: dict[str, list] = {k: [] for k in TOKEN_COLUMNS}
+    for t in _spans(text, ids, get_encoding(encoding), limit):
+        for k, v in t.to_dict().items():
+            cols[k].append(v)
+    return cols, len(ids)
+
+
+def chat_columns(
+    segments: Iterable[tuple[list[int], str, str]], piece, specials, limit: int = MAX_RETURNED_TOKENS
+) -> tuple[dict[str, list], int, int]:
+    """A chat view given as runs of (ids, kind, role) (chat_segments()) as columns {id, text, bytes, special,
+    kind, role} of its first `limit` tokens, with the number of tokens and of template tokens in all.
+    piece(id) -> the token's bytes; specials: the control ids. Tokens past `limit` are only counted."""
+    cols: dict[str, list] = {k: [] for k in CHAT_COLUMNS}
+    n = template = 0
+    for ids, kind, role in segments:
+        for tid in ids[: max(0, limit - n)]:
+            for k, v in _chat_row(tid, piece(tid), tid in specials, kind, role).items():
+                cols[k].append(v)
+        n += len(ids)
+        template += len(ids) if kind == "template" else 0
+    return cols, n, template
+
+
+def _chat_row(tid: int, piece: bytes, special: bool, kind: str, role: str) -> dict:
+    try:
+        text = piece.decode("utf-8")
+    except UnicodeDecodeError:  # part of a character split across tokens: shown as bytes
+        text = None
+    return {"id": tid, "text": text, "bytes": piece.hex(" ").upper(), "special": special, "kind": kind, "role": role}
 
 
 WORD_RE = re.compile(r"\S+")
@@ -193,49 +239,41 @@ def count_words(text: str) -> int:
 
 
 def chat_tokens(prompt: str, system: str | None = None) -> list[dict]:
-    """The prompt wrapped in Meta's Llama 3 chat format, ready for the assistant's reply.
+    """The prompt wrapped in Meta's Llama 3 chat format, ready for the assistant's reply, one row per token.
 
     <|begin_of_text|> then per message: <|start_header_id|>role<|end_header_id|>"\\n\\n" content
     <|eot_id|>; finally the assistant header. Each token says whether it is template or content.
     """
     enc = get_encoding("llama3")
-    sp = enc._special_tokens  # noqa: SLF001 - tiktoken exposes no public getter for ids
-    out: list[dict] = []
+    specials = frozenset(enc._special_tokens.values())  # noqa: SLF001 - tiktoken exposes no public getter
+    return [
+        _chat_row(tid, enc.decode_single_token_bytes(tid), tid in specials, kind, role)
+        for ids, kind, role in chat_segments(prompt, system)
+        for tid in ids
+    ]
 
-    def add(ids: list[int], kind: str, role: str) -> None:
-        for tid in ids:
-            special = tid in sp.values()
-            piece = enc.decode_single_token_bytes(tid)
-            try:
-                text = piece.decode("utf-8")
-            except UnicodeDecodeError:  # part of a character split across tokens: shown as bytes
-                text = None
-            out.append(
-                {
-                    "id": tid,
-                    "text": text,
-                    "bytes": piece.hex(" ").upper(),
-                    "special": special,
-                    "kind": kind,
-                    "role": role,
-                }
-            )
 
-    def header(role: str) -> None:
-        add([sp["<|start_header_id|>"]], "template", role)
-        add(encode(role, "llama3"), "template", role)
-        add([sp["<|end_header_id|>"]], "template", role)
-        add(encode("\n\n", "llama3"), "template", role)
+def chat_segments(prompt: str, system: str | None = None) -> list[tuple[list[int], str, str]]:
+    """chat_tokens' ids in runs of one kind and role: [(ids, kind, role), ...] (chat_columns lists the first
+    tokens and only counts the rest)."""
+    sp = get_encoding("llama3")._special_tokens  # noqa: SLF001 - tiktoken exposes no public getter for ids
 
-    add([sp["<|begin_of_text|>"]], "template", "")
+    def header(role: str) -> tuple[list[int], str, str]:
+        ids = [sp["<|start_header_id|>"], *encode(role, "llama3"), sp["<|end_header_id|>"], *encode("\n\n", "llama3")]
+        return ids, "template", role
+
+    out = [([sp["<|begin_of_text|>"]], "template", "")]
     for role, content in (("system", system), ("user", prompt)):
-        if content is None:
-            continue
-        header(role)
-        add(encode(content, "llama3"), "content", role)
-        add([sp["<|eot_id|>"]], "template", role)
-    header("assistant")
-    return out
+        if content is not None:
+            out += [header(role), (encode(content, "llama3"), "content", role), ([sp["<|eot_id|>"]], "template", role)]
+    return [*out, header("assistant")]
+
+
+def chat_view(prompt: str, limit: int = MAX_RETURNED_TOKENS) -> tuple[dict[str, list], int, int]:
+    """chat_columns of the prompt in the Llama 3 chat format."""
+    enc = get_encoding("llama3")
+    specials = frozenset(enc._special_tokens.values())  # noqa: SLF001
+    return chat_columns(chat_segments(prompt), enc.decode_single_token_bytes, specials, limit)
 
 
 @cache
@@ -296,13 +334,14 @@ def text_profile(text: str) -> dict:
     prose, so it does not apply when many letters are not A-Z (other scripts, where words may not even
     be separated by spaces), when emoji are common, or when the text is mostly code punctuation.
     """
-    chars = [c for c in text if not c.isspace()]
-    n = len(chars) or 1
-    letters = [c for c in chars if c.isalpha()]
-    ascii_letters = sum(c.isascii() for c in letters)
-    foreign = (len(letters) - ascii_letters) / (len(letters) or 1)
-    symbols = sum(_is_symbol(c) for c in chars) / n
-    code = sum(c in CODE_CHARS for c in chars) / n
+    counts = Counter(text)  # each distinct character once: the work is per kind of character, not per character
+    chars = {c: k for c, k in counts.items() if not c.isspace()}
+    n = sum(chars.values()) or 1
+    letters = sum(k for c, k in chars.items() if c.isalpha())
+    ascii_letters = sum(k for c, k in chars.items() if c.isalpha() and c.isascii())
+    foreign = (letters - ascii_letters) / (letters or 1)
+    symbols = sum(k for c, k in chars.items() if _is_symbol(c)) / n
+    code = sum(k for c, k in chars.items() if c in CODE_CHARS) / n
     if not chars:
         kind, applies = "empty", False
     elif foreign > FOREIGN_LETTERS:

@@ -183,7 +183,8 @@ class ETagCache:
     Valid because every endpoint is a pure function of its URL (fixed seeds), so the same URL
     always gives the same bytes: JSON may be reused for max_age_s. Pages say no-cache (reuse only
     after a 304), since the unversioned /static files they load may change with a new release.
-    Other types (static files carry their own ETag, streams) and non-GET responses pass through.
+    Other types (static files carry their own ETag, streams) and other methods pass through, except that a
+    POST's JSON answer is gzipped too (without an ETag).
 
     Bodies of at least GZIP_MIN_BYTES go out gzipped to clients that accept it. The gzipped bytes are a
     different representation, so they carry their own ETag (the plain one with "-gzip" inside the quotes)
@@ -199,6 +200,8 @@ class ETagCache:
         self.gzipped: OrderedDict[str, bytes] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            return await self._post(scope, receive, send)
         if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
@@ -222,6 +225,36 @@ class ETagCache:
             state["body"] += message.get("body", b"")
             if not message.get("more_body", False):
                 await self._finish(send, state["start"], state["body"], inm, state["cache"], accepts_gzip)
+
+        await self.app(scope, receive, wrapped)
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A POST's JSON answer is gzipped too (a long text's tokens compress about 5x), with no ETag: a POST
+        is never answered from a cache."""
+        if b"gzip" not in dict(scope["headers"]).get(b"accept-encoding", b"").lower():
+            return await self.app(scope, receive, send)
+        state: dict = {}
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                ctype = dict(message.get("headers", [])).get(b"content-type", b"")
+                if ctype.startswith(b"application/json"):
+                    state["start"], state["body"] = message, b""
+                    return
+                return await send(message)
+            if "start" not in state:
+                return await send(message)
+            state["body"] += message.get("body", b"")
+            if message.get("more_body", False):
+                return
+            start, body = state["start"], state["body"]
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length", b"vary")]
+            if len(body) >= self.GZIP_MIN_BYTES:
+                body = gzip.compress(body, compresslevel=4, mtime=0)
+                headers.append((b"content-encoding", b"gzip"))
+            headers += [(b"content-length", str(len(body)).encode()), (b"vary", b"Accept-Encoding")]
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
 
         await self.app(scope, receive, wrapped)
 

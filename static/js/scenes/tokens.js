@@ -7,7 +7,7 @@ import { fixed, num, pct } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneRoot, readoutRow, readout } from '../lib/scene-kit.js';
 
-const MAX_CHIPS = 4000; // drawing cap; counts always cover every token
+const MAX_CHIPS = 4000; // drawing cap (the server lists at most as many); counts always cover every token
 const RULE_OF_THUMB = 0.75; // OpenAI's "a token is about 3/4 of a word", cited in the response's math
 const KIND_WHY = {
   'other script': (p) => `${pct(p.non_ascii_letter_share, 0)} of its letters are not A–Z: in other scripts a token ` +
@@ -59,16 +59,23 @@ export function unmount() {
 export function update(data, params) {
   if (!view) return;
   const chat = params.view === 'chat';
-  const tokens = chat ? data.chat.tokens : data.tokens;
+  const tokens = rows(chat ? data.chat.tokens : data.tokens).slice(0, MAX_CHIPS);
+  const total = chat ? data.chat.num_tokens : data.num_tokens;
   unlight();
   drawReadouts(data, chat);
   drawRule(data, chat);
   drawMeters(data, chat);
   drawLegend(chat, data);
-  drawChips(tokens, params.ws, chat);
+  drawChips(tokens, total, params.ws, chat);
   drawSource(chat ? null : params.text, tokens);
-  drawIds(tokens);
+  drawIds(tokens, total);
   clear(view.math).appendChild(mathDetails(data.math.words_per_token, 'How is words per token computed?'));
+}
+
+/** The response lists tokens in columns ({id: [...], text: [...], ...}): one object per token for drawing. */
+function rows(cols) {
+  const keys = Object.keys(cols);
+  return cols.id.map((_, i) => Object.fromEntries(keys.map((k) => [k, cols[k][i]])));
 }
 
 function drawReadouts(d, chat) {
@@ -168,11 +175,11 @@ function chipText(text, ws) {
   return text.replace(/ /g, '·').replace(/\n/g, '↵').replace(/\t/g, '→');
 }
 
-function drawChips(tokens, ws, chat) {
+function drawChips(tokens, total, ws, chat) {
   clear(view.chips);
   const frag = document.createDocumentFragment();
   view.chipEls = [];
-  tokens.slice(0, MAX_CHIPS).forEach((t, i) => {
+  tokens.forEach((t, i) => {
     const partial = t.text === null;
     const template = t.special || t.kind === 'template'; // the chat format's own tokens, role names included
     const cls = `chip${partial ? ' partial' : ''}${template ? ' special' : ''}`;
@@ -184,7 +191,7 @@ function drawChips(tokens, ws, chat) {
     view.chipEls.push(chip);
     if (!partial && t.text.endsWith('\n') && !t.special) h('span', { 'aria-hidden': 'true' }, frag).style.flexBasis = '100%';
   });
-  if (tokens.length > MAX_CHIPS) h('span', { class: 'kbd-hint', text: `… and ${num(tokens.length - MAX_CHIPS)} more tokens` }, frag);
+  if (total > tokens.length) h('span', { class: 'kbd-hint', text: `… and ${num(total - tokens.length)} more tokens` }, frag);
   view.chips.appendChild(frag);
   view.tokens = tokens;
   view.chat = chat;
@@ -195,7 +202,7 @@ function drawSource(text, tokens) {
   clear(view.source);
   view.segs = [];
   view.segAt = new Map();
-  const shown = tokens.slice(0, MAX_CHIPS);
+  const shown = tokens;
   const end = shown.length ? shown[shown.length - 1].char_end : 0;
   const chars = typeof text === 'string' ? Array.from(text) : []; // code points, as the server counts them
   const ok = shown.length && shown[0].char_start !== undefined && end <= chars.length;
@@ -213,18 +220,18 @@ function drawSource(text, tokens) {
   view.source.appendChild(frag);
 }
 
-function drawIds(tokens) {
+function drawIds(tokens, total) {
   clear(view.ids);
   const frag = document.createDocumentFragment();
   view.idEls = [];
   frag.append('[');
-  tokens.slice(0, MAX_CHIPS).forEach((t, i) => {
+  tokens.forEach((t, i) => {
     if (i) frag.append(', ');
     const el = h('span', { class: 'tok-id', text: String(t.id) }, frag);
     el.dataset.i = i;
     view.idEls.push(el);
   });
-  frag.append(tokens.length > MAX_CHIPS ? ', …]' : ']');
+  frag.append(total > tokens.length ? ', …]' : ']');
   view.ids.appendChild(frag);
 }
 
@@ -250,7 +257,7 @@ function light(i, chip) {
 function lightChar(c) {
   if (!view || !view.tokens) return;
   const hits = [];
-  view.tokens.slice(0, MAX_CHIPS).forEach((t, i) => { if (t.char_start <= c && c < t.char_end) hits.push(i); });
+  view.tokens.forEach((t, i) => { if (t.char_start <= c && c < t.char_end) hits.push(i); });
   if (!hits.length) return;
   light(hits[0], null);
   for (const i of hits.slice(1)) for (const el of [view.chipEls[i], view.idEls[i]]) if (el) { el.classList.add('lit'); view.lit.push(el); }
