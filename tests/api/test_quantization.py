@@ -70,6 +70,16 @@ def test_needles_follow_the_precision(client):
     assert len(n["published"]["others"]) >= 3 and n["demo"]["precision"] == "int4"
     assert _get(client, precision="fp8")["needles"]["published"]["estimate"] is True
     assert _get(client, precision="bf16")["needles"]["published"]["relative_change"] == 0
+    # SmolLM2 served here: its measured row where one exists (INT8, INT4), against its file's Q4_1 baseline
+    real = _get(client, precision="int4")["real"]
+    if real is not None:
+        base = real["rows"][0]["perplexity"]
+        for precision in ("int8", "int4"):
+            served = _get(client, precision=precision)["needles"]["served"]
+            row = next(r for r in real["rows"] if r["variant"] == precision)
+            assert served["perplexity"] == row["perplexity"] and served["baseline"] == base
+        assert _get(client, precision="bf16")["needles"]["served"] is None
+        assert _get(client, precision="fp8")["needles"]["served"] is None
 
 
 def test_reads_faster_at_equal_gpu_count(client):

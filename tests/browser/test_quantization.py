@@ -17,7 +17,7 @@ def test_stage_draws_tile_bars_and_two_needles(page, base_url):
     page.wait_for_selector(".q-tile-svg .bit")
     assert page.locator(".q-tile-svg .hit").count() == 64
     assert page.locator(".q-size").count() == 4 and page.locator(".q-size.on").count() == 1
-    assert page.locator(".q-gauge-svg .needle").count() == 2
+    assert page.locator(".q-gauge-svg .needle").count() == 3  # published, demo model, SmolLM2 (hidden if unmeasured)
     assert "INT4" in page.locator(".q-size.on").inner_text()
     cards = page.locator(".q-needles").inner_text()
     assert "LLaMA-65B" in cards and "3.53" in cards and "AWQ" in cards and "demo model" in cards
@@ -101,7 +101,9 @@ def test_hovering_a_weight_explains_its_bits(page, base_url):
 def test_phone_width_and_reduced_motion(phone, base_url):
     phone.goto(base_url + "/tour/quantization?precision=fp8")
     phone.wait_for_selector(".q-tile-svg.narrow")
-    assert phone.locator(".q-gauge-svg .needle").count() == 2
+    assert phone.locator(".q-gauge-svg .needle").count() == 3
+    # FP8 was not measured on SmolLM2: its needle stays hidden
+    phone.wait_for_function("() => document.querySelector('.q-gauge-svg .needle.served').style.visibility === 'hidden'")
 
 
 def test_the_real_model_card_says_its_baseline_is_the_files_q4_1(page, base_url):
@@ -118,4 +120,48 @@ def test_the_real_model_card_says_its_baseline_is_the_files_q4_1(page, base_url)
     assert [x["v"] for x in rows if x["on"]] == ["int8"]
     widths = [x["w"] for x in rows]
     assert widths == sorted(widths) and widths[-1] > 3 * widths[1]  # fewer bits, longer bar (log scale)
+    assert page.console_errors == []
+
+
+def test_the_served_model_is_a_needle_on_the_meter(page, base_url):
+    """SmolLM2's measured change (against its file's Q4_1 weights) is the third needle: at INT8 on the scale, at INT4
+    pegged and said to be off the scale with its figure; hidden at BF16, where nothing was measured."""
+    d = page.request.get(base_url + "/api/quantization?precision=int4").json()
+    if d["real"] is None:
+        pytest.skip("SmolLM2's stored measurement is absent")  # shipped in the package: never skipped in CI
+    served = d["needles"]["served"]
+    want = next(r for r in d["real"]["rows"] if r["variant"] == "int4")
+    assert (
+        served["relative_change"] == want["relative_change"]
+        and served["baseline"] == d["real"]["rows"][0]["perplexity"]
+    )
+    page.goto(base_url + "/tour/quantization?precision=int4")
+    page.wait_for_selector(".q-tile-svg .bit")
+    needle = page.locator(".q-gauge-svg .needle.served")
+    page.wait_for_function("() => document.querySelector('.q-gauge-svg .needle.served').dataset.change !== ''")
+    assert float(needle.get_attribute("data-change")) == pytest.approx(served["relative_change"])
+    off = page.locator(".q-served-off").text_content()
+    assert off.startswith(f"SmolLM2 +{100 * served['relative_change']:.0f}%, off the scale")
+    fact = page.locator(".fact-text").inner_text()
+    assert f"to {want['perplexity']:.1f} re-rounded to INT4" in fact
+    page.select_option("#ctl-precision", "int8")
+    page.wait_for_function("() => document.querySelector('.q-size.on b')?.textContent === 'INT8'")
+    i8 = next(r for r in d["real"]["rows"] if r["variant"] == "int8")
+    page.wait_for_function(
+        "(c) => Math.abs(+document.querySelector('.q-gauge-svg .needle.served').dataset.change - c) < 1e-9",
+        arg=i8["relative_change"],
+    )
+    assert page.locator(".q-served-off").evaluate("e => getComputedStyle(e).visibility") == "hidden"
+    page.select_option("#ctl-precision", "bf16")
+    page.wait_for_function("() => document.querySelector('.q-gauge-svg .needle.served').style.visibility === 'hidden'")
+    assert "SmolLM2, served here" not in page.locator(".fact-text").inner_text()
+    ghost = page.locator(".q-tile-svg .q-ghost-label")
+    assert ghost.evaluate("e => getComputedStyle(e).visibility") == "hidden", "no box to explain at 16 bits"
+    page.select_option("#ctl-precision", "int4")
+    page.wait_for_function(
+        "() => getComputedStyle(document.querySelector('.q-tile-svg .q-ghost-label')).visibility === 'visible'"
+    )
+    assert "at 16 bits the same 64 weights fill the whole box" in ghost.text_content()
+    box, label = page.locator(".q-tile-svg .ghost").bounding_box(), ghost.bounding_box()
+    assert label["x"] + label["width"] <= box["x"] + box["width"] + 1, "the sentence fits inside the dashed box"
     assert page.console_errors == []

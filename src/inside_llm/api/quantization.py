@@ -359,7 +359,11 @@ def quantization(model: str, gpu: str, precision: str, batch: int) -> dict[str, 
         "demo_extra": extra,
         "demo_info": info,
         "real": real_rows(),
-        "needles": {"published": _published_needle(precision, pub), "demo": {**d, "baseline": base_demo}},
+        "needles": {
+            "published": _published_needle(precision, pub),
+            "demo": {**d, "baseline": base_demo},
+            "served": _served_needle(precision),
+        },
     }
     out["math"] = _math(model, gpu, precision, batch, out)
     return out
@@ -447,6 +451,29 @@ def facts(q: QuantizationParams | None = None) -> dict[str, str]:
         "ppl_int4_rtn_g128": f"{pub[('awq-table4', 'int4', 'RTN')]:.2f}",
         "ppl_int4_gptq": f"{pub[('gptq-readme', 'int4', 'GPTQ')]:.2f}",
         "demo_fp16": f"{dm['fp16']:.1f}",
-        "demo_int4": f"{dm['int4']:.1f}",
+        "demo_precision": f"{dm[q.precision]:.1f}",
         "group_size": str(demo_quality.GROUP_SIZE),
+        "served_change": _served_sentence(q.precision),
     }
+
+
+def _served_sentence(precision: str) -> str:
+    """The served model's measured change at this precision, in words (empty when it was not measured)."""
+    n = _served_needle(precision)
+    if n is None:
+        return ""
+    return (
+        f" SmolLM2, served here, goes from {n['baseline']:.1f} (its file's Q4_1 weights) to {n['perplexity']:.1f}"
+        f" re-rounded to {precision.upper()} ({100 * n['relative_change']:+.0f}%)."
+    )
+
+
+def _served_needle(precision: str) -> dict[str, Any] | None:
+    """SmolLM2's measured row for this precision beside its file's Q4_1 baseline; None where it was not measured
+    (BF16 and FP8: the file holds 4-bit weights, so re-rounding to more bits is the baseline, and FP8 was not run)."""
+    r = real_rows()
+    if r is None:
+        return None
+    base = r["rows"][0]
+    row = next((x for x in r["rows"][1:] if x["variant"] == precision), None)
+    return None if row is None else {**row, "baseline": base["perplexity"], "model": r["model"]}

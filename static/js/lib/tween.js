@@ -23,7 +23,7 @@ export function tween(ms, onFrame, easing = ease.inOut) {
     const t0 = performance.now();
     const step = (now) => {
       if (cancelled) return resolve(false);
-      const t = Math.min(1, (now - t0) / ms);
+      const t = Math.max(0, Math.min(1, (now - t0) / ms)); // a frame stamped before t0 is not before the start
       onFrame(easing(t));
       if (t < 1) raf = requestAnimationFrame(step);
       else resolve(true);

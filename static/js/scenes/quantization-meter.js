@@ -12,7 +12,7 @@ const GAUGE_MIN = -0.02, GAUGE_MAX = 0.12; // the meter reads −2% to +12% perp
 /** The meter in two panels; update(d) moves the needles from where they stand (a tween), stop() ends it. */
 export function createMeter(gaugePanel, cardsPanel) {
   const panels = { gauge: gaugePanel, cards: cardsPanel };
-  const state = { gauge: null, needles: { pub: 0, demo: 0 }, anim: null };
+  const state = { gauge: null, needles: { pub: 0, demo: 0, served: 0 }, anim: null };
   return {
     update(d) {
       drawGauge(panels, state, d);
@@ -38,17 +38,26 @@ function drawGauge(panels, state, d) {
     const [x1, y1] = pt(a, R - 2), [x2, y2] = pt(a, R + 10);
     svg('line', { x1, y1, x2, y2, class: 'other' }, g.others).appendChild(svg('title', { text: `${o.method}, ${o.source_key}: ${o.perplexity}` }));
   }
-  const from = { ...state.needles }, to = { pub: pub.relative_change, demo: demo.relative_change };
+  const served = d.needles.served;
+  const from = { ...state.needles }, to = { pub: pub.relative_change, demo: demo.relative_change, served: served ? served.relative_change : 0 };
   state.needles = to;
   g.pubNeedle.classList.toggle('estimate', !!pub.estimate);
+  // SmolLM2, served here, against its file's own 4-bit weights: off the scale at INT4 (re-rounded twice), said so
+  g.servedNeedle.style.visibility = served ? 'visible' : 'hidden';
+  g.servedNeedle.dataset.change = served ? String(served.relative_change) : '';
+  const off = served && served.relative_change > GAUGE_MAX;
+  g.servedOff.style.visibility = off ? 'visible' : 'hidden';
+  g.servedOff.textContent = off ? `SmolLM2 ${signed(served.relative_change, 0)}, off the scale (its needle rests at the end)` : '';
   if (state.anim) state.anim.cancel();
   state.anim = tween(600, (u) => {
     setNeedle(g.pubNeedle, from.pub + (to.pub - from.pub) * u, R - 14);
     setNeedle(g.demoNeedle, from.demo + (to.demo - from.demo) * u, R - 30);
+    setNeedle(g.servedNeedle, from.served + (to.served - from.served) * u, R - 46);
   });
   g.note.textContent = pub.others.length ? `Grey marks: the other published ${LABEL[pub.precision]} results for ${pub.model} ` +
     `(${[...new Set(pub.others.map((o) => o.method.split(' ')[0]))].join(', ')}; one scale per row or per ${pub.group_size || 128} weights).` : '';
-  g.svg.setAttribute('aria-label', `Perplexity meter: published ${pub.model} ${signed(pub.relative_change)}, demo model ${signed(demo.relative_change, 2)}`);
+  g.svg.setAttribute('aria-label', `Perplexity meter: published ${pub.model} ${signed(pub.relative_change)}, demo model ${signed(demo.relative_change, 2)}` +
+    (served ? `, SmolLM2 on this server ${signed(served.relative_change, 1)} against its file's 4-bit weights` : ''));
 }
 
 function setNeedle(line, x, len) {
@@ -60,7 +69,8 @@ function setNeedle(line, x, len) {
 function buildGauge(panel) {
   const host = clear(panel);
   h('h3', { text: 'Perplexity meter' }, host);
-  h('p', { class: 'q-sub', text: 'How much more surprised each model is than its own 16-bit version.' }, host);
+  h('p', { class: 'q-sub', text: 'How much more surprised each model is than its own 16-bit version ' +
+    '(SmolLM2: than its file’s own 4-bit weights, the most precise it ships).' }, host);
   const s = svg('svg', { viewBox: '-14 0 328 176', class: 'q-gauge-svg', width: '100%', role: 'img' }, host);
   const [ax, ay] = pt(Math.PI, R), [bx, by] = pt(0, R);
   svg('path', { d: `M ${ax} ${ay} A ${R} ${R} 0 0 1 ${bx} ${by}`, class: 'arc' }, s);
@@ -74,12 +84,14 @@ function buildGauge(panel) {
     svg('text', { x: tx, y: ty + 4, 'text-anchor': 'middle', class: 'q-small', 'font-size': 11, text: label }, s);
   }
   const others = svg('g', {}, s);
+  const servedNeedle = svg('line', { x1: CX, y1: CY, x2: CX - R, y2: CY, class: 'needle served' }, s);
   const demoNeedle = svg('line', { x1: CX, y1: CY, x2: CX - R, y2: CY, class: 'needle demo' }, s);
   const pubNeedle = svg('line', { x1: CX, y1: CY, x2: CX - R, y2: CY, class: 'needle pub' }, s);
   svg('circle', { cx: CX, cy: CY, r: 6, class: 'hub' }, s);
   svg('text', { x: CX, y: CY + 28, 'text-anchor': 'middle', class: 'q-small', 'font-size': 11, text: 'change in perplexity (lower is better)' }, s);
+  const servedOff = h('p', { class: 'q-sub q-served-off' }, host);
   const note = h('p', { class: 'q-sub' }, host);
-  return { svg: s, pubNeedle, demoNeedle, others, note };
+  return { svg: s, pubNeedle, demoNeedle, servedNeedle, servedOff, others, note };
 }
 
 function needleCard(parent, cls, title, big, lines, badge) {

@@ -94,6 +94,8 @@ function buildTile(d, v) {
   const s = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: `q-tile-svg ${v.name}`, width: '100%', role: 'group', // holds focusable weights
     'aria-label': 'Bits of an 8 by 8 tile of weights' }, host);
   const ghost = svg('rect', { x: -2, y: -3, width: W - v.gapX + 4, height: n * (v.ch + v.gapY) + 1, rx: 4, class: 'ghost' }, s);
+  // what the empty part of the dashed box means, written in it (it read as blank space)
+  const ghostLbl = svg('text', { y: (n * (v.ch + v.gapY)) / 2 + 4, 'text-anchor': 'middle', class: 'q-ghost-label' }, s);
   const cells = [], hits = [];
   for (let r = 0; r < n; r++) for (let c = 0; c < n; c++) {
     const y = r * (v.ch + v.gapY);
@@ -119,7 +121,7 @@ function buildTile(d, v) {
     const r = Math.min(n - 1, Math.max(0, view.pick[0] + step[0])), c = Math.min(n - 1, Math.max(0, view.pick[1] + step[1]));
     view.tile.hits[r * n + c].focus();
   });
-  view.tile = { s, cells, hits, scales, scaleLbl, detail, legend, ghost, v, n };
+  view.tile = { s, cells, hits, scales, scaleLbl, detail, legend, ghost, ghostLbl, W, v, n };
 }
 
 function pickFrom(t) {
@@ -170,10 +172,16 @@ function layoutBits(bits) {
       rect.style.visibility = i < Math.ceil(bits) ? 'visible' : 'hidden';
     });
     t.hits[k].setAttribute('x', x0);
-    t.hits[k].setAttribute('width', bits * v.cw);
+    t.hits[k].setAttribute('width', Math.max(0, bits * v.cw));
   });
-  t.scales.forEach((rect, c) => { rect.setAttribute('x', c * stride); rect.setAttribute('width', bits * v.cw); });
+  t.scales.forEach((rect, c) => { rect.setAttribute('x', c * stride); rect.setAttribute('width', Math.max(0, bits * v.cw)); });
   t.ghost.style.visibility = bits > 15.5 ? 'hidden' : 'visible';
+  const used = t.n * stride, free = t.W - used;
+  t.ghostLbl.style.visibility = free > 0.3 * t.W ? 'visible' : 'hidden';
+  t.ghostLbl.setAttribute('x', used + free / 2);
+  t.ghostLbl.textContent = `at 16 bits the same ${t.n * t.n} weights fill the whole box (${fixed(16 / bits, 1)}× the bits)`;
+  // the sentence fits the empty part: about 0.55 em per character
+  t.ghostLbl.setAttribute('font-size', Math.min(v.ch * 1.1, (0.92 * free) / (0.55 * t.ghostLbl.textContent.length)).toFixed(1));
 }
 
 function largest(m) {
