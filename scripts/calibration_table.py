@@ -355,10 +355,10 @@ def render() -> str:
         "|---|---|---|---|---|",
         *_source_rows(),
         "",
-        "A source that is the only one of its engine, vendor or model family is predicted, when held out, by "
-        "factors that never saw that engine: the OCI-MI300X rows held out are priced with the base factors "
-        "(AMD-PERF's single row left to fit the ROCm profile), so its held-out error is the error of a model "
-        "with no AMD measurement at all.",
+        "A source that is the only one of its engine or model family is predicted, when held out, by factors "
+        "that never saw it: with DSTACK-R1 held out, SGLang's profiles and every profile's MoE routing costs reset "
+        "to the base (no other source measures them) and DeepSeek-R1 is priced as TensorRT-LLM would run it, so "
+        "its held-out error is what the model says about an engine and a model it has no measurement of.",
         "",
         "### Every reference",
         "",

@@ -323,11 +323,15 @@ def test_fact_reads_as_english():
 
 
 def test_engine_dial_selects_a_profile_and_refuses_unmeasured_ones(client):
-    """auto = the best published engine per vendor; vLLM on NVIDIA costs more per step; no SGLang rows: a 422."""
+    """auto = the best published engine per vendor; vLLM on NVIDIA costs more per step; TensorRT-LLM has no
+    published rows on AMD: a 422 in words."""
     base, vllm = _get(client), _get(client, engine="vllm")
     assert vllm["tpot_ms"] > base["tpot_ms"]
     assert any("engine profile vllm-cuda" in a for a in vllm["math"]["tpot_ms"]["assumptions"])
-    r = client.get("/api/dials", params={"engine": "sglang"})
-    assert r.status_code == 422 and "engine" in r.text and "SGLang" in r.text
+    r = client.get("/api/dials", params={"engine": "tensorrt-llm", "gpu": "mi300x"})
+    assert r.status_code == 422 and "engine" in r.text and "TensorRT-LLM on AMD" in r.text
+    assert any(
+        "engine profile sglang-cuda" in a for a in _get(client, engine="sglang")["math"]["tpot_ms"]["assumptions"]
+    )
     amd = _get(client, gpu="mi300x")
     assert any("vLLM on ROCm (AMD)" in a for a in amd["math"]["tpot_ms"]["assumptions"])

@@ -238,9 +238,7 @@ def test_engine_profile_prices_the_figures_and_is_named_in_the_math():
     assert "engine profile vllm-rocm: vLLM on ROCm (AMD)" in " ".join(amd.math["tpot_ms"].assumptions)
 
 
-@pytest.mark.parametrize(
-    "gpu,engine,words", [("mi300x", "tensorrt-llm", "TensorRT-LLM on AMD"), ("h100-sxm", "sglang", "SGLang on NVIDIA")]
-)
+@pytest.mark.parametrize("gpu,engine,words", [("mi300x", "tensorrt-llm", "TensorRT-LLM on AMD")])
 def test_an_engine_without_published_rows_is_refused_in_words(gpu, engine, words):
     with pytest.raises(SimError) as e:
         serving.estimate(serving.ServingParams(gpu=gpu, engine=engine))

@@ -46,10 +46,22 @@ FREE: tuple[tuple[str, str], ...] = (
     ("vllm-rocm", "compute_scale"),
     ("vllm-rocm", "hbm_scale"),
     ("vllm-rocm", "step_overhead_s"),
+    ("vllm-cuda", "moe_layer_overhead_s"),
+    ("vllm-cuda", "moe_token_layer_s"),
+    ("vllm-rocm", "moe_layer_overhead_s"),
+    ("vllm-rocm", "moe_token_layer_s"),
+    ("sglang-cuda", "compute_scale"),
+    ("sglang-cuda", "moe_layer_overhead_s"),
+    ("sglang-cuda", "moe_token_layer_s"),
+    ("sglang-rocm", "compute_scale"),
+    ("sglang-rocm", "hbm_scale"),
+    ("sglang-rocm", "moe_layer_overhead_s"),
+    ("sglang-rocm", "moe_token_layer_s"),
 )
 STEPS = (1.5, 1.2, 1.07)  # multiplicative steps, coarse to fine
 HELD_OUT_STEPS = (1.25, 1.08)  # the leave-one-source-out refits start from the shipped values
 PASSES = 4  # passes over the factors per step size (fewer when none improves)
+MAX_SCALE = 1.25  # the most a profile may scale an efficiency up
 FRACTIONS = ("gemm", "hbm", "moe", "weight_only", "fine")  # base factors that are shares of a peak
 
 
@@ -134,7 +146,7 @@ def refit(
     if not any(is_fine_grained(pr.ref) for pr in rows):  # no fine-grained MoE row to fit the term on
         values.update({("base", "fine_moe_stream"): 1.0, ("base", "fine_moe_compute"): 1.0})
         free = [k for k in free if not k[1].startswith("fine_moe")]
-    for k in FREE:  # a profile with no training rows falls back to the base
+    for k in FREE if only is None else ():  # a profile with no training rows falls back to the base
         if k[0] != "base" and k[0] not in seen:
             values[k] = _unset(*k)
     best = _loss(rows, efficiencies(values))
@@ -146,6 +158,8 @@ def refit(
                     trial = {**values, k: values[k] * f}
                     if k[1].startswith(FRACTIONS) and k[0] == "base" and trial[k] > 1.0:
                         continue  # an efficiency stays a fraction of peak
+                    if k[1].endswith("_scale") and trial[k] > MAX_SCALE:
+                        continue  # a profile's kernels stay within reach of the base fit's
                     loss = _loss(rows, efficiencies(trial))
                     if loss < best - 1e-9:
                         best, values, improved = loss, trial, True

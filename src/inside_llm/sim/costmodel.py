@@ -60,6 +60,11 @@ class Efficiency:
     # efficiency, whatever the math path (gpt-oss's MXFP4 weights with BF16 math included). Fitted on
     # TensorRT-LLM 2025 max-load rows of Qwen3 30B-A3B and gpt-oss-120b (docs/calibration.md).
     fine_moe_width: int = 4096
+    # Routing and expert-dispatch cost of a MoE layer an engine pays beyond the GEMMs: fixed per MoE layer per
+    # step, and per routed token per MoE layer. 0 in the base (TensorRT-LLM) fit; engine profiles set them
+    # (vLLM and SGLang on DeepSeek-R1, early 2025: DSTACK-R1 rows).
+    moe_layer_overhead_s: float = 0.0
+    moe_token_layer_s: float = 0.0
     fine_moe_stream: float = 0.57
     fine_moe_compute: float = 0.37
     # How a kernel near the ridge combines its compute and memory times: (c^p + m^p)^(1/p); a pure
@@ -392,6 +397,8 @@ def step_time(
     comm = 2 * s.layers * allreduce_s(cfg, n_tok * m.hidden_size * ACTIVATION_BYTES) if n_tok else 0.0
     comm += pp_send_s(cfg, n_tok * m.hidden_size * ACTIVATION_BYTES) if cfg.pp > 1 else 0.0
     overhead = s.layers * eff.per_layer_overhead_s + eff.step_overhead_s
+    if m.is_moe and (eff.moe_layer_overhead_s or eff.moe_token_layer_s):
+        overhead += s.layers * moe * (eff.moe_layer_overhead_s + n_tok * eff.moe_token_layer_s)
     # a pure prefill pass pays its setup; in a mixed step (continuous batching) it hides behind the decodes
     overhead += eff.prefill_pass_overhead_s if num_prefill_tokens and not num_decode_seqs else 0.0
     gemm_s, attention_s = _blend(gc, gm, eff.roofline_blend), _blend(ac, am, eff.roofline_blend)

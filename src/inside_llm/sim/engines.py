@@ -6,8 +6,10 @@ scheduler), so each profile in data/engines.toml scales or replaces a few factor
 
     compute_scale   x every GEMM and attention efficiency (gemm_compute_*, attention_compute)
     hbm_scale       x the HBM streaming efficiency
-    step_overhead_s, per_layer_overhead_s, allreduce_latency_s, allreduce_latency_by_tp
-                    replace the base value (fixed costs per step, per layer, per all-reduce)
+    step_overhead_s, per_layer_overhead_s, allreduce_latency_s, allreduce_latency_by_tp,
+    moe_layer_overhead_s, moe_token_layer_s
+                    replace the base value (fixed costs per step, per layer, per all-reduce, and the
+                    MoE routing/dispatch cost per MoE layer and per routed token)
 
 each with the references it was fitted on. `profile(engine, gpu)` picks one: "auto" is the best
 published engine for that GPU's vendor (the profile with `default = true`).
@@ -30,7 +32,14 @@ from .hardware import GPU
 ENGINES = ("auto", "tensorrt-llm", "vllm", "sglang")
 ENGINE_NAMES = {"tensorrt-llm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
 _SCALED = ("gemm_compute_bf16", "gemm_compute_fp8", "gemm_compute_int8", "gemm_compute_fp4", "attention_compute")
-_REPLACED = ("step_overhead_s", "per_layer_overhead_s", "allreduce_latency_s", "prefill_pass_overhead_s")
+_REPLACED = (
+    "step_overhead_s",
+    "per_layer_overhead_s",
+    "allreduce_latency_s",
+    "prefill_pass_overhead_s",
+    "moe_layer_overhead_s",
+    "moe_token_layer_s",
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,8 @@ class EngineProfile:
     per_layer_overhead_s: float | None = None
     allreduce_latency_s: float | None = None
     prefill_pass_overhead_s: float | None = None
+    moe_layer_overhead_s: float | None = None
+    moe_token_layer_s: float | None = None
     allreduce_latency_by_tp: Mapping[str, float] = field(default_factory=dict)
     note: str = ""
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -72,7 +83,7 @@ class EngineProfile:
         return f"{self.name} on {self.stack} ({self.vendor})"
 
     def factor_lines(self, base: Efficiency = DEFAULT_EFFICIENCY) -> list[str]:
-        """The factors this profile changes, in words, each with its source."""
+        """The factors this profile changes, in words (their source: `sources['fit']`)."""
         eff, out = self.efficiency(base), []
         if self.compute_scale != 1.0:
             out.append(
@@ -88,7 +99,7 @@ class EngineProfile:
             out.append(f"all-reduce latency at TP{tp} = {s * 1e6:g} us")
         if not out:
             out.append("the base factors (fitted on this engine's rows)")
-        return [f"{line} [{self.sources.get('fit', '')}]" if self.sources.get("fit") else line for line in out]
+        return out
 
 
 @cache

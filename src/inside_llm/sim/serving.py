@@ -378,7 +378,9 @@ def _step_assumptions(cfg: EngineConfig) -> list[str]:
     prof = engines.profiles()[e.profile]
     fine = cfg.model.is_moe and cfg.model.expert_width < e.fine_moe_width
     return [
-        f"engine profile {prof.id}: {prof.label()}, {prof.versions}; " + "; ".join(prof.factor_lines()),
+        f"engine profile {prof.id}: {prof.label()}, {prof.versions}; "
+        + "; ".join(prof.factor_lines())
+        + f" (fitted on {prof.sources.get('fit', 'no rows')}; docs/calibration.md)",
         *(
             [
                 f"fine-grained MoE ({cfg.model.num_local_experts} experts {cfg.model.expert_width:,} wide): expert "
