@@ -13,7 +13,12 @@ ALLOWED = set(sys.stdlib_module_names) | {"numpy", "inside_llm"}
 # The real model reads its own file: gguf (the file format), tokenizers (its BPE), threadpoolctl (BLAS
 # threads; cpu_measure.py reads how many BLAS runs with), and jinja2's sandbox for the chat template the file carries
 # (a Jinja template by definition).
-MODEL_READERS = {"smollm.py": {"gguf", "tokenizers", "threadpoolctl", "jinja2"}, "cpu_measure.py": {"threadpoolctl"}}
+# q8.py compiles the served model's int8 kernels with numba.
+MODEL_READERS = {
+    "smollm.py": {"gguf", "tokenizers", "threadpoolctl", "jinja2"},
+    "cpu_measure.py": {"threadpoolctl"},
+    "q8.py": {"numba"},
+}
 
 
 def _imports(path: Path) -> set[str]:

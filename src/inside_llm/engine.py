@@ -437,8 +437,9 @@ class Engine:
             plan = self._plan()
         if not plan:
             return 0
+        runner = getattr(self.model, "served_form", self.model)  # SmolLM2: its int8 form (sim/smollm.py)
         with TURNS.step():  # model work outside the engine (model_work.py) runs between steps, never during one
-            logits = self.model.step([(seq.kv, ids) for seq, ids in plan])  # [B, V]: the one forward pass
+            logits = runner.step([(seq.kv, ids) for seq, ids in plan])  # [B, V]: the one forward pass
         written, t = 0, time.perf_counter()
         with self._lock:
             for (seq, ids), row in zip(plan, logits, strict=True):

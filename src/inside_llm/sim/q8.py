@@ -1,0 +1,167 @@
+"""Int8 weight blocks (Q8_0's layout) and the numba kernels that multiply by them: what the server decodes from.
+
+Format ("q8"): a matrix W [in, out] used as y = x @ W is stored as codes q [out, in] int8 (one row per output
+feature, contiguous along the input) and scales s [out, in/32] float32: W[k, j] = q[j, k] * s[j, k // 32].
+Each block of 32 input weights of one output row is rounded symmetrically to the nearest of 255 levels
+(s = max|w| / 127), as llama.cpp's Q8_0 does (there with an fp16 scale). 1.125 bytes per weight, against 4 for
+float32: a decode step reads 151 MB instead of 538 MB. The tied head, Q8_0 in the GGUF file, is re-blocked
+exactly (its dequantized values are d*q with max |q| = 127, so the same d and q come back); the layer matrices
+are Q4_1 in the file and change by at most half a step of 1/254 of their block's largest weight.
+
+Measured on this project's questions (docs/benchmarks.md): per-output-row scales gave the float32 path's
+greedy answer on 6 of 12 questions for 32 tokens and +1.2% perplexity (chapter 8's "int8" row); per-32
+scales 7 of 12, with the first difference later, and the head stays exact. So: per-32 blocks.
+
+Kernel (matmul): output rows are split in tiles of 4 over the threads (numba prange: both cores work on one
+step); each tile's 4 weight rows are converted to float32 once (code x scale, in L1) and every one of the N
+input rows is then dotted with them. Every output element is computed by the same instructions in the same
+order whatever N is and whichever thread takes its tile, so a row's result is bit-identical alone or in any
+batch: batching cannot change an answer. The float conversion is done once per weight per step, so N rows
+share it (and the weight read).
+
+Compiled with cache=True: the first process compiles (~10 s on 2 cores) and writes the machine code to
+NUMBA_CACHE_DIR (modelfile points it at the model cache folder); later processes load it in milliseconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+TILE = 4  # output rows per tile (the kernel's 4 dot products share each load of x)
+PIECES_PER_THREAD = 4  # parts of one product per thread: a thread that was descheduled holds back less
+_KW = {"cache": True, "fastmath": True, "boundscheck": False, "nogil": True}
+
+
+def quantize(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """W [in, out] float -> (codes [out, in] int8, scales [out] float32), symmetric, one scale per output row."""
+    w = np.asarray(w, np.float32)
+    rows = np.ascontiguousarray(w.T)  # [out, in]
+    s = (np.abs(rows).max(-1) / 127).astype(np.float32)  # [out]
+    safe = np.where(s > 0, s, 1).astype(np.float32)
+    q = np.clip(np.rint(rows / safe[:, None]), -127, 127).astype(np.int8)
+    return q, s
+
+
+def dequantize(q: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """(codes [out, in], scales [out]) -> W [in, out] float32 (the numpy reference)."""
+    return np.ascontiguousarray((q.astype(np.float32) * s[:, None]).T)
+
+
+@njit(**_KW)
+def _tiles(x, q, s, out, t0, t1, buf):
+    """Output columns 4*t0 .. 4*t1 of out [N, M] = x [N, K] @ W (codes q [M, K] int8, scales s [M])."""
+    n_rows, k_in = x.shape
+    b0 = buf[0]
+    b1 = buf[1]
+    b2 = buf[2]
+    b3 = buf[3]
+    for t in range(t0, t1):
+        j = t * 4
+        for r in range(4):
+            qr = q[j + r]
+            br = buf[r]
+            for k in range(k_in):
+                br[k] = np.float32(qr[k])
+        for n in range(n_rows):
+            xr = x[n]
+            a0 = np.float32(0.0)
+            a1 = np.float32(0.0)
+            a2 = np.float32(0.0)
+            a3 = np.float32(0.0)
+            for k in range(k_in):
+                xv = xr[k]
+                a0 += xv * b0[k]
+                a1 += xv * b1[k]
+                a2 += xv * b2[k]
+                a3 += xv * b3[k]
+            out[n, j] = a0 * s[j]
+            out[n, j + 1] = a1 * s[j + 1]
+            out[n, j + 2] = a2 * s[j + 2]
+            out[n, j + 3] = a3 * s[j + 3]
+
+
+@njit(parallel=True, **_KW)
+def _matmul(x, q, s, out, pieces):
+    """out = x @ W over `pieces` parts of the output columns, run on the threads (M % 4 == 0)."""
+    ntiles = q.shape[0] // 4
+    for p in prange(pieces):
+        buf = np.empty((4, x.shape[1]), np.float32)
+        _tiles(x, q, s, out, p * ntiles // pieces, (p + 1) * ntiles // pieces, buf)
+
+
+@njit(parallel=True, **_KW)
+def _checksum(words, chunk):
+    """Per-chunk Fletcher-style sums of uint64 words (order-sensitive), folded in order: one uint64."""
+    n = words.size
+    nchunks = (n + chunk - 1) // chunk
+    part = np.empty(nchunks, np.uint64)
+    for c in prange(nchunks):
+        a = np.uint64(0)
+        b = np.uint64(0)
+        for i in range(c * chunk, min(n, (c + 1) * chunk)):
+            a += words[i]
+            b += a
+        part[c] = b ^ (a * np.uint64(0x9E3779B97F4A7C15))
+    h = np.uint64(1469598103934665603)
+    for c in range(nchunks):
+        h = (h ^ part[c]) * np.uint64(1099511628211)
+    return h
+
+
+def checksum(data) -> str:
+    """A fast 64-bit checksum of a buffer (bytes, bytearray, memoryview or array), hex: catches zeroed,
+    truncated or shuffled data (not an adversary: the GGUF itself is checked by sha256)."""
+    raw = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+    head, tail = raw[: raw.size - raw.size % 8], raw[raw.size - raw.size % 8 :]
+    h = int(_checksum(head.view(np.uint64), 1 << 17))
+    for i, byte in enumerate(tail.tolist()):  # the last < 8 bytes
+        h = ((h ^ (byte << (8 * i))) * 1099511628211) % (1 << 64)
+    return f"{h:016x}"
+
+
+FILE_PIECE = 32 << 20  # bytes read at a time by file_checksum (part of its definition: keep it fixed)
+
+
+def file_checksum(path) -> str:
+    """A checksum of a file's bytes: read in pieces of FILE_PIECE bytes (not memory-mapped, so it adds nothing
+    to the RSS), each piece's checksum() folded in order."""
+    buf = bytearray(FILE_PIECE)
+    view = memoryview(buf)
+    h = 0
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h = ((h ^ int(checksum(view[:n]), 16)) * 1099511628211) % (1 << 64)
+    return f"{h:016x}"
+
+
+class Q8Matrix:
+    """W [in, out] in the q8 format: `x @ W` runs the kernel; .shape, .nbytes (what one product reads)."""
+
+    __array_ufunc__ = None  # so that `x @ m` calls __rmatmul__
+
+    def __init__(self, q: np.ndarray, s: np.ndarray):
+        if q.dtype != np.int8 or s.dtype != np.float32 or q.ndim != 2 or s.shape != (q.shape[0],):
+            raise ValueError("q8 needs int8 codes [out, in] and float32 scales [out]")
+        if q.shape[0] % TILE:
+            raise ValueError(f"output width {q.shape[0]} is not a multiple of {TILE}")
+        self.q, self.s = q, s
+        self.shape = (q.shape[1], q.shape[0])
+        self.ndim, self.size, self.dtype = 2, q.size, np.dtype(np.float32)
+        self.nbytes = q.nbytes + s.nbytes
+
+    @classmethod
+    def from_float(cls, w: np.ndarray) -> Q8Matrix:
+        return cls(*quantize(w))
+
+    def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, np.float32)
+        rows = np.ascontiguousarray(x.reshape(-1, self.shape[0]))
+        out = np.empty((rows.shape[0], self.shape[1]), np.float32)
+        if rows.shape[0]:
+            _matmul(rows, self.q, self.s, out, min(self.shape[1] // TILE, PIECES_PER_THREAD * get_num_threads()))
+        return out.reshape(*x.shape[:-1], self.shape[1])
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        w = dequantize(self.q, self.s)
+        return w if dtype is None else w.astype(dtype)
