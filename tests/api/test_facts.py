@@ -46,3 +46,12 @@ def test_long_text_facts_by_post(client):
     text = "word " * 3000
     r = client.post("/api/facts/tokens", json={"text": text})
     assert r.status_code == 200 and re.search(r"for 3,000 words", r.json()["text"])
+
+
+def test_the_dials_fact_for_a_setup_that_does_not_fit_says_so_before_any_figure(client):
+    text = client.get(
+        "/api/facts/dials", params={"model": "llama-3.1-405b", "gpu": "h100-sxm", "gpus": 8, "precision": "bf16"}
+    ).json()["text"]
+    assert "does not fit: each GPU is" in text and "serves no one" in text
+    assert text.index("does not fit") < text.index("first token in")
+    assert "gives each user" in client.get("/api/facts/dials").json()["text"]

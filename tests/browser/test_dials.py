@@ -135,6 +135,30 @@ def test_405b_on_one_gpu_says_it_does_not_fit_and_by_how_much(page, base_url):
     assert page.console_errors == []
 
 
+def test_a_setup_that_does_not_fit_shows_no_figures_only_hypothetical_ones(page, base_url):
+    """405B on 8 x H100 in BF16 does not fit: the priced cards show no figure, each says what it would be as
+    hypothetical (from the API's `hypothetical` block), and the fact says it serves no one."""
+    q = "model=llama-3.1-405b&gpu=h100-sxm&gpus=8&precision=bf16"
+    d = page.request.get(f"{base_url}/api/dials?{q}").json()
+    assert d["fits"] is False and d["ttft_ms"] is None and d["hypothetical"]["ttft_ms"] > 0
+    page.goto(f"{base_url}/tour/dials?{q}")
+    wait_drawn(page)
+    for key in ("ttft_ms", "tokens_per_s_per_user", "tokens_per_s_total", "cost_per_million_tokens_usd"):
+        tile = page.locator(f'.readout[data-key="{key}"]')
+        assert tile.get_attribute("data-hypothetical") == "true"
+        assert said(page, key).startswith("—"), said(page, key)
+        assert tile.inner_text().count("(hypothetical)") == 1
+    assert said(page, "ttft_ms") == "— does not fit"
+    sub = page.locator('.readout[data-key="ttft_ms"]').inner_text()
+    shown = re.search(r"([\d.,]+) (ms|s) \(hypothetical\)", sub)
+    value = float(shown.group(1).replace(",", "")) * (1000 if shown.group(2) == "s" else 1)
+    assert value == pytest.approx(d["hypothetical"]["ttft_ms"], rel=0.01)
+    fact = page.locator(".fact-text").inner_text()
+    assert "does not fit" in fact and "serves no one" in fact and "hypothetically, if it fit" in fact
+    assert fact.index("does not fit") < fact.index("first token in")
+    assert page.console_errors == []
+
+
 def test_show_the_math_a_resolved_combination_and_a_refusal_in_words(page, base_url):
     """Resolve, don't reject: a GPU count that tensor × pipeline no longer divides moves tensor parallel to the
     nearest that fits and says so in one line beside the control; a true refusal (prompt + answer past the

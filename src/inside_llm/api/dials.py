@@ -319,7 +319,15 @@ def facts(p: DialsParams | None = None) -> dict[str, str]:
         if ttft_s < 7200
         else f"{ttft_s / 3600:.1f} h"
     )
+    priced = f"the first token in {ttft} and then {rate} token{'' if rate in ('1', '1.0') else 's'}/s, at ${e.cost_per_million_tokens_usd:.2f} per million output tokens"
+    outcome = (
+        f"gives each user {priced}."
+        if e.fits
+        else f"does not fit: each GPU is {e.memory.shortfall_gb:,.1f} GB short, so it serves no one "
+        f"(hypothetically, if it fit: {priced})."
+    )
     return {
+        "outcome": outcome,
         "batch_chats": f"{p.batch:,} chat{'' if p.batch == 1 else 's'}",
         "ttft": ttft,
         "per_user_rate": f"{rate} token{'' if rate in ('1', '1.0') else 's'}/s",

@@ -13,20 +13,22 @@ import { createDownload } from './dials-download.js';
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
 const PRECISION = { bf16: 'BF16', fp16: 'FP16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', nvfp4: 'NVFP4', mxfp4: 'MXFP4' };
-// a setup that does not fit has no figures; its would-be figures sit under `hypothetical` (shown greyed)
+// a setup that does not fit has no figures: its cards show none, and the would-be figures sit under `hypothetical`,
+// which each card's line names as such ("if it fit: 214 s (hypothetical)")
 const fig = (d, k) => (d[k] ?? (d.hypothetical ? d.hypothetical[k] : 0));
+const real = (d, k) => (d.hypothetical ? null : fig(d, k));
 
 const READOUTS = [
-  { key: 'ttft_ms', label: 'Time to first token', value: (d) => fig(d, 'ttft_ms'), fmt: ms, math: ['ttft_ms'],
+  { key: 'ttft_ms', label: 'Time to first token', value: (d) => real(d, 'ttft_ms'), would: (d) => fig(d, 'ttft_ms'), fmt: ms, math: ['ttft_ms'],
     sub: (d) => `prefill of ${plural(d.params.batch, 'prompt')} × ${num(d.params.prompt_tokens)} tokens` },
-  { key: 'tokens_per_s_per_user', label: 'Tokens/s per user', value: (d) => fig(d, 'tokens_per_s_per_user'),
+  { key: 'tokens_per_s_per_user', label: 'Tokens/s per user', value: (d) => real(d, 'tokens_per_s_per_user'), would: (d) => fig(d, 'tokens_per_s_per_user'),
     fmt: (v) => [num(v, 3), 'tokens/s'], math: ['tokens_per_s_per_user', 'tpot_ms'],
     sub: (d) => `a new token every ${duration(fig(d, 'tpot_ms'))}` },
-  { key: 'tokens_per_s_total', label: 'Tokens/s, all GPUs', value: (d) => fig(d, 'tokens_per_s_total'),
+  { key: 'tokens_per_s_total', label: 'Tokens/s, all GPUs', value: (d) => real(d, 'tokens_per_s_total'), would: (d) => fig(d, 'tokens_per_s_total'),
     fmt: (v) => [num(v, 3), 'tokens/s'], math: ['tokens_per_s_total'],
     sub: (d) => `${plural(d.params.batch, 'chat')} × ${plural(d.replicas, 'replica')}, ` +
       `${d.throughput_mode === 'continuous' ? 'continuous batching' : 'static batches'}` },
-  { key: 'cost_per_million_tokens_usd', label: 'Cost per million tokens', value: (d) => fig(d, 'cost_per_million_tokens_usd'),
+  { key: 'cost_per_million_tokens_usd', label: 'Cost per million tokens', value: (d) => real(d, 'cost_per_million_tokens_usd'), would: (d) => fig(d, 'cost_per_million_tokens_usd'),
     fmt: (v) => [usd(v), ''], math: ['cost_per_million_tokens_usd'],
     sub: (d) => `output tokens, at ${plural(d.params.gpus, 'GPU')} × ${usd(d.params.price_per_gpu_hour)} an hour` },
   { key: 'spare_gb', label: 'Spare memory per GPU', value: (d) => d.memory.spare_gb,
@@ -99,8 +101,10 @@ function readoutTile(parent, r) {
   return { r, el, n, unit, said, sub, btn, shown: null };
 }
 
+const NONE = ['—', 'does not fit'];
+
 function writeReadout(o, v) {
-  const [text, unit] = o.r.fmt(v);
+  const [text, unit] = v === null ? NONE : o.r.fmt(v);
   o.n.textContent = text;
   o.unit.textContent = unit;
 }
@@ -111,13 +115,15 @@ function tweenReadouts(d) {
   const to = view.readouts.map((o) => o.r.value(d));
   const from = view.readouts.map((o, i) => (o.shown === null ? to[i] : o.shown));
   view.readouts.forEach((o, i) => {
-    const [text, unit] = o.r.fmt(to[i]);
+    const [text, unit] = to[i] === null ? NONE : o.r.fmt(to[i]);
     o.said.textContent = `${text} ${unit}`;
-    o.sub.textContent = o.r.sub(d);
+    o.sub.textContent = to[i] === null ? `${o.r.fmt(o.r.would(d)).join(' ').trim()} (hypothetical)` : o.r.sub(d); // after CSS's "if it fit: "
+    o.el.dataset.hypothetical = String(to[i] === null);
   });
   view.readouts.forEach((o, i) => o.el.classList.toggle(i === 4 ? 'bad' : 'moot', !d.memory.fits));
   view.anim = tween(350, (t) => view.readouts.forEach((o, i) => {
     const a = from[i], b = to[i];
+    if (b === null || a === null) { o.shown = b; writeReadout(o, b); return; } // no figure: no glide
     o.shown = a > 0 && b > 0 ? Math.exp(lerp(Math.log(a), Math.log(b), t)) : lerp(a, b, t);
     writeReadout(o, t === 1 ? b : o.shown);
   }));
