@@ -21,6 +21,7 @@ from .web.middleware import (
     HostlessRedirects,
     PublicCors,
     SecurityHeaders,
+    StaticCache,
     UrlLimit,
     security_headers,
 )
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(Busy, too_busy)  # expensive work over its bound: 429 with Retry-After, in words
     app.add_exception_handler(ClientGone, client_gone)
     app.add_exception_handler(Exception, _internal_error)
+    app.add_middleware(StaticCache)
     app.add_middleware(ETagCache, max_age_s=settings.cache_max_age_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(UrlLimit, max_url_bytes=settings.max_url_bytes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 
 import pytest
@@ -188,3 +189,60 @@ def test_micawber_discovers_and_expands_a_tour_url(base_url, tmp_path):
     post = registry.parse_text(f"Look inside a layer:\n{tour}\n")  # a link on its own line becomes the frame
     frame = f'<iframe src="{base_url}/embed/layer?layer=3" width="960" height="540"'
     assert post.startswith("Look inside a layer:\n<iframe ") and frame in post
+
+
+# ---- issue 25: no module waterfall ---------------------------------------------------------------------------
+
+
+def test_static_files_go_gzipped_with_revalidation(client):
+    plain = client.get("/static/js/lib/controller.js", headers={"Accept-Encoding": "identity"})
+    r = client.get("/static/js/lib/controller.js", headers={"Accept-Encoding": "gzip"})
+    assert r.headers["content-encoding"] == "gzip" and r.headers["cache-control"] == "no-cache"
+    assert int(r.headers["content-length"]) < len(plain.content) / 2 and r.content == plain.content  # httpx inflates
+    assert r.headers["etag"].endswith('-gzip"') and r.headers["etag"] != plain.headers["etag"]
+    assert "Accept-Encoding" in r.headers["vary"] and plain.headers["cache-control"] == "no-cache"
+    for tag in (r.headers["etag"], plain.headers["etag"]):  # either representation's tag revalidates
+        again = client.get("/static/js/lib/controller.js", headers={"Accept-Encoding": "gzip", "If-None-Match": tag})
+        assert again.status_code == 304 and again.headers["etag"] == r.headers["etag"]
+
+
+def test_small_and_binary_static_files_are_not_gzipped(client):
+    assert "content-encoding" not in client.get("/static/favicon.svg", headers={"Accept-Encoding": "gzip"}).headers
+
+
+def _preloads(html: str) -> list[str]:
+    return re.findall(r'<link rel="modulepreload" href="([^"]+)">', html)
+
+
+@pytest.mark.parametrize(
+    "path, entry, slug", [("/tour/batching", "tour.js", "batching"), ("/", "cover.js", "parallelism")]
+)
+def test_pages_preload_their_whole_module_graph(client, path, entry, slug):
+    """Every module the page runs (entry, scene, and everything they import) is preloaded, and nothing else."""
+    from inside_llm.paths import static_dir
+
+    links = _preloads(client.get(path).text)
+    assert links[:2] == [f"/static/js/{entry}", f"/static/js/scenes/{slug}.js"] and len(set(links)) == len(links)
+    js = static_dir() / "js"
+    graph, todo = set(), [entry, f"scenes/{slug}.js"]
+    while todo:  # an independent walk of the static imports
+        mid = todo.pop()
+        if mid in graph:
+            continue
+        graph.add(mid)
+        base = mid.rsplit("/", 1)[0] + "/" if "/" in mid else ""
+        for spec in re.findall(
+            r"""^\s*(?:import|export)\b[^'"`;]*?from\s*['"](\.[^'"]+)['"]""", (js / mid).read_text(), re.M
+        ):
+            todo.append(posixpath.normpath(base + spec))
+    assert {link.removeprefix("/static/js/") for link in links} == graph
+    for link in links:
+        assert client.get(link).status_code == 200
+
+
+def test_offline_pages_preload_nothing():
+    from inside_llm.scenes import scene_by_slug
+    from inside_llm.web.pages import Links, page_context
+
+    ctx = page_context(scene_by_slug("tokens"), {}, embed=False, links=Links(root="..", suffix=".html", offline=True))
+    assert ctx["modules"] == ()

@@ -99,6 +99,94 @@ class PublicCors:
         await self.app(scope, receive, send_with_cors)
 
 
+class StaticCache:
+    """/static/**: gzip for text files and `Cache-Control: no-cache` (reuse after an ETag revalidation).
+
+    StaticFiles sends ETag and Last-Modified and answers If-None-Match with 304, but no Cache-Control and
+    nothing compressed (a page's 84-147 KB of ES modules went uncompressed). The URLs are not content-hashed
+    (an ES module imports its neighbours by plain relative paths), so a cached file is reused only after the
+    server says it is unchanged: no-cache, with the modulepreload list (pages.preloads) making those checks
+    parallel. A gzipped body is another representation, so its ETag gets "-gzip" inside the quotes (and
+    `Vary: Accept-Encoding`); an If-None-Match carrying it is handed to StaticFiles without the suffix.
+    Compressed bodies are memoized per (path, ETag): a file is compressed once per release.
+    """
+
+    TYPES = (b"text/", b"application/javascript", b"application/json", b"image/svg+xml")
+    GZIP_MIN_BYTES = 512
+    MAX_BODY = 4 << 20
+    MEMO = 256
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.gzipped: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in ("GET", "HEAD")
+            or not scope["path"].startswith("/static/")
+        ):
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        accepts_gzip = b"gzip" in headers.get(b"accept-encoding", b"").lower()
+        inm = headers.get(b"if-none-match")
+        if inm and b"-gzip" in inm:
+            plain = inm.replace(b'-gzip"', b'"')
+            scope = {**scope, "headers": [(k, plain if k == b"if-none-match" else v) for k, v in scope["headers"]]}
+        state: dict = {}
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                hs = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"cache-control"]
+                hs.append((b"cache-control", b"no-cache"))
+                ctype = dict(hs).get(b"content-type", b"")
+                if message["status"] in (200, 304) and accepts_gzip and ctype.startswith(self.TYPES):
+                    hs.append((b"vary", b"Accept-Encoding"))
+                if message["status"] == 200 and accepts_gzip and ctype.startswith(self.TYPES):
+                    state["start"], state["body"] = {**message, "headers": hs}, b""
+                    return
+                if message["status"] == 304 and accepts_gzip:
+                    hs = [(k, _gzip_etag(v) if k.lower() == b"etag" else v) for k, v in hs]
+                return await send({**message, "headers": hs})
+            if "start" not in state:
+                return await send(message)
+            state["body"] += message.get("body", b"")
+            if len(state["body"]) > self.MAX_BODY:  # not worth holding: send as it is
+                start, body = state.pop("start"), state.pop("body")
+                await send(start)
+                return await send({**message, "body": body})
+            if not message.get("more_body", False):
+                await self._finish(send, scope["path"], state["start"], state["body"], scope["method"] == "HEAD")
+
+        await self.app(scope, receive, wrapped)
+
+    async def _finish(self, send: Send, path: str, start: Message, body: bytes, head: bool) -> None:
+        headers = dict(start["headers"])
+        etag = headers.get(b"etag", b"")
+        if len(body) >= self.GZIP_MIN_BYTES or head:
+            key = (path, etag)
+            out = self.gzipped.get(key)
+            if out is None and not head:
+                out = self.gzipped[key] = gzip.compress(body, compresslevel=6, mtime=0)
+                if len(self.gzipped) > self.MEMO:
+                    self.gzipped.popitem(last=False)
+            elif out is not None:
+                self.gzipped.move_to_end(key)
+            if out is not None:
+                hs = [(k, v) for k, v in start["headers"] if k.lower() not in (b"content-length", b"etag")]
+                hs += [(b"content-encoding", b"gzip"), (b"content-length", str(len(out)).encode())]
+                hs += [(b"etag", _gzip_etag(etag))] if etag else []
+                await send({**start, "headers": hs})
+                await send({"type": "http.response.body", "body": b"" if head else out})
+                return
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+
+
+def _gzip_etag(etag: bytes) -> bytes:
+    return etag[:-1] + b'-gzip"' if etag.endswith(b'"') and b"-gzip" not in etag else etag
+
+
 class UrlLimit:
     """Refuse a URL (path + query string, in bytes as sent) over max_url_bytes with 414 and a short JSON body."""
 

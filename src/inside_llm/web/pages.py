@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 
 from .. import __version__
 from ..api import oembed
+from ..jsbundle import module_graph
 from ..paths import static_dir, templates_dir
 from ..scenes import Control, Scene, load_scenes, scene_by_slug
 from ..sim.tokenizer import MAX_TEXT_CHARS
@@ -200,6 +202,14 @@ def state_json(state: dict) -> str:
     return json.dumps(state, ensure_ascii=False).replace("<", "\\u003c")
 
 
+@cache
+def preloads(entry: str, slug: str) -> tuple[str, ...]:
+    """The ES modules a page runs (its entry script and its scene, and all they import), for modulepreload
+    links: without them the browser discovers the graph one import level per round trip (a 6-deep chain).
+    Computed once per process from the files (a release does not change them while it runs)."""
+    return tuple(module_graph(static_dir() / "js", [entry, f"scenes/{slug}.js"]))
+
+
 def page_context(
     scene: Scene,
     query: Mapping[str, str],
@@ -230,6 +240,7 @@ def page_context(
         "scale": opts.get("scale"),
         "show_controls": not embed or opts.get("controls") == "1",
         "scene_css": (static_dir() / "css" / "scenes" / f"{scene.slug}.css").is_file(),
+        "modules": () if links.offline else tuple(links.static(f"js/{m}") for m in preloads("tour.js", scene.slug)),
     }
 
 
@@ -259,8 +270,10 @@ def cover_context(query: Mapping[str, str], links: Links = LIVE) -> dict:
     board = scene_by_slug(COVER_BOARD)
     ctx = page_context(board, {}, embed=True, links=links)
     state = page_state(board, board.defaults(), {"autoplay": "1"}, embed=True, links=links)
+    modules = () if links.offline else tuple(links.static(f"js/{m}") for m in preloads("cover.js", board.slug))
     return {
         **ctx,
+        "modules": modules,
         "state_json": state_json(state),
         "question": question(query) or DEFAULT_QUESTION,
         "max_question": MAX_QUESTION_CHARS,

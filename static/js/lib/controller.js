@@ -150,15 +150,24 @@ export function createController(state, els, hooks = {}) {
   /** GET, or POST for a long query (typed text); the same for the chapter and its facts. */
   const ask = (fetcher, path, p, q) => (q.length > 6000 ? fetcher(path, { body: p }) : fetcher(`${path}?${q}`));
 
-  async function load() {
-    if (!scene || !alive) return;
+  /** Start the chapter's data and facts requests for the current params: [data promise, facts promise]. */
+  function request() {
     const p = apiParams();
     const q = toQuery(p);
+    const facts = fact && state.facts ? ask(latestFacts, state.facts, p, q).catch((err) => (isAbort(err) ? err : null))
+      : Promise.resolve(null);
+    const data = ask(latest, state.api, p, q);
+    data.catch(() => {}); // awaited in load(); a rejection before then is not "unhandled"
+    return [data, facts];
+  }
+
+  /** Fetch (or take the requests mount() already started) and draw. */
+  async function load(started = null) {
+    if (!scene || !alive) return;
     try {
       stage.setAttribute('aria-busy', 'true');
-      const facts = fact && state.facts ? ask(latestFacts, state.facts, p, q).catch((err) => (isAbort(err) ? err : null))
-        : Promise.resolve(null);
-      const data = await ask(latest, state.api, p, q);
+      const [pending, facts] = started || request();
+      const data = await pending;
       const f = await facts;
       if (!alive || isAbort(f)) return;
       status.textContent = '';
@@ -211,6 +220,8 @@ export function createController(state, els, hooks = {}) {
   }
 
   async function mount() {
+    // the chapter's data is asked for while its scene module loads, not after (no request waits on the import)
+    const started = request();
     try {
       scene = await import(`../scenes/${state.slug}.js`);
     } catch (err) {
@@ -229,7 +240,8 @@ export function createController(state, els, hooks = {}) {
       reducedMotion: prefersReducedMotion(), status: (msg) => { status.textContent = msg; },
     };
     scene.mount(stage, ctx);
-    await load();
+    if (!alive) return;
+    await load(timer ? null : started); // a param the scene set while mounting asks again (latest wins)
   }
 
   function destroy() {
