@@ -333,5 +333,7 @@ def test_engine_dial_selects_a_profile_and_refuses_unmeasured_ones(client):
     assert any(
         "engine profile sglang-cuda" in a for a in _get(client, engine="sglang")["math"]["tpot_ms"]["assumptions"]
     )
+    assert base["engine_profile"] == "TensorRT-LLM on CUDA (NVIDIA)"
     amd = _get(client, gpu="mi300x")
+    assert amd["engine_profile"] == "vLLM on ROCm (AMD)"
     assert any("vLLM on ROCm (AMD)" in a for a in amd["math"]["tpot_ms"]["assumptions"])

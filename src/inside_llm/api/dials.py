@@ -204,6 +204,7 @@ class DialsResponse(BaseModel):
         description="Which of the two `tokens_per_s_total` and the cost show."
     )
     nodes: serving.NodeFacts
+    engine_profile: str = Field(description="The engine profile that priced the figures (sim.engines), in words.")
     cost_per_million_tokens_usd: float | None
     memory: MemoryBreakdown
     max_batch: int = Field(description="Largest batch that fits at prompt + output tokens.")

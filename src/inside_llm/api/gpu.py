@@ -55,7 +55,9 @@ class StreamOut(gpu_layout.DecodeStream):
 
 
 class GpuResponse(BaseModel):
-    gpu: dict[str, Any] = Field(description="id, name, vendor, architecture.")
+    gpu: dict[str, Any] = Field(
+        description="id, name, vendor, architecture, engine_profile (the engine whose efficiencies price the step)."
+    )
     model: dict[str, Any] = Field(description="id, name, max context.")
     precision: str
     batch: int
@@ -76,7 +78,13 @@ def gpu_view(p: GpuParams) -> GpuResponse:
     slow = gpu_layout.slow_motion(stream.step_ms / 1e3)
     kv_tiles = round(TILES_PER_STEP * stream.kv_bytes_per_step / stream.bytes_per_step)
     return GpuResponse(
-        gpu={"id": g.id, "name": g.name, "vendor": g.vendor, "architecture": g.architecture},
+        gpu={
+            "id": g.id,
+            "name": g.name,
+            "vendor": g.vendor,
+            "architecture": g.architecture,
+            "engine_profile": engines.profile("auto", g).label(),
+        },
         model={"id": m.id, "name": m.name, "max_context": m.max_position_embeddings},
         precision=p.precision,
         batch=p.batch,

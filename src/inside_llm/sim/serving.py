@@ -95,6 +95,7 @@ class ServingEstimate:
     tokens_per_s_continuous: float = 0.0
     throughput_mode: str = "static"
     nodes: NodeFacts | None = None
+    engine_profile: str = ""  # the engine profile that priced the figures, in words
     math: dict[str, Derivation] = field(default_factory=dict)
 
     @property
@@ -345,6 +346,7 @@ def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
         tokens_per_s_continuous=tps_cont,
         throughput_mode=p.throughput_mode,
         nodes=node_facts(cfg, p.gpus),
+        engine_profile=engines.profiles()[cfg.efficiency.profile].label(),
     )
     return replace(est, math=_derivations(cfg, p, est, ph))  # the derivations quote the figures above
 

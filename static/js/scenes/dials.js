@@ -137,7 +137,8 @@ function configText(d) {
     `tensor ${p.tp} × pipeline ${p.pp} per replica, ${plural(d.replicas, 'replica')}; ` +
     `${PRECISION[p.precision]} weights, ${PRECISION[p.kv_precision]} KV cache; ` +
     `${plural(p.batch, 'chat')} at once, ${num(p.prompt_tokens)} tokens in, ${num(p.output_tokens)} out.` +
-    (d.nodes && d.nodes.spans_nodes ? ` Spans nodes: ${d.nodes.text}.` : '');
+    (d.nodes && d.nodes.spans_nodes ? ` Spans nodes: ${d.nodes.text}.` : '') +
+    (d.engine_profile ? ` Priced as ${d.engine_profile}.` : '');
 }
 
 // ---- show the math -----------------------------------------------------------------------------

@@ -115,7 +115,8 @@ function drawBudget(d) {
   const others = d.tp - 1;
   const parts = [
     ['reading', s.ideal_ms, `reading ${bytes(s.bytes_per_step)} at the full ${fixed(s.peak_tb_s, 2)} TB/s`],
-    ['below-peak', s.memory_ms - s.ideal_ms, `HBM reaches ~${pct(s.hbm_efficiency, 0)} of its peak in real kernels`],
+    ['below-peak', s.memory_ms - s.ideal_ms, `HBM reaches ~${pct(s.hbm_efficiency, 0)} of its peak in real kernels` +
+      (d.gpu.engine_profile ? ` (${d.gpu.engine_profile})` : '')],
     ['math', s.kernel_ms - s.memory_ms, 'math the reads wait for'],
     ['comm', s.comm_ms, `all-reduces with the ${others} other GPU${others === 1 ? '' : 's'}: HBM idle`],
     ['overhead', s.overhead_ms, 'kernel launches and per-step work: HBM idle'],
