@@ -90,10 +90,24 @@ def _refuse(status: int, detail: str) -> JSONResponse:
 def oembed(
     request: Request,
     url: Annotated[
-        str, Query(max_length=MAX_URL_CHARS, description="A tour or embed page of this server, with its query.")
+        str,
+        Query(
+            max_length=MAX_URL_CHARS,
+            description=f"A tour or embed page of this server, with its query (at most {MAX_URL_CHARS:,} characters).",
+        ),
     ],
-    maxwidth: Annotated[int | None, Query(ge=1, le=MAX_SIDE, description="Largest width in px.")] = None,
-    maxheight: Annotated[int | None, Query(ge=1, le=MAX_SIDE, description="Largest height in px.")] = None,
+    maxwidth: Annotated[
+        int,
+        Query(
+            ge=1, le=MAX_SIDE, description=f"Largest width in CSS pixels, 1 to {MAX_SIDE:,} (the default: no limit)."
+        ),
+    ] = MAX_SIDE,
+    maxheight: Annotated[
+        int,
+        Query(
+            ge=1, le=MAX_SIDE, description=f"Largest height in CSS pixels, 1 to {MAX_SIDE:,} (the default: no limit)."
+        ),
+    ] = MAX_SIDE,
 ):
     """The iframe for a tour or embed link: the same chapter and state as the link, 16:9 within maxwidth x maxheight.
 
