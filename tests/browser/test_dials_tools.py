@@ -56,3 +56,39 @@ def test_download_link_is_this_setups_csv(page, base_url):
     header, row = text.strip().split("\r\n")
     values = dict(zip(header.split(","), row.split(","), strict=True))
     assert (values["batch"], values["tp"]) == ("64", "4")
+
+
+def test_sweep_chart_draws_the_apis_points_and_the_memory_knee(page, base_url):
+    open_page(page, base_url + "/dials?batch=16")
+    page.locator("#dials-tools > summary").click()
+    page.wait_for_selector("#sweep-chart .sweep-dot")
+    api = json.load(urlopen(f"{base_url}/api/dials/sweep?batch=16&x=batch", timeout=60))
+    dots = page.locator("#sweep-chart .sweep-dot").evaluate_all("els => els.map(e => [e.dataset.x, +e.dataset.y])")
+    assert dots == [[str(p["x"]), p["tokens_per_s_total"]] for p in api["points"] if p["fits"]]
+    assert page.locator("#sweep-chart .sweep-dot.current").get_attribute("data-x") == "16"
+    assert page.locator("#sweep-chart .sweep-knee").inner_html() == f"memory runs out at {api['knee']}"
+    page.locator("#sweep-y").select_option("ttft_ms")
+    page.wait_for_function(
+        "(y) => document.querySelector('#sweep-chart .sweep-dot')?.dataset.y === String(y)",
+        arg=api["points"][0]["ttft_ms"],
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#dials-tools").screenshot(path=str(SHOTS / "dials-sweep.png"))
+
+
+def test_solve_answers_as_the_api_and_adopts_the_setup(page, base_url):
+    open_page(page, base_url + "/dials")
+    page.locator("#dials-tools > summary").click()
+    page.locator("#solve-ttft").fill("2000")
+    page.locator("#solve-tps").fill("20")
+    page.locator(".solve-form button[type=submit]").click()
+    page.wait_for_selector("#solve-adopt:not([hidden])")
+    api = json.load(urlopen(f"{base_url}/api/dials/solve?ask=batch&max_ttft_ms=2000&min_tokens_per_s_per_user=20"))
+    assert page.locator("#solve-answer").inner_text() == api["text"]
+    assert page.locator("#solve-answer").get_attribute("data-binding") == api["binding"] == "ttft"
+    page.locator("#solve-adopt").click()
+    page.wait_for_function("(b) => new URL(location.href).searchParams.get('batch') === String(b)", arg=api["value"])
+    page.locator("#solve-ttft").fill("1")
+    page.locator(".solve-form button[type=submit]").click()
+    page.wait_for_function("() => document.querySelector('#solve-answer').textContent.startsWith('Infeasible')")
+    assert page.locator("#solve-adopt").is_hidden()

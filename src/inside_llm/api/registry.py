@@ -18,6 +18,7 @@ from . import (
     batching,
     catalog,
     dials,
+    dials_tools,
     embeddings,
     engine,
     explain,
@@ -53,6 +54,7 @@ CHAPTER_SLUGS = tuple(CHAPTERS)
 ROUTERS: tuple[APIRouter, ...] = (
     *(m.router for m in CHAPTERS.values()),
     catalog.router,
+    dials_tools.router,
     explain.router,
     generate.router,
     engine.router,

@@ -143,3 +143,31 @@ def fewest_gpus(
         f"(a replica takes no more because {WHY[binding]})."
     )
     return Solution("gpus", True, gpus, adopt, binding, text)
+
+
+# ---- sweeps ---------------------------------------------------------------------------------------
+
+SWEEP_AXES = ("batch", "prompt_tokens", "gpus", "precision")
+SWEEP_PRECISIONS = ("bf16", "fp8", "int8", "int4", "nvfp4")
+
+
+def sweep_values(p: ServingParams, axis: str) -> list:
+    """The x values a sweep of `axis` visits for p: powers of two up to the dials' bounds (and the model's window)."""
+    if axis == "batch":
+        return [2**i for i in range(13)]  # 1..4,096
+    if axis == "prompt_tokens":
+        cfg, _ = resolve(p)
+        top = cfg.model.max_position_embeddings - p.output_tokens
+        return [2**i for i in range(7, 21) if 2**i <= top] or [top]
+    if axis == "gpus":
+        unit = p.tp * p.pp
+        return [unit * k for k in (1, 2, 4, 8, 16) if unit * k <= MAX_GPUS]
+    if axis == "precision":
+        return list(SWEEP_PRECISIONS)
+    raise SimError("x", f"The swept input must be one of {', '.join(SWEEP_AXES)}, not {axis!r}.")
+
+
+def sweep(p: ServingParams, axis: str, values: list | None = None) -> list[tuple[object, ServingParams]]:
+    """(x, setup) for each value of `axis`, everything else as in p (for gpus: more replicas of the same tp x pp)."""
+    xs = sweep_values(p, axis) if values is None else values
+    return [(x, replace(p, **{axis: x})) for x in xs]

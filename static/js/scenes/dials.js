@@ -9,6 +9,7 @@ import { createMemoryBar, createCurve } from './dials-memory.js';
 import { createChat } from './dials-chat.js';
 import { createExplain } from './dials-explain.js';
 import { createDownload } from './dials-download.js';
+import { createSweep } from './dials-sweep.js';
 
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
@@ -55,6 +56,7 @@ export function mount(stage, context) {
   view.chat = createChat(body, ctx);
   if (!ctx.embed) view.byo = byoPanel(wrap);
   if (!ctx.embed) view.download = createDownload(wrap);
+  if (!ctx.embed) view.sweep = createSweep(wrap, ctx);
   if (!ctx.embed) view.explain = createExplain(wrap, ctx, () => ctx.params.gpu);
 }
 
@@ -80,6 +82,7 @@ export function update(data, params) {
   view.chat.update(data);
   if (view.explain) view.explain.update();
   if (view.download) view.download.update(params);
+  if (view.sweep) view.sweep.update(params);
   if (view.open) showMath(view.open);
   if (prev) startCustomFrom(prev, prevData, params);
 }

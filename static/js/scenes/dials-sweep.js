@@ -1,0 +1,128 @@
+// scenes/dials-sweep.js: chapter 11's sweep chart (an output against batch, context, GPUs or precision, with the
+// memory knee and the current setup marked; GET /api/dials/sweep) and its solver (GET /api/dials/solve).
+
+import { h, svg, clear } from '../lib/svg.js';
+import { num, usd } from '../lib/format.js';
+import { toQuery } from '../lib/api.js';
+
+const XS = [['batch', 'Batch (chats at once)'], ['prompt_tokens', 'Prompt length (tokens)'], ['gpus', 'GPUs'],
+  ['precision', 'Weight precision']];
+const YS = [['tokens_per_s_total', 'Tokens/s, all GPUs', (v) => num(v, 3)],
+  ['tokens_per_s_per_user', 'Tokens/s per user', (v) => num(v, 3)], ['ttft_ms', 'Time to first token, ms', (v) => num(v, 3)],
+  ['cost_per_million_tokens_usd', 'Cost per million tokens', usd], ['spare_gb', 'Spare memory per GPU, GB', (v) => num(v, 3)]];
+const W = 640, H = 260, M = { l: 64, r: 16, t: 16, b: 40 };
+const ASKS = [['batch', 'Largest batch within the limits'], ['context', 'Longest prompt that fits at this batch'],
+  ['gpus', 'Fewest GPUs for N users']];
+
+function select(parent, id, label, options) {
+  const wrap = h('label', { class: 'tools-field' }, parent);
+  h('span', { text: label }, wrap);
+  const el = h('select', { id }, wrap);
+  for (const [v, t] of options) h('option', { value: v, text: t }, el);
+  return el;
+}
+function numberField(parent, id, label, value) {
+  const wrap = h('label', { class: 'tools-field' }, parent);
+  h('span', { text: label }, wrap);
+  return h('input', { id, type: 'number', min: '0', step: 'any', value: String(value) }, wrap);
+}
+
+export function createSweep(parent, ctx) {
+  const box = h('details', { class: 'dials-tools', id: 'dials-tools' }, parent);
+  h('summary', { text: 'Sweep and solve: how the figures move, and the setup that meets your limits' }, box);
+  const row = h('div', { class: 'tools-row' }, box);
+  const xSel = select(row, 'sweep-x', 'Sweep', XS);
+  const ySel = select(row, 'sweep-y', 'Show', YS.map(([k, t]) => [k, t]));
+  const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'sweep-chart', role: 'img', id: 'sweep-chart' }, box);
+  const note = h('p', { class: 'card-note sweep-note', 'aria-live': 'polite' }, box);
+
+  const form = h('form', { class: 'tools-row solve-form' }, box);
+  const ask = select(form, 'solve-ask', 'Solve', ASKS);
+  const ttft = numberField(form, 'solve-ttft', 'TTFT at most (ms, 0 = any)', 2000);
+  const tps = numberField(form, 'solve-tps', 'Tokens/s per user at least (0 = any)', 20);
+  const users = numberField(form, 'solve-users', 'Users (for GPUs)', 100);
+  h('button', { type: 'submit', class: 'btn primary', text: 'Solve' }, form);
+  const answer = h('p', { class: 'solve-answer', id: 'solve-answer', 'aria-live': 'polite' }, box);
+  const adoptBtn = h('button', { type: 'button', class: 'btn', text: 'Adopt this setup', id: 'solve-adopt', hidden: true }, box);
+  let params = null, last = '', adopt = null, seq = 0;
+
+  async function draw() {
+    if (!box.open || !params) return;
+    const q = `${toQuery(params)}&x=${xSel.value}`;
+    if (q === last) return;
+    last = q;
+    const mine = ++seq;
+    try {
+      const d = await ctx.fetchJSON(`/api/dials/sweep?${q}`);
+      if (mine === seq) plot(d);
+    } catch (err) {
+      note.textContent = `No sweep: ${err.message}`;
+    }
+  }
+  function plot(d) {
+    clear(chart);
+    const [yKey, yLabel, fmt] = YS.find(([k]) => k === ySel.value);
+    const pts = d.points.map((p, i) => ({ i, x: p.x, y: yKey === 'spare_gb' ? p.spare_gb : p[yKey], fits: p.fits }));
+    const ys = pts.filter((p) => p.y !== null && p.fits).map((p) => p.y);
+    const yMax = Math.max(1e-9, ...ys, yKey === 'spare_gb' ? 0 : 0);
+    const yMin = yKey === 'spare_gb' ? Math.min(0, ...pts.map((p) => p.y)) : 0;
+    const sx = (i) => M.l + (i * (W - M.l - M.r)) / Math.max(1, pts.length - 1);
+    const sy = (v) => H - M.b - ((v - yMin) * (H - M.t - M.b)) / (yMax - yMin || 1);
+    for (let k = 0; k <= 4; k++) {
+      const v = yMin + ((yMax - yMin) * k) / 4;
+      svg('line', { class: 'grid', x1: M.l, x2: W - M.r, y1: sy(v), y2: sy(v) }, chart);
+      svg('text', { x: M.l - 6, y: sy(v), 'text-anchor': 'end', dy: '0.32em', text: fmt(v) }, chart);
+    }
+    pts.forEach((p) => svg('text', { x: sx(p.i), y: H - M.b + 16, 'text-anchor': 'middle', text: String(p.x) }, chart));
+    svg('text', { class: 'axis-label', x: (M.l + W - M.r) / 2, y: H - 4, 'text-anchor': 'middle',
+      text: XS.find(([k]) => k === d.x)[1] }, chart);
+    svg('text', { class: 'axis-label', x: M.l + 4, y: M.t - 4, text: yLabel }, chart);
+    const knee = pts.findIndex((p) => !p.fits);
+    if (knee >= 0) {
+      const kx = knee > 0 ? (sx(knee - 1) + sx(knee)) / 2 : sx(0);
+      svg('rect', { class: 'sweep-nofit', x: kx, y: M.t, width: W - M.r - kx, height: H - M.t - M.b }, chart);
+      const left = kx > W * 0.6; // near the right edge the label sits left of the knee
+      svg('text', { class: 'sweep-knee', x: left ? kx - 4 : kx + 4, y: M.t + 12, 'text-anchor': left ? 'end' : 'start',
+        text: `memory runs out at ${d.knee}` }, chart);
+    }
+    const line = pts.filter((p) => p.fits && p.y !== null);
+    if (line.length) svg('path', { class: 'sweep-line', d: line.map((p, j) => `${j ? 'L' : 'M'}${sx(p.i)},${sy(p.y)}`).join('') }, chart);
+    for (const p of line) {
+      svg('circle', { class: `sweep-dot${String(p.x) === String(d.current) ? ' current' : ''}`, cx: sx(p.i), cy: sy(p.y),
+        r: String(p.x) === String(d.current) ? 6 : 3.5, 'data-x': String(p.x), 'data-y': String(p.y) }, chart);
+    }
+    const cur = pts.find((p) => String(p.x) === String(d.current));
+    note.textContent = `${yLabel} against ${XS.find(([k]) => k === d.x)[1].toLowerCase()}; the large dot is the dials' setup` +
+      `${cur ? '' : ' (between the swept values)'}${knee >= 0 ? `; from ${d.knee} on, it does not fit in memory.` : '.'}`;
+    chart.setAttribute('aria-label', `${yLabel}: ${line.map((p) => `${p.x} ${fmt(p.y)}`).join(', ')}`);
+  }
+
+  async function solveIt() {
+    const q = new URLSearchParams(toQuery(params));
+    q.set('ask', ask.value);
+    q.set('max_ttft_ms', ttft.value || '0');
+    q.set('min_tokens_per_s_per_user', tps.value || '0');
+    q.set('users', users.value || '1');
+    answer.textContent = 'Solving…';
+    adoptBtn.hidden = true;
+    try {
+      const s = await ctx.fetchJSON(`/api/dials/solve?${q}`);
+      answer.textContent = s.text;
+      answer.dataset.value = s.value ?? '';
+      answer.dataset.binding = s.binding;
+      adopt = s.adopt;
+      adoptBtn.hidden = !adopt;
+    } catch (err) {
+      answer.textContent = `Could not solve it: ${err.message}`;
+    }
+  }
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); solveIt(); });
+  adoptBtn.addEventListener('click', () => {
+    if (!adopt) return;
+    for (const [k, v] of Object.entries(adopt)) if (ctx.params[k] !== v) ctx.setParam(k, v);
+  });
+  box.addEventListener('toggle', draw);
+  xSel.addEventListener('change', draw);
+  ySel.addEventListener('change', () => { last = ''; draw(); });
+  return { update(p) { params = { ...p }; draw(); } };
+}
