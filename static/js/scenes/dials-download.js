@@ -2,8 +2,10 @@
 
 import { h } from '../lib/svg.js';
 import { toQuery } from '../lib/api.js';
+import { ensureToolStyles } from './dials-tools-css.js';
 
 export function createDownload(parent) {
+  ensureToolStyles();
   const box = h('p', { class: 'dials-download', id: 'dials-download' }, parent);
   h('span', { text: 'Take these numbers away: ' }, box);
   const csv = h('a', { class: 'btn', download: 'dials.csv', text: 'Download CSV', id: 'dials-csv' }, box);

@@ -3,6 +3,7 @@
 
 import { h, clear } from '../lib/svg.js';
 import { num } from '../lib/format.js';
+import { ensureToolStyles } from './dials-tools-css.js';
 
 export const EXAMPLES = [
   ['vLLM', 'vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --gpu-memory-utilization 0.9'],
@@ -16,6 +17,7 @@ const MIN_GIB = 0.01; // parts smaller than this (rounding) are not drawn
 
 /** The panel; `gpuOf()` says which catalog GPU the dials are on (a custom GPU falls back to H100 SXM). */
 export function createExplain(parent, ctx, gpuOf) {
+  ensureToolStyles();
   const box = h('details', { class: 'dials-explain', id: 'dials-explain' }, parent);
   h('summary', { text: 'Explain my launch command: paste vllm serve, llama-server or an SGLang launch' }, box);
   const form = h('form', { class: 'explain-form' }, box);

@@ -4,6 +4,7 @@
 import { h, svg, clear } from '../lib/svg.js';
 import { num, usd } from '../lib/format.js';
 import { toQuery } from '../lib/api.js';
+import { ensureToolStyles } from './dials-tools-css.js';
 
 const XS = [['batch', 'Batch (chats at once)'], ['prompt_tokens', 'Prompt length (tokens)'], ['gpus', 'GPUs'],
   ['precision', 'Weight precision']];
@@ -28,6 +29,7 @@ function numberField(parent, id, label, value) {
 }
 
 export function createSweep(parent, ctx) {
+  ensureToolStyles();
   const box = h('details', { class: 'dials-tools', id: 'dials-tools' }, parent);
   h('summary', { text: 'Sweep and solve: how the figures move, and the setup that meets your limits' }, box);
   const row = h('div', { class: 'tools-row' }, box);
