@@ -8,6 +8,12 @@ network error, or an accepted stream that ends without its `done` event), and 42
 place in the queue was still free (every refusal must say that all seats and the whole queue are taken).
 The engine's capacity (seats + queue) is read from the same server's GET /api/engine.
 
+Scenario `model_work_beside_a_chat` (issue 23's M4): one chat's decode speed alone, then beside 16 clients that
+loop on /api/embeddings and /api/layer with prompts no cache has seen (every request a forward pass of the
+served model). Those requests are model jobs (model_work.py) that take turns with the engine's steps; over the
+queue's bound they get a 429, and these clients wait its Retry-After (as a page does) before asking again.
+Figure: the chat's decode tokens/s under load / idle, in the same run (goal >= 0.5).
+
 More scenarios go in SCENARIOS (each a function of the base URL returning rows); the server is started once.
 run() -> rows; `python bench/bench_holds.py` prints them.
 """
@@ -112,7 +118,80 @@ def chats_64_addresses(base: str) -> list[dict]:
     ]
 
 
-SCENARIOS = [chats_64_addresses]
+CHAT_PROMPT = "Write a long story about a lighthouse keeper and a storm."
+CHAT_TOKENS = 64
+LOAD_CLIENTS = 16
+
+
+async def _one_chat(client: httpx.AsyncClient) -> dict:
+    """One chat's `done` event (decode_tokens_per_s, num_tokens, ...)."""
+    params = {"prompt": CHAT_PROMPT, "max_tokens": CHAT_TOKENS, "model": "auto"}
+    async with client.stream("GET", "/api/generate", params=params) as r:
+        r.raise_for_status()
+        event = ""
+        async for line in r.aiter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event == "done":
+                return json.loads(line[5:])
+    raise RuntimeError("the chat ended without `done`")
+
+
+async def _model_load(base: str, k: int, stop: asyncio.Event, seen: dict) -> None:
+    """One visitor on chapters 2 and 3 with fresh prompts; a 429 is waited out for its Retry-After."""
+    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            word = f"word{k}x{n}x{time.monotonic_ns() % 100000}"
+            path, params = (
+                ("/api/embeddings", {"prompt": f"The {word} is"})
+                if n % 2
+                else ("/api/layer", {"prompt": f"A {word} was", "layer": n % 3})
+            )
+            try:
+                r = await client.get(path, params=params)
+            except httpx.HTTPError:
+                seen["errors"] += 1
+                continue
+            seen[r.status_code] = seen.get(r.status_code, 0) + 1
+            if r.status_code == 429:
+                await asyncio.sleep(float(r.headers.get("retry-after", "1")))
+
+
+async def _beside(base: str) -> tuple[list[dict], list[dict], dict]:
+    async with httpx.AsyncClient(base_url=base, timeout=300) as client:
+        idle = [await _one_chat(client) for _ in range(2)]
+        stop, seen = asyncio.Event(), {"errors": 0}
+        load = [asyncio.create_task(_model_load(base, k, stop, seen)) for k in range(LOAD_CLIENTS)]
+        await asyncio.sleep(3)  # the load is running before the chats start
+        busy = [await _one_chat(client) for _ in range(2)]
+        stop.set()
+        await asyncio.gather(*load)
+    return idle, busy, seen
+
+
+def model_work_beside_a_chat(base: str) -> list[dict]:
+    httpx.get(base + "/api/embeddings", params={"prompt": "warm up"}, timeout=300)  # the first call loads the model
+    idle, busy, seen = asyncio.run(_beside(base))
+    speed = lambda runs: max(r["decode_tokens_per_s"] for r in runs)  # noqa: E731 - the better of two chats
+    ratio = speed(busy) / speed(idle)
+    where = f"one chat of {CHAT_TOKENS} tokens, {LOAD_CLIENTS} clients on /api/embeddings + /api/layer (fresh prompts)"
+    return [
+        _row("chat_decode_idle", round(speed(idle), 2), "tokens/s", f"{where}: the chat alone (better of 2)"),
+        _row("chat_decode_under_model_load", round(speed(busy), 2), "tokens/s", "the same chat beside the load"),
+        _row("chat_decode_load_over_idle", round(ratio, 3), "x", "under load / idle, same run (goal >= 0.5)"),
+        _row(
+            "model_requests",
+            sum(v for k, v in seen.items() if k != "errors"),
+            "requests",
+            f"answered while the chats ran: {seen.get(200, 0)} x 200, {seen.get(429, 0)} x 429 (Retry-After waited), "
+            f"{seen['errors']} network errors, others {sum(v for k, v in seen.items() if k not in (200, 429, 'errors'))}",
+        ),
+    ]
+
+
+SCENARIOS = [chats_64_addresses, model_work_beside_a_chat]
 
 
 def run() -> list[dict]:

@@ -74,30 +74,32 @@ def live_server(timeout_s: float = 60):
 
 _PROBE = """
 import sys, threading, time, httpx
-url, every = sys.argv[1], float(sys.argv[2])
+url, every, paths = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 done = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
 with httpx.Client(timeout=60) as c:
     c.get(url + "/healthz")
     print("ready", flush=True)
+    n = 0
     while not done.is_set():
         t0 = time.perf_counter()
-        c.get(url + "/healthz")
+        c.get(url + paths[n % len(paths)])
+        n += 1
         print(1e3 * (time.perf_counter() - t0), flush=True)
         done.wait(every)
 """
 
 
 class HealthProbe:
-    """Times GET /healthz every `every_s` while load runs, from its own process (so the load's client threads
-    do not slow the probe): ms lists each answer's latency in milliseconds."""
+    """Times GET /healthz (or each of `paths` in turn) every `every_s` while load runs, from its own process (so
+    the load's client threads do not slow the probe): ms lists each answer's latency in milliseconds."""
 
-    def __init__(self, url: str, every_s: float = 0.1):
-        self.url, self.every_s, self.ms = url, every_s, []
+    def __init__(self, url: str, every_s: float = 0.1, paths: tuple[str, ...] = ("/healthz",)):
+        self.url, self.every_s, self.paths, self.ms = url, every_s, paths, []
 
     def __enter__(self) -> HealthProbe:
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _PROBE, self.url, str(self.every_s)],
+            [sys.executable, "-c", _PROBE, self.url, str(self.every_s), *self.paths],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
