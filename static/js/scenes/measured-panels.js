@@ -14,8 +14,11 @@ export function measuredWho(m) {
   return `${name[0].toUpperCase()}${name.slice(1)}`;
 }
 
+const BUSY_RETRIES = 4; // a 429 (the server's model-work queue is full) is asked again after 3, 6, 9, 12 s
+const BUSY_WAIT_MS = 3000;
+
 /**
- * Fetch `url` once into `box` (cleared) under `title`: a "measuring…" line first, the reason when the server
+ * Fetch `url` once into `box` (cleared; a 429 is asked again, BUSY_RETRIES times) under `title`: a "measuring…" line first, the reason when the server
  * could not measure, else draw(m, note) where note is that line (for the drawing's own words). alive(): the
  * scene is still mounted. Returns the response, or null.
  */
@@ -27,13 +30,23 @@ export async function measuredPanel(box, { fetchJSON, url, title, alive, draw })
   const note = h('p', { class: 'mp-note', 'aria-live': 'polite', text: 'Measuring on this server’s CPU… (a few seconds, once)' }, box);
   box.dataset.measured = 'pending';
   let m;
-  try {
-    m = await fetchJSON(url);
-  } catch (err) {
-    if (!alive()) return null;
-    note.textContent = `The CPU measurement needs the live server (${err.message}).`;
-    box.dataset.measured = 'unavailable';
-    return null;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      m = await fetchJSON(url);
+      break;
+    } catch (err) {
+      if (!alive()) return null;
+      if (err.status === 429 && attempt <= BUSY_RETRIES) { // other visitors' model work is queued: wait our turn
+        note.textContent = 'This server’s CPU is busy with other visitors’ model work; trying again in a few seconds…';
+        await new Promise((done) => setTimeout(done, BUSY_WAIT_MS * attempt));
+        if (!alive()) return null;
+        continue;
+      }
+      note.textContent = err.status === 429 ? `Not measured now: ${err.message}`
+        : `The CPU measurement needs the live server (${err.message}).`;
+      box.dataset.measured = 'unavailable';
+      return null;
+    }
   }
   if (!alive()) return null;
   if (!m.available) {
