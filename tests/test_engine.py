@@ -227,3 +227,20 @@ def test_snapshot_carries_progress_but_never_text():
     assert len(held) == len(set(held)) == snap["pages_in_use"] and all(
         len(s["page_ids"]) == s["pages"] for s in running
     )
+
+
+def test_repetition_settings_change_only_their_own_chat_and_no_4gram_repeats():
+    """A chat with a chat UI's settings (repetition penalty 1.1, no repeated 4-gram) never repeats a 4-gram of its
+    prompt and answer; the plain greedy chat beside it in the same steps is the model's own answer, unchanged."""
+    model = load_model("main")
+    ids = model.encode("ROMEO:")
+    engine = Engine(model)
+    guarded = engine.submit(ids, 60, client="a", repetition_penalty=1.1, no_repeat_ngram=4)
+    plain = engine.submit(ids, 60, client="b")
+    got = [t for t in guarded if t is not None]
+    base = [t for t in plain if t is not None]
+    assert base == alone(model, ids, 60)
+    ctx = ids + got
+    grams = [tuple(ctx[i : i + 4]) for i in range(len(ctx) - 3)]
+    assert len(grams) == len(set(grams)), "a 4-gram repeats"
+    assert got != base

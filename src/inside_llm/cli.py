@@ -57,7 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from .export import export_bundle  # written by the slides issue
 
-    return export_bundle(args.out, args.scenes)
+    return export_bundle(args.out, args.scenes, args.question)
 
 
 def _fetch_model(args: argparse.Namespace) -> int:
@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--out", required=True, help="folder to write the bundle into")
     e.add_argument("--scenes", nargs="*", default=None, help="chapter slugs to export (default: all)")
+    e.add_argument(
+        "--question",
+        action="append",
+        default=None,
+        help="a question chapter 11 answers offline and the index's links carry as q (repeatable)",
+    )
     e.set_defaults(func=_export)
     f = sub.add_parser(
         "fetch-model",

@@ -48,6 +48,7 @@ from .model_work import TURNS
 from .sim.kvcache import BlockPool, KVCacheManager, num_blocks_for
 from .sim.result import about, as_json
 from .sim.transformer import DemoModel, sample
+from .sim.transformer_ops import penalize
 
 
 class QueueFull(Exception):
@@ -157,6 +158,8 @@ class Chat:
     finished_at: float = 0.0
     stopped_by_text: bool = False  # its reader met a stop sequence and ended it: counted as stop, not abort
     top_p: float = 1.0  # nucleus sampling (/v1's top_p): sample among the likeliest ids whose p sums to top_p
+    repetition_penalty: float = 1.0  # a chat UI's repetition settings (transformer_ops.penalize); 1.0, 0: none
+    no_repeat_ngram: int = 0
 
     @property
     def context(self) -> list[int]:
@@ -245,10 +248,14 @@ class Engine:
         poll_s: float = 0.5,
         label: str = "",
         top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        no_repeat_ngram: int = 0,
     ) -> Stream:
         """Seat a chat now if a seat is idle, else queue it; QueueFull at once when every seat and the whole
         queue are taken, ClientBusy when `client` already has its share of the queue waiting. client: whose
-        share it counts against; label: a second name cancel_client() also matches (e.g. "demo")."""
+        share it counts against; label: a second name cancel_client() also matches (e.g. "demo").
+        repetition_penalty (over the last 64 ids) and no_repeat_ngram: transformer_ops.penalize, applied to each
+        step's logits before sampling."""
         lim = self.limits
         max_len = lim.num_blocks * lim.block_size
         if not prompt or len(prompt) + max_new_tokens > max_len:
@@ -262,6 +269,7 @@ class Engine:
             rng = np.random.default_rng(seed)
             seq = Chat(next(self._ids), client, list(prompt), max_new_tokens, temperature, top_k, rng, label=label)
             seq.top_p = top_p
+            seq.repetition_penalty, seq.no_repeat_ngram = repetition_penalty, no_repeat_ngram
             self.waiting.append(seq)
             self._admit(preempt=False)  # an idle seat is taken now: a burst never waits for the next step
             cap = self.queue_share()
@@ -447,6 +455,8 @@ class Engine:
                 if seq.fed < len(seq.context):
                     continue  # more of the prompt to read
                 seq.state = "decode"
+                if seq.repetition_penalty != 1.0 or seq.no_repeat_ngram:
+                    row = penalize(row, seq.context, seq.repetition_penalty, 64, seq.no_repeat_ngram)
                 token = int(sample(row, seq.temperature, seq.top_k, seq.rng, seq.top_p))
                 written += 1
                 self.stats.token(seq, t)

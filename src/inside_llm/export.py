@@ -11,6 +11,8 @@ with no server and no network, opened from disk (file://) or any static host.
 Responses are precomputed in-process (TestClient) for each scene's defaults, its [[presets]], every
 option of each select or toggle, and every position of small sliders (each varied alone from the
 defaults). Anything else (typing new text, other combinations) needs the live server; the bundle says so.
+Chapter 11's chat answer is recorded too (each token with the time it arrived, played back offline) for the
+default question and each `--question`; the index's links then carry the first of these as `q`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from .app import create_app
 from .jsbundle import bundle
 from .paths import static_dir
 from .scenes import Control, Scene, load_scenes
-from .web.pages import Links, page_context, page_state, templates
+from .web.pages import DEFAULT_QUESTION, Links, page_context, page_state, templates
 
 OFFLINE = Links(root="..", suffix=".html", offline=True)
 MAX_SLIDER_POSITIONS = 16  # sliders with at most this many positions are precomputed at each one
@@ -123,6 +125,43 @@ def _responses(client: TestClient, scene: Scene, progress: Callable[..., None]) 
     return found
 
 
+# chapter 11's chat asks with these (static/js/scenes/dials-chat.js: CHAT_SETTINGS, CHAT_MAX_TOKENS)
+CHAT_REQUEST = {"max_tokens": 128, "tokens_per_s": 0, "temperature": 0, "repetition_penalty": 1.1, "no_repeat_ngram": 4}
+
+
+def _sse(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in lines:
+            out.append((lines["event"], json.loads(lines.get("data", "{}"))))
+    return out
+
+
+def _answers(client: TestClient, questions: list[str], progress: Callable[..., None]) -> list[dict]:
+    """Chapter 11's answer to each question, as the chat asks for it, with each token's arrival time (ms)."""
+    found = []
+    for i, q in enumerate(dict.fromkeys(questions), 1):
+        progress(f"  dials: answer {i} of {len(questions)}")
+        r = client.get("/api/generate", params={"prompt": q, **CHAT_REQUEST})
+        ev = _sse(r.text) if r.status_code == 200 else []
+        tokens = [d for e, d in ev if e == "token"]
+        if not ev or ev[-1][0] != "done":
+            progress(f"  dials: no answer recorded for {q!r} (HTTP {r.status_code}); left out", final=True)
+            continue
+        found.append(
+            {
+                "prompt": q,
+                "model": ev[0][1]["model"],
+                "settings": {k: v for k, v in ev[0][1].items() if k != "template"},
+                "tokens": [t["text"] for t in tokens],
+                "arrivals_ms": [t["elapsed_ms"] for t in tokens],
+                "done": ev[-1][1],
+            }
+        )
+    return found
+
+
 def _shared(client: TestClient) -> list[dict]:
     """Parameterless endpoints every scene may fetch (the catalog), when the app has them."""
     found = []
@@ -133,13 +172,25 @@ def _shared(client: TestClient) -> list[dict]:
     return found
 
 
-def _write_scene(out: Path, scene: Scene, tour: tuple[Scene, ...], responses: list[dict], shared: list[dict]) -> dict:
+def _write_scene(
+    out: Path,
+    scene: Scene,
+    tour: tuple[Scene, ...],
+    responses: list[dict],
+    shared: list[dict],
+    extra: dict | None = None,
+) -> dict:
     """data/<slug>.js, api/<slug>/*.json, tour/<slug>.html, embed/<slug>.html; returns the manifest entry.
 
-    `tour` is the exported scenes: the pages link (and the presenter moves) only among them.
+    `tour` is the exported scenes: the pages link (and the presenter moves) only among them. `extra`: more keys
+    of the scene's data (the dials' recorded answers).
     """
     state = page_state(scene, scene.defaults(), {}, embed=True, links=OFFLINE, scenes=tour)
-    payload = {"state": state, "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses] + shared}
+    payload = {
+        "state": state,
+        "responses": [{k: r[k] for k in ("path", "params", "data")} for r in responses] + shared,
+        **(extra or {}),
+    }
     blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     _write(
         out / "data" / f"{scene.slug}.js",
@@ -189,8 +240,9 @@ def _progress(line: str, final: bool = False) -> None:
         print(line, flush=True)
 
 
-def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
-    """Write the offline bundle into `out`; prints progress and what needs the live server.
+def export_bundle(out: str | Path, slugs: list[str] | None = None, questions: list[str] | None = None) -> int:
+    """Write the offline bundle into `out`; prints progress and what needs the live server. questions: the
+    visitor's questions the bundle answers in chapter 11 (besides the default) and its links carry (`q`).
 
     Returns 0, or 1 when some scene could not be rendered (the rest of the bundle is still written).
     """
@@ -206,7 +258,12 @@ def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
         for i, scene in enumerate(scenes, 1):
             try:
                 responses = _responses(client, scene, _progress)
-                entries.append(_write_scene(out, scene, tuple(scenes), responses, shared))
+                extra = (
+                    {"answers": _answers(client, [DEFAULT_QUESTION, *(questions or [])], _progress)}
+                    if scene.slug == "dials"
+                    else None
+                )
+                entries.append(_write_scene(out, scene, tuple(scenes), responses, shared, extra))
             except Exception as e:  # one chapter that fails must not sink the whole deck: it is reported
                 broken.append(scene.slug)
                 _progress(f"[{i}/{len(scenes)}] {scene.slug}: FAILED ({type(e).__name__}: {e}); left out", final=True)
@@ -214,10 +271,15 @@ def export_bundle(out: str | Path, slugs: list[str] | None = None) -> int:
             _progress(f"[{i}/{len(scenes)}] {scene.slug}: {len(responses)} precomputed responses", final=True)
     manifest = {"version": __version__, "scenes": entries}
     _write(out / "manifest.json", json.dumps(manifest, ensure_ascii=False, indent=1))
+    tail = f"?{urlencode({'q': questions[0]})}" if questions else ""
     _write(
         out / "index.html",
         templates.get_template("export_index.html").render(
-            entries=entries, version=__version__, theme="auto", u=Links(root=".", suffix=".html", offline=True)
+            entries=entries,
+            version=__version__,
+            theme="auto",
+            u=Links(root=".", suffix=".html", offline=True),
+            tail=tail,
         ),
     )
     _report(entries, out, time.perf_counter() - t0)

@@ -4,6 +4,7 @@ import { toQuery } from './lib/api.js';
 import { isEditing } from './lib/a11y.js';
 import { createController } from './lib/controller.js';
 import { readOptions, readParams } from './lib/options.js';
+import { resolveLink } from './lib/resolve.js';
 import { loadSceneData } from './lib/offline.js';
 import { autoFit } from './lib/fit.js';
 import { bindToolbar } from './lib/share.js';
@@ -19,9 +20,14 @@ if (page.offline) {
   page.question = q.has('q') ? q.get('q').slice(0, 500) : null;
   page.params = readParams(page.controls, location.search, page.question);
 }
-// The visitor's question (`q`): the thread through the chapters. A `question` control shows it and sets it.
+// The visitor's question (`q`): the thread through the chapters. Typing into a `question` control sets it, and
+// so does chapter 11's Send (`inside-llm:question`); a preset or a demo run gives the control its own value (in
+// the URL under the control's name) and never touches `q`, and the control offers "← back to your question".
 let question = page.question ?? null;
 const opts = { ...page.options };
+// A link whose settings cannot be drawn together is resolved as a control change would be (resolve.js).
+const linkFix = resolveLink(page.resolve, page.controls, page.params, page.defaults, location.search);
+if (linkFix) Object.assign(page.params, linkFix.changes);
 const els = {
   stage: document.getElementById('stage'),
   status: document.getElementById('stage-status'),
@@ -44,23 +50,75 @@ bindThemeToggle(document.getElementById('theme-toggle'), () => {
 // ---- URL state ------------------------------------------------------------------------------
 const isQuestion = (st, name) => st.controls.some((c) => c.name === name && c.question);
 
-/** Query string for a state: the question, every other non-default param, then the presentation options. */
+/** Query string for a state: the question, every other non-default param, then the presentation options.
+ * A question control that shows something else than the question (a preset, a demo run) keeps its own value. */
 function queryFor(st, params, options) {
   const changed = question === null ? {} : { q: question };
   for (const [k, v] of Object.entries(params)) {
-    if (question !== null && isQuestion(st, k)) continue; // it is the question
-    if (v !== st.defaults[k]) changed[k] = v;
+    if (question !== null && isQuestion(st, k)) {
+      if (v !== question) changed[k] = v;
+    } else if (v !== st.defaults[k]) changed[k] = v;
   }
   return toQuery({ ...changed, ...options });
 }
 
-/** A question typed into a chapter's question control becomes the question for every chapter. */
-function followQuestion() {
+const presetValue = (st, name, v) => Object.values(st.presets || {}).some((p) => (p.params || p)[name] === v);
+
+/** An old link with a question control's text and no `q`: that text is the question (unless a preset's). */
+function adoptQuestion() {
+  if (question !== null) return;
   for (const c of ctl.state.controls) {
-    if (!c.question) continue;
     const v = ctl.params[c.name];
-    if (question !== null || v !== ctl.state.defaults[c.name]) question = v;
+    if (c.question && v !== ctl.state.defaults[c.name] && !presetValue(ctl.state, c.name, v)) question = v;
   }
+}
+
+/** Typing into a chapter's question control makes it the question for every chapter. */
+els.form?.addEventListener('input', (ev) => {
+  const name = ev.target && ev.target.name;
+  if (name && isQuestion(ctl.state, name)) question = ctl.params[name];
+});
+
+/** Chapter 11's Send: the question asked there becomes the question. */
+document.addEventListener('inside-llm:question', (ev) => {
+  question = String(ev.detail.question).slice(0, 500);
+  syncURL();
+  threadLinks();
+});
+
+/** Beside a question control that shows a preset or a demo run: one button back to the visitor's question. */
+function backButtons() {
+  for (const c of ctl.state.controls) {
+    const box = els.form && els.form.querySelector(`.control[data-name="${c.name}"]`);
+    if (!c.question || !box) continue;
+    let btn = box.querySelector('.back-to-question');
+    const away = question !== null && ctl.params[c.name] !== question;
+    if (!away) { if (btn) btn.remove(); continue; }
+    if (!btn) {
+      btn = document.createElement('button');
+      btn.type = 'button';
+      btn.className = 'btn back-to-question';
+      btn.addEventListener('click', () => ctl.setParam(c.name, question));
+      box.appendChild(btn);
+    }
+    const short = question.length > 48 ? `${question.slice(0, 47)}…` : question;
+    btn.textContent = `← back to your question: “${short}”`;
+  }
+}
+
+/** The one line saying how a link's settings were resolved, beside the control the link set; it goes with the
+ * next change. */
+function sayLinkFix() {
+  if (!linkFix || !els.form) return;
+  const box = els.form.querySelector(`.control[data-name="${linkFix.changed}"]`);
+  const line = document.createElement('p');
+  line.className = 'control-note link-fix';
+  line.setAttribute('role', 'status');
+  line.textContent = linkFix.message;
+  (box || els.form).appendChild(line);
+  const drop = () => { line.remove(); els.form.removeEventListener('input', drop); els.form.removeEventListener('change', drop); };
+  els.form.addEventListener('input', drop);
+  els.form.addEventListener('change', drop);
 }
 
 /** Every link to another step (and the embed link) carries the question. */
@@ -146,6 +204,7 @@ async function swapTo(slug, step) {
   }
   st.embed = false;
   st.options = { ...opts, step: String(step) };
+  document.title = `${st.number}. ${st.title} · Inside LLM Inference`;
   ctl.destroy();
   els.stage.dataset.slug = slug;
   ctl = createController(st, { ...els, form: null, fact: null }, hooks);
@@ -158,13 +217,14 @@ const presenter = createPresenter({
   ctl: () => ctl,
   swapTo,
   onChange: () => { opts.present = '1'; syncURL(); },
-  onExit: () => {
+  onExit: () => { // leaving: the page as it was before presenting, at its chapter, without present= or step=
     delete opts.present;
+    delete opts.step;
     if (ctl.state !== page) {
-      location.assign(absolute(pagePath(ctl.state), queryFor(ctl.state, ctl.params, currentOptions())));
+      location.assign(absolute(pagePath(ctl.state), queryFor(ctl.state, ctl.params, opts)));
       return;
     }
-    ctl.showStep(opts.step === undefined ? null : ctl.steps().index);
+    ctl.showStep(null);
     syncURL();
   },
 });
@@ -172,9 +232,10 @@ addEventListener('popstate', () => location.reload());
 
 // ---- render hook, keys ----------------------------------------------------------------------
 function onRender() {
-  followQuestion();
+  adoptQuestion();
   syncURL();
   threadLinks();
+  backButtons();
   if (fitter) fitter.refit();
   presenter.update();
 }
@@ -234,6 +295,7 @@ if (page.embed) {
 const lifts = page.slug === 'gpu' && !page.embed && !opts.present && opts.step === undefined && opts.autoplay !== '0' &&
   !prefersReducedMotion();
 ctl.start().then(() => {
+  sayLinkFix();
   if (!page.embed && opts.present === '1') presenter.enter();
   else if (lifts) liftFromServer(els.stage);
 });

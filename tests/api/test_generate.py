@@ -48,6 +48,16 @@ def test_greedy_stream_equals_generate_and_decode(client):
     assert done[1]["tokens_per_s"] > 0
 
 
+def test_a_chat_uis_repetition_settings_are_echoed_and_keep_any_4gram_from_repeating(client):
+    ev = stream(client, max_tokens=40, temperature=0, repetition_penalty=1.1, no_repeat_ngram=4)
+    assert ev[0][1]["repetition_penalty"] == 1.1 and ev[0][1]["no_repeat_ngram"] == 4
+    ids = [d["id"] for e, d in ev if e == "token"]
+    grams = [tuple(ids[i : i + 4]) for i in range(len(ids) - 3)]
+    assert len(grams) == len(set(grams))
+    plain = stream(client, max_tokens=40, temperature=0)
+    assert plain[0][1]["repetition_penalty"] == 1.0 and plain[0][1]["no_repeat_ngram"] == 0
+
+
 def test_sampling_is_seeded(client):
     m = demo_model()
     a = [d["id"] for e, d in stream(client, max_tokens=10, temperature=1.0, top_k=50, seed=7) if e == "token"]
@@ -112,6 +122,9 @@ def test_max_tokens_is_respected_and_pacing_holds(client):
         ({"max_tokens": 0}, "max_tokens", "1"),
         ({"tokens_per_s": 201}, "tokens_per_s", "200"),
         ({"temperature": 3}, "temperature", "2"),
+        ({"repetition_penalty": 2.5}, "repetition_penalty", "2"),
+        ({"no_repeat_ngram": 17}, "no_repeat_ngram", "16"),
+        ({"no_repeat_ngram": 1}, "no_repeat_ngram", "2-16"),
     ],
 )
 def test_bounds_get_422_naming_the_field(client, params, field, bound):

@@ -241,7 +241,7 @@ def test_bundle_of_every_chapter_draws_from_disk(offline_page, tmp_path):
 @pytest.fixture(scope="module")
 def computed_bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("computed")
-    assert export_bundle(out, ["speculative", "dials"]) == 0
+    assert export_bundle(out, ["speculative", "dials"], ["Why is the sky blue?"]) == 0
     return out
 
 
@@ -269,5 +269,19 @@ def test_offline_the_page_computes_closed_forms_and_says_what_needs_the_server(o
         f"() => {{ const t = ({value})().match(/[\\d.]+/g) || []; return t.length === 1 && "
         f"Math.abs(Number(t[0]) - {2 * cost}) < {0.02 * cost}; }}"
     )
+    # the chat plays the answer recorded at export for the default question, and for the --question (its q)
+    done = "() => /^(\\d+) of \\1 tokens/.test(document.querySelector('.chat-foot')?.textContent || '')"
+    page.wait_for_function(done, timeout=60_000)
+    assert page.locator(".answer-text").inner_text().strip()
+    how = page.locator(".chat-how").evaluate("el => el.textContent")
+    assert "recorded when this copy was exported" in how and "Repetition penalty 1.1" in how
+    page.goto((computed_bundle / "tour" / "dials.html").as_uri() + "?q=Why+is+the+sky+blue%3F")
+    rendered(page)
+    assert page.locator(".chat-ask input").input_value() == "Why is the sky blue?"
+    page.wait_for_function(done, timeout=60_000)
+    page.locator(".chat-ask input").fill("Something never exported?")
+    page.locator(".chat-ask button").click()
     page.locator(".chat-foot").filter(has_text="needs the live server").wait_for()
+    index = (computed_bundle / "index.html").read_text()
+    assert "tour/speculative.html?q=Why+is+the+sky+blue%3F" in index
     assert page.network == []

@@ -273,3 +273,108 @@ def test_chapter_4_lifts_one_gpu_out_of_the_server(browser, base_url):
             assert unexpected_errors(page) == []
         finally:
             ctx.close()
+
+
+def test_presets_and_demo_runs_never_lose_the_question(page, base_url):
+    """Chapter 1's Code preset gives the text its own parameter and leaves q; "← back to your question" restores
+    it. Chapter 9's "Back to a run where it is usually right" keeps q too (it was emptied), and chapter 11 then
+    asks the question."""
+    from urllib.parse import parse_qs, quote, urlparse
+
+    open_page(page, f"{base_url}/tour/tokens?q={quote(QUESTION)}")
+    change(page, lambda: page.locator(".preset", has_text="Code").click())
+    q = parse_qs(urlparse(page.url).query)
+    assert q["q"] == [QUESTION] and q["text"][0].startswith("def fib")
+    back = page.locator('.control[data-name="text"] .back-to-question')
+    assert back.inner_text() == f"← back to your question: “{QUESTION}”"
+    assert page.locator("#next").get_attribute("href").endswith(f"?q={quote(QUESTION).replace('%20', '+')}")
+    change(page, back.click)
+    assert page.locator("#ctl-text").input_value() == QUESTION and "text=" not in page.url
+    assert page.locator(".back-to-question").count() == 0
+    open_page(page, f"{base_url}/tour/speculative?q={quote(QUESTION)}")
+    page.locator(".sp-other-btn").wait_for()
+    change(page, lambda: page.locator(".sp-other-btn").click())
+    assert parse_qs(urlparse(page.url).query, keep_blank_values=True)["q"] == [QUESTION]
+    assert page.locator('.control[data-name="prompt"] .back-to-question').is_visible()
+    page.locator("#next").click()
+    page.wait_for_url("**/tour/parallelism?q=*")
+    rendered(page)
+    page.locator("#next").click()
+    page.wait_for_url("**/tour/dials?q=*")
+    rendered(page)
+    assert page.locator(".chat-ask input").input_value() == QUESTION
+
+
+def test_send_in_chapter_11_writes_the_question(page, base_url):
+    from urllib.parse import parse_qs, urlparse
+
+    open_page(page, f"{base_url}/tour/dials")
+    page.locator(".chat-ask input").fill("What is a KV cache?")
+    page.locator(".chat-ask button").click()
+    page.wait_for_function("() => location.search.includes('q=What+is+a+KV+cache')")
+    assert parse_qs(urlparse(page.url).query)["q"] == ["What is a KV cache?"]
+    assert page.locator('.steps a[data-step="tokens"]').get_attribute("href").endswith("?q=What+is+a+KV+cache%3F")
+    assert page.locator(".bubble.you").inner_text() == "What is a KV cache?"
+
+
+def test_a_link_that_cannot_be_drawn_is_resolved_on_load_and_said(page, base_url):
+    """/tour/parallelism?pp=2 (tensor 8 × pipeline 2 on 8 GPUs) opened to an empty stage; now it opens
+    resolved as a control change would be, the URL rewritten, one line saying so."""
+    open_page(page, f"{base_url}/tour/parallelism?pp=2")
+    note = page.locator('.control[data-name="pp"] .link-fix')
+    assert note.inner_text() == (
+        "This link's settings could not be drawn together: pipeline 2 → tensor 4 so that 4 × 2 = 8 GPUs."
+    )
+    assert page.locator("#ctl-tp").input_value() == "4" and page.locator("#stage-status").inner_text() == ""
+    assert "pp=2" in page.url and "tp=4" in page.url
+    change(
+        page,
+        lambda: page.locator("#ctl-micro_batches").evaluate(
+            "(el) => { el.value = 4; el.dispatchEvent(new Event('input', { bubbles: true })); }"
+        ),
+    )
+    assert page.locator(".link-fix").count() == 0, "the line goes with the next change"
+
+
+CHAPTERS = [s.slug for s in load_scenes()]
+
+
+@pytest.mark.parametrize("slug", CHAPTERS[:-1])
+def test_next_is_on_the_first_screen_of_every_chapter(browser, base_url, slug):
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
+    pg = watch_console(ctx.new_page())
+    open_page(pg, f"{base_url}/tour/{slug}?q=Why+is+the+sky+blue%3F")
+    nxt = pg.locator("#next-top")
+    box = nxt.bounding_box()
+    assert box and box["y"] >= 0 and box["y"] + box["height"] <= 900, box
+    assert nxt.get_attribute("href").endswith("?q=Why+is+the+sky+blue%3F")
+    assert unexpected_errors(pg) == []
+    ctx.close()
+
+
+def test_the_first_tab_stop_skips_to_the_main_control(page, base_url):
+    open_page(page, f"{base_url}/tour/roofline")
+    page.keyboard.press("Tab")
+    skip = page.locator(".skip-link")
+    assert page.evaluate("() => document.activeElement.className") == "skip-link"
+    assert skip.inner_text() == "Skip to the main control: Chats decoded together" and skip.is_visible()
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.activeElement?.id === 'ctl-batch'")
+
+
+@pytest.mark.parametrize(("slug", "picture"), [("tokens", ".chips"), ("roofline", ".rf-point.decode")])
+def test_the_phone_dock_leaves_the_picture_uncovered(phone, base_url, slug, picture):
+    open_page(phone, f"{base_url}/tour/{slug}")
+    phone.locator(picture).wait_for()
+    pic, dock = phone.locator(picture).bounding_box(), phone.locator("#rail").bounding_box()
+    assert pic["y"] + min(pic["height"], 60) <= dock["y"], f"{picture} at {pic} under the dock at {dock['y']}"
+
+
+def test_the_cover_shows_the_whole_question_and_names_its_board(page, base_url):
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_page(page, f"{base_url}/")
+    box = page.locator("#q")
+    assert box.evaluate("el => el.scrollWidth <= el.clientWidth"), "the default question is cut off"
+    title = page.locator(".cover-board-title").inner_text()
+    assert title.startswith("Llama 3.1 70B split across 8 GPUs")
+    assert "Each card is one GPU" in page.locator(".cover-server figcaption").inner_text()

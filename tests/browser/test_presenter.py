@@ -136,3 +136,24 @@ def test_size_xl_is_bigger_type_in_the_same_layout(page, base_url, slug, keeps, 
         widths[size] = page.evaluate("() => document.querySelector('#stage > *').getBoundingClientRect().width")
         assert page.locator(f"#stage {keeps}").first.is_visible(), f"{slug} size={size} keeps {keeps}"
     assert sizes["xl"] >= grows * sizes["m"] - 0.05 and widths["xl"] >= 0.97 * widths["m"]
+
+
+def test_escape_clears_present_and_step_and_the_title_follows_the_chapter(page, base_url):
+    page.goto(f"{base_url}/tour/roofline?present=1&step=1")
+    page.wait_for_selector(".presenter-hud")
+    assert page.title().startswith("5. ")
+    page.keyboard.press("Shift+ArrowRight")  # to chapter 6 in place
+    page.wait_for_selector('#stage[data-slug="kv-cache"]')
+    page.wait_for_function("() => document.title.startsWith('6. ')")
+    page.keyboard.press("Escape")
+    page.wait_for_url(re.compile(r"/tour/kv-cache$"))
+    page.wait_for_selector("#scene-title")
+    assert page.title().startswith("6. ")
+
+
+def test_escape_in_the_same_scene_leaves_no_present_or_step(page, base_url):
+    page.goto(f"{base_url}/tour/roofline?present=1&step=1")
+    page.wait_for_selector(".presenter-hud")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => !document.body.classList.contains('presenting')")
+    assert "present=" not in page.url and "step=" not in page.url

@@ -90,6 +90,11 @@ class EmbeddingsResponse(BaseModel):
     next_token: Guess | None = Field(
         description="The model's actual prediction after the last token (argmax); null for an empty prompt."
     )
+    chat_next_token: Guess | None = Field(
+        None,
+        description="SmolLM2 only: its first answer token when the prompt is asked as a chat question, in its chat "
+        "template (as chapters 9 and 11 ask it); next_token reads the bare text, after which it may end the turn.",
+    )
     real_model: dict = Field(description="The real thing from the catalog: name, hidden_size, num_layers, source.")
     math: Math
 
@@ -102,6 +107,14 @@ def _guess(m, i: int, p: float) -> dict:
         "bytes": None if text is not None else m.piece(i).hex(" ").upper(),
         "p": float(f"{p:.4g}"),
     }
+
+
+def _chat_guess(m, prompt: str) -> dict:
+    """The chat model's likeliest first answer token to prompt asked in its chat template."""
+    z = m.forward(m.chat_ids(prompt), last_only=True).logits[-1].astype(np.float64)
+    p = np.exp(z - z.max())
+    i = int(np.argmax(p))
+    return _guess(m, i, p[i] / p.sum())
 
 
 def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, lens: list) -> dict:
@@ -241,6 +254,7 @@ def _embeddings_json(prompt: str, model: str) -> bytes:
             drawn_floors=drawn,
             shared_scale=shared,
             next_token=floors[-1]["lens"][-1][0] if ids else None,
+            chat_next_token=_chat_guess(m, prompt) if ids and hasattr(m, "chat_ids") else None,
             real_model=real,
             math=_math(m, floors, real),
         )

@@ -36,6 +36,7 @@ _END = object()
 RETRY_AFTER_S = 2  # what a 429 (every seat and the queue are taken, or this client has its share) asks a client to wait
 MIN_TOKENS_PER_S = 0.5  # a paced stream ends within max_tokens / 0.5 s (1,024 s at most)
 MIN_TEMPERATURE = 0.05  # below this, softmax(logits / T) overflows float32; 0 means greedy
+MAX_NO_REPEAT_NGRAM = 16
 DEFAULT_PROMPT = "What is the capital of France?"
 ModelName = Literal["auto", "smollm2", "toy"]
 
@@ -82,7 +83,8 @@ it also serves when smollm2 is absent. Both run in numpy on this server's CPU.
 
 Events, in order (each `data:` is one JSON object):
 
-* `start` — `{model, num_prompt_tokens, max_tokens, tokens_per_s, temperature, top_k, seed, template}` once,
+* `start` — `{model, num_prompt_tokens, max_tokens, tokens_per_s, temperature, top_k, seed, repetition_penalty,
+  no_repeat_ngram, template}` once,
   before any work; `template` is the exact text the model reads (the chat template applied) or null for the toy.
 * `token` — one per generated token: `{index, id, cl100k_id, text, elapsed_ms}`. `index` counts from 0;
   `id` is the model's id and `cl100k_id` the cl100k_base id chapter 1 shows (null for smollm2); `text` is the decoded
@@ -96,6 +98,9 @@ Events, in order (each `data:` is one JSON object):
 
 Pacing: token i is sent no earlier than i / tokens_per_s seconds after the first (0 = as fast as the
 CPU allows). Sampling is seeded (temperature 0 = greedy), so the same URL gives the same tokens.
+`repetition_penalty` (CTRL's, over the last 64 tokens, as llama.cpp's repeat_penalty) and `no_repeat_ngram`
+(Hugging Face's no_repeat_ngram_size) are a chat UI's guards against loops; the defaults (1, 0) leave the
+model's own choice. Chapter 11's chat asks for 1.1 and 4.
 Bad parameters get a 422 (JSON) before the stream opens. Every chat of a model is served by one engine
 that batches them continuously (see `GET /api/engine`): a chat takes an idle seat at once, else waits in its
 queue, and when seats free up the client with the fewest chats running goes first. Only when every seat and
@@ -145,6 +150,25 @@ class GenerateParams(BaseModel):
     seed: int = Field(
         0, ge=0, le=2**31 - 1, description="Sampling seed (no unit; 0-2147483647; same seed, same tokens)."
     )
+    repetition_penalty: float = Field(
+        1.0,
+        ge=1,
+        le=2,
+        description="Divides the logit of every token among the last 64 (no unit; 1-2; 1 = none).",
+    )
+    no_repeat_ngram: int = Field(
+        0,
+        ge=0,
+        le=MAX_NO_REPEAT_NGRAM,
+        description=f"Never repeat an n-gram of this many tokens (tokens; 0 = off, else 2-{MAX_NO_REPEAT_NGRAM}).",
+    )
+
+    @field_validator("no_repeat_ngram")
+    @classmethod
+    def _ngram(cls, v: int) -> int:
+        if v == 1:
+            raise SimError("no_repeat_ngram", "no_repeat_ngram must be 0 (off) or 2-16 tokens, not 1.")
+        return v
 
     @field_validator("tokens_per_s")
     @classmethod
@@ -200,7 +224,14 @@ async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):
     ids = generation_ids(m, p.prompt)
     try:  # the engine batches every chat of this model into one forward pass per step (engine.py)
         steps = engine_for(m).submit(
-            ids, p.max_tokens, p.temperature, None if p.temperature == 0 else p.top_k, p.seed, client=client
+            ids,
+            p.max_tokens,
+            p.temperature,
+            None if p.temperature == 0 else p.top_k,
+            p.seed,
+            client=client,
+            repetition_penalty=p.repetition_penalty,
+            no_repeat_ngram=p.no_repeat_ngram,
         )
     except (QueueFull, ClientBusy) as busy:
         return JSONResponse(
@@ -232,6 +263,8 @@ async def _events(
                 "temperature": p.temperature,
                 "top_k": p.top_k,
                 "seed": p.seed,
+                "repetition_penalty": p.repetition_penalty,
+                "no_repeat_ngram": p.no_repeat_ngram,
                 "template": m.decode(ids) if hasattr(m, "chat_ids") else None,
             },
         )

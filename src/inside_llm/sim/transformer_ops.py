@@ -5,6 +5,8 @@ Shapes: N rows (tokens), T queries, S keys, H query heads, Hkv KV heads, hd head
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 
@@ -72,6 +74,28 @@ def sample(
         q[keep] = p[keep]
         p = q / q.sum()
     return int(rng.choice(len(p), p=p))
+
+
+def penalize(logits: np.ndarray, context: Sequence[int], penalty: float = 1.0, last_n: int = 64,
+             no_repeat_ngram: int = 0) -> np.ndarray:
+    """Logits [V] with a chat UI's repetition settings applied (a copy; the input is untouched).
+
+    penalty: CTRL's repetition penalty (Keskar et al. 2019, as llama.cpp's repeat_penalty): every id among the
+    last `last_n` of `context` has a positive logit divided by `penalty`, a negative one multiplied by it.
+    no_repeat_ngram: n > 1 bans any id that would complete an n-gram already in `context` (Hugging Face's
+    no_repeat_ngram_size). 1.0 and 0 leave the logits as they are.
+    """
+    z = np.array(logits, dtype=np.float64)
+    if penalty != 1.0 and last_n > 0 and len(context):
+        seen = np.unique(np.asarray(context[-last_n:], dtype=np.int64))
+        z[seen] = np.where(z[seen] > 0, z[seen] / penalty, z[seen] * penalty)
+    n = no_repeat_ngram
+    if n > 1 and len(context) >= n:
+        ctx = list(context)
+        tail = ctx[len(ctx) - n + 1:]
+        banned = [ctx[i + n - 1] for i in range(len(ctx) - n + 1) if ctx[i:i + n - 1] == tail]
+        z[banned] = -np.inf
+    return z
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -52,3 +52,22 @@ export function resolve(rules, controls, params, changed) {
   }
   return null;
 }
+
+/**
+ * A link's settings on load (controls: the scene's list): when they cannot be drawn together, resolve them as if
+ * the setting the link names last (of a rule's members) had just been changed. {changes, message, changed} with
+ * the message saying so in one line, or null when the link is drawable as it is.
+ */
+export function resolveLink(rules, controls, params, defaults, search) {
+  const byName = Object.fromEntries((controls || []).map((c) => [c.name, c]));
+  const named = [...new URLSearchParams(search).keys()];
+  for (const rule of rules || []) {
+    const members = [...(rule.product || []), rule.divides];
+    const set = named.filter((k) => members.includes(k));
+    const changed = set.length ? set[set.length - 1] : members.find((k) => params[k] !== (defaults || {})[k]);
+    if (!changed) continue;
+    const out = resolve([rule], byName, params, changed);
+    if (out) return { ...out, changed, message: `This link's settings could not be drawn together: ${out.message}` };
+  }
+  return null;
+}

@@ -44,12 +44,13 @@ let ctx = null;
 export function mount(stage, context) {
   ctx = context;
   const wrap = sceneRoot(stage, 'dials', 'dials');
-  const config = h('p', { class: 'dials-config' }, wrap);
-  const tiles = readoutRow(wrap, 'dials-readouts');
-  const mathPanel = h('div', { class: 'dials-math', hidden: true, id: 'dials-math' }, wrap);
+  const grid = h('div', { class: 'dials-grid' }, wrap); // CSS grid areas: the chat beside the readouts or the roof
+  const config = h('p', { class: 'dials-config' }, grid);
+  const tiles = readoutRow(grid, 'dials-readouts');
+  const mathPanel = h('div', { class: 'dials-math', hidden: true, id: 'dials-math' }, grid);
   view = { wrap, config, mathPanel, open: null, data: null, params: null, anim: null,
     readouts: READOUTS.map((r) => readoutTile(tiles, r)) };
-  const body = h('div', { class: 'dials-body' }, wrap); // CSS grid areas: stacked, two or three columns
+  const body = h('div', { class: 'dials-body' }, grid); // display: contents: its cards are the grid's
   view.mem = createMemoryBar(body);
   view.roof = roofCard(body);
   view.curve = createCurve(body);

@@ -114,10 +114,20 @@ function drawReadouts(d) {
   readout(view.readouts, 'Next token', pieceLabel(d.next_token), `${pct(d.next_token.p, 0)} likely`, { cls: 'emb-next' });
 }
 
+/** The tower reads the bare words; asked as a chat question (chapters 9 and 11) the answer may start otherwise. */
+function chatNote(d) {
+  const c = d.chat_next_token;
+  if (!c || c.id === d.next_token.id) return '';
+  return `Read as bare text, as this tower reads it, the model's next token is ${pieceLabel(d.next_token)}` +
+    `${d.next_token.text === '<|im_end|>' ? ' (it would end its turn here)' : ''}; asked as a chat question, inside its ` +
+    `chat template as chapters 9 and 11 ask it, its answer starts with ${pieceLabel(c)} (${pct(c.p, 0)}). `;
+}
+
 function drawNote(d) {
   const m = d.model;
   clear(view.note);
   modelNote(view.note, m);
+  view.note.append(chatNote(d));
   view.note.append(`${cap(modelWords(m))} swaps each token for its ${num(m.dim)}-number embedding row; each small square below is one ` +
     'number, the row wrapped into a block. ');
   const drawn = d.floors.filter((f) => f.drawn !== false);
