@@ -17,6 +17,7 @@ function threadLinks() {
 }
 
 box.addEventListener('input', threadLinks);
+document.querySelector('.skip-link')?.addEventListener('click', (ev) => { ev.preventDefault(); box.focus(); });
 bindThemeToggle(document.getElementById('theme-toggle'), () => ctl.redraw());
 applyTheme(page.options.theme);
 threadLinks();

@@ -284,6 +284,14 @@ if (rail) { // the page keeps room under the stage for the bar, however tall it 
   }).observe(rail);
 }
 
+// The skip link (the first Tab stop) puts the focus on the main control itself, not only the scroll.
+document.querySelector('.skip-link')?.addEventListener('click', (ev) => {
+  const target = document.querySelector(ev.currentTarget.getAttribute('href'));
+  if (!target) return;
+  ev.preventDefault();
+  target.focus();
+});
+
 // ---- start --------------------------------------------------------------------------------
 applyTheme(opts.theme);
 if (page.embed) {
