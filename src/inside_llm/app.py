@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from . import __version__
-from .api.common import client_gone, too_busy, unprocessable
+from . import __version__, modelfile
+from .api.common import client_gone, model_loading, too_busy, unprocessable
 from .api.registry import ROUTERS
 from .model_work import Busy, ClientGone
 from .paths import static_dir
@@ -77,6 +79,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "function of its URL (fixed seeds) and carries an ETag.",
     )
     app.state.settings = settings
+    if os.environ.get(modelfile.PRELOAD_ENV):  # `inside-llm serve`: check and load the model now, off the loop
+        modelfile.start_loading()
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(facts.router)
@@ -91,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, unprocessable)  # bounds and types, in words
     app.add_exception_handler(ValueError, unprocessable)  # SimError from a simulation
     app.add_exception_handler(Busy, too_busy)  # expensive work over its bound: 429 with Retry-After, in words
+    app.add_exception_handler(modelfile.ModelLoading, model_loading)  # a chat while the model loads: 503
     app.add_exception_handler(ClientGone, client_gone)
     app.add_exception_handler(Exception, _internal_error)
     app.add_middleware(StaticCache)

@@ -43,6 +43,7 @@ def _serve(args: argparse.Namespace) -> int:
     # Must be set before numpy is first imported.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("INSIDE_LLM_PRELOAD_MODEL", "1")  # each worker loads the model at start, in the background
     os.environ["INSIDE_LLM_WORKERS"] = str(args.workers)  # each worker's /api/engine says how many there are
     import uvicorn
 

@@ -195,6 +195,41 @@ def served_smollm():
         return _served[key]
 
 
+PRELOAD_ENV = "INSIDE_LLM_PRELOAD_MODEL"  # set by `inside-llm serve`: the app starts loading the model at start-up
+LOADING_RETRY_S = 10  # what a chat asks a client to wait while the model loads
+
+
+class ModelLoading(Exception):
+    """The real model is still being checked or built in the background: a chat is refused (503) meanwhile."""
+
+    retry_after_s = LOADING_RETRY_S
+
+    def __init__(self):
+        super().__init__(
+            "SmolLM2 is still loading on this server (checking its files, or rebuilding its cache after an "
+            f"update: up to a minute after a start); try again in {LOADING_RETRY_S} seconds."
+        )
+
+
+_loader: list[threading.Thread] = []
+
+
+def start_loading() -> None:
+    """Load the real model in a background thread (the server's start-up: never on the event loop)."""
+    with _load_lock:
+        if str(cache_dir()) in _served or (_loader and _loader[-1].is_alive()):
+            return
+        t = threading.Thread(target=served_smollm, name="inside-llm-model-load", daemon=True)
+        _loader.append(t)
+        t.start()
+
+
+def check_not_loading() -> None:
+    """ModelLoading while start_loading()'s thread is still at work, so a chat answers 503 instead of waiting."""
+    if _loader and _loader[-1].is_alive():
+        raise ModelLoading()
+
+
 def forget_served() -> None:
     """Drop the loaded model (tests point INSIDE_LLM_CACHE elsewhere, then call this)."""
     with _load_lock:

@@ -273,6 +273,12 @@ async def too_busy(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def model_loading(request: Request, exc: Exception) -> JSONResponse:
+    """The one 503 while the real model loads at start-up (modelfile.ModelLoading): a sentence and Retry-After."""
+    wait = getattr(exc, "retry_after_s", 10)
+    return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"retry-after": str(wait)})
+
+
 async def client_gone(request: Request, exc: Exception) -> Response:
     """The client left while its work waited: nothing is sent (no one reads it)."""
     return Response(status_code=499)

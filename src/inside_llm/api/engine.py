@@ -13,10 +13,12 @@ import asyncio
 import json
 import time
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from .. import modelfile
 from ..engine import ClientBusy, EngineSnapshot, QueueFull, engine_for
 from .demo_model import served_model
 
@@ -46,6 +48,7 @@ class DemoOut(BaseModel):
 
 
 def _engine():
+    modelfile.check_not_loading()  # 503 while the model loads at start-up (issue 23, M6)
     return engine_for(served_model("smollm2").model)
 
 
@@ -67,7 +70,7 @@ def get_engine() -> dict:
     },
 )
 async def get_engine_feed(request: Request) -> StreamingResponse:
-    engine = _engine()
+    engine = await anyio.to_thread.run_sync(_engine)  # the first call may load the model: not on the event loop
 
     async def events():
         end = time.monotonic() + FEED_MAX_S

@@ -47,6 +47,8 @@ ModelName = Literal["auto", "smollm2", "toy"]
 def generation_model(name: str = "auto") -> DemoModel:
     """The model that writes: auto (smollm2 when this server has it, else the toy), or exactly the one
     named; smollm2 asked for by name on a server without it is a SimError on `model` (a 422 in words)."""
+    if name != "toy":
+        modelfile.check_not_loading()  # 503 while the model loads at start-up (issue 23, M6)
     s = served_model("toy" if name == "toy" else "smollm2")  # demo_model.served_model: falls back to the toy
     if name == "smollm2" and s.served != "smollm2":
         raise SimError(
@@ -216,6 +218,7 @@ def sse(event: str, data: dict) -> bytes:
             "description": "Every seat and place in the engine's queue are taken, or this client has its "
             "share of the queue waiting; retry after Retry-After seconds."
         },
+        503: {"description": "SmolLM2 is still loading after a start; retry after Retry-After seconds."},
     },
 )
 async def get_generate(request: Request, p: Annotated[GenerateParams, Query()]):

@@ -25,8 +25,16 @@ NUMBA_CACHE_DIR (modelfile points it at the model cache folder); later processes
 
 from __future__ import annotations
 
-import numpy as np
-from numba import get_num_threads, njit, prange
+import os
+
+# numba runs prange on OpenMP threads here. While one thread waits for its sibling, libgomp spins by default;
+# on a shared 2-core machine the sibling is often descheduled, and spinning made a batch-1 step cost 614
+# CPU-ms instead of 44 (bench roof, load 20). Waiting passively costs the same CPU as one thread (measured
+# 47-53 vs 45-48 CPU-ms). Must be set before numba first starts its threads; OMP_WAIT_POLICY=active overrides.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+import numpy as np  # noqa: E402
+from numba import get_num_threads, njit, prange  # noqa: E402
 
 TILE = 4  # output rows per tile (the kernel's 4 dot products share each load of x)
 PIECES_PER_THREAD = 4  # parts of one product per thread: a thread that was descheduled holds back less
