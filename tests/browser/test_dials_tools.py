@@ -92,3 +92,45 @@ def test_solve_answers_as_the_api_and_adopts_the_setup(page, base_url):
     page.locator(".solve-form button[type=submit]").click()
     page.wait_for_function("() => document.querySelector('#solve-answer').textContent.startsWith('Infeasible')")
     assert page.locator("#solve-adopt").is_hidden()
+
+
+def test_pinned_a_stays_beside_b_with_the_difference(page, base_url):
+    open_page(page, base_url + "/dials?batch=16")
+    page.locator("#dials-tools > summary").click()
+    page.wait_for_selector("#sweep-chart .sweep-dot")
+    page.locator("#sweep-pin").click()
+    page.locator("#ctl-precision").select_option("fp8")
+    page.wait_for_selector("#sweep-chart .sweep-dot.a")
+    page.wait_for_function("() => document.querySelector('.sweep-note').textContent.includes('Dashed: A')")
+    a = json.load(urlopen(f"{base_url}/api/dials/sweep?batch=16&x=batch", timeout=60))
+    b = json.load(urlopen(f"{base_url}/api/dials/sweep?batch=16&precision=fp8&x=batch", timeout=60))
+    drawn_a = page.locator("#sweep-chart .sweep-dot.a").evaluate_all("els => els.map(e => +e.dataset.y)")
+    drawn_b = page.locator("#sweep-chart .sweep-dot:not(.a)").evaluate_all("els => els.map(e => +e.dataset.y)")
+    assert drawn_a == [p["tokens_per_s_total"] for p in a["points"] if p["fits"]]
+    assert drawn_b == [p["tokens_per_s_total"] for p in b["points"] if p["fits"]]
+    assert "At 16: B " in page.locator(".sweep-note").inner_text()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#dials-tools").screenshot(path=str(SHOTS / "dials-sweep-ab.png"))
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_open_panels_pass_axe(browser, base_url, theme):
+    from axe_playwright_python.sync_playwright import Axe
+
+    ctx = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme=theme)
+    pg = ctx.new_page()
+    try:
+        open_page(pg, base_url + "/dials")
+        pg.locator("#dials-explain > summary").click()
+        pg.locator('[data-example="vLLM"]').click()
+        pg.wait_for_selector(".explain-out:not([hidden]) .explain-log")
+        pg.locator("#dials-tools > summary").click()
+        pg.wait_for_selector("#sweep-chart .sweep-dot")
+        pg.locator(".solve-form button[type=submit]").click()
+        pg.wait_for_selector("#solve-adopt:not([hidden])")
+        rules = {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}
+        r = Axe().run(pg, options={"resultTypes": ["violations"], "runOnly": rules})
+        bad = [v["id"] for v in r.response["violations"] if v["impact"] in ("serious", "critical")]
+        assert bad == []
+    finally:
+        ctx.close()

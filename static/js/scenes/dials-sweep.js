@@ -37,6 +37,10 @@ export function createSweep(parent, ctx) {
   const ySel = select(row, 'sweep-y', 'Show', YS.map(([k, t]) => [k, t]));
   const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'sweep-chart', role: 'img', id: 'sweep-chart' }, box);
   const note = h('p', { class: 'card-note sweep-note', 'aria-live': 'polite' }, box);
+  const pinRow = h('div', { class: 'tools-row' }, box);
+  const pinBtn = h('button', { type: 'button', class: 'btn', id: 'sweep-pin', text: 'Pin this setup as A' }, pinRow);
+  const unpinBtn = h('button', { type: 'button', class: 'btn', id: 'sweep-unpin', text: 'Unpin A', hidden: true }, pinRow);
+  h('span', { class: 'card-note', text: 'then change the dials: A stays as a dashed line beside B, the setup now' }, pinRow);
 
   const form = h('form', { class: 'tools-row solve-form' }, box);
   const ask = select(form, 'solve-ask', 'Solve', ASKS);
@@ -46,26 +50,30 @@ export function createSweep(parent, ctx) {
   h('button', { type: 'submit', class: 'btn primary', text: 'Solve' }, form);
   const answer = h('p', { class: 'solve-answer', id: 'solve-answer', 'aria-live': 'polite' }, box);
   const adoptBtn = h('button', { type: 'button', class: 'btn', text: 'Adopt this setup', id: 'solve-adopt', hidden: true }, box);
-  let params = null, last = '', adopt = null, seq = 0;
+  let params = null, last = '', adopt = null, seq = 0, pinned = null;
 
   async function draw() {
     if (!box.open || !params) return;
     const q = `${toQuery(params)}&x=${xSel.value}`;
-    if (q === last) return;
-    last = q;
+    const qa = pinned ? `${toQuery(pinned)}&x=${xSel.value}` : '';
+    if (`${q}|${qa}` === last) return;
+    last = `${q}|${qa}`;
     const mine = ++seq;
     try {
-      const d = await ctx.fetchJSON(`/api/dials/sweep?${q}`);
-      if (mine === seq) plot(d);
+      const [d, a] = await Promise.all([ctx.fetchJSON(`/api/dials/sweep?${q}`),
+        qa ? ctx.fetchJSON(`/api/dials/sweep?${qa}`) : Promise.resolve(null)]);
+      if (mine === seq) plot(d, a);
     } catch (err) {
       note.textContent = `No sweep: ${err.message}`;
     }
   }
-  function plot(d) {
+  function plot(d, a) {
     clear(chart);
     const [yKey, yLabel, fmt] = YS.find(([k]) => k === ySel.value);
-    const pts = d.points.map((p, i) => ({ i, x: p.x, y: yKey === 'spare_gb' ? p.spare_gb : p[yKey], fits: p.fits }));
-    const ys = pts.filter((p) => p.y !== null && p.fits).map((p) => p.y);
+    const toPts = (s) => s.points.map((p, i) => ({ i, x: p.x, y: yKey === 'spare_gb' ? p.spare_gb : p[yKey], fits: p.fits }));
+    const pts = toPts(d);
+    const ptsA = a ? toPts(a) : [];
+    const ys = [...pts, ...ptsA].filter((p) => p.y !== null && p.fits).map((p) => p.y);
     const yMax = Math.max(1e-9, ...ys, yKey === 'spare_gb' ? 0 : 0);
     const yMin = yKey === 'spare_gb' ? Math.min(0, ...pts.map((p) => p.y)) : 0;
     const sx = (i) => M.l + (i * (W - M.l - M.r)) / Math.max(1, pts.length - 1);
@@ -84,8 +92,13 @@ export function createSweep(parent, ctx) {
       const kx = knee > 0 ? (sx(knee - 1) + sx(knee)) / 2 : sx(0);
       svg('rect', { class: 'sweep-nofit', x: kx, y: M.t, width: W - M.r - kx, height: H - M.t - M.b }, chart);
       const left = kx > W * 0.6; // near the right edge the label sits left of the knee
-      svg('text', { class: 'sweep-knee', x: left ? kx - 4 : kx + 4, y: M.t + 12, 'text-anchor': left ? 'end' : 'start',
+      svg('text', { class: 'sweep-knee', x: left ? kx - 4 : kx + 4, y: H - M.b - 8, 'text-anchor': left ? 'end' : 'start',
         text: `memory runs out at ${d.knee}` }, chart);
+    }
+    const lineA = ptsA.filter((p) => p.fits && p.y !== null);
+    if (lineA.length) {
+      svg('path', { class: 'sweep-line a', d: lineA.map((p, j) => `${j ? 'L' : 'M'}${sx(p.i)},${sy(p.y)}`).join('') }, chart);
+      for (const p of lineA) svg('circle', { class: 'sweep-dot a', cx: sx(p.i), cy: sy(p.y), r: 3, 'data-x': String(p.x), 'data-y': String(p.y) }, chart);
     }
     const line = pts.filter((p) => p.fits && p.y !== null);
     if (line.length) svg('path', { class: 'sweep-line', d: line.map((p, j) => `${j ? 'L' : 'M'}${sx(p.i)},${sy(p.y)}`).join('') }, chart);
@@ -96,6 +109,13 @@ export function createSweep(parent, ctx) {
     const cur = pts.find((p) => String(p.x) === String(d.current));
     note.textContent = `${yLabel} against ${XS.find(([k]) => k === d.x)[1].toLowerCase()}; the large dot is the dials' setup` +
       `${cur ? '' : ' (between the swept values)'}${knee >= 0 ? `; from ${d.knee} on, it does not fit in memory.` : '.'}`;
+    if (a) {
+      const at = (list) => list.find((p) => String(p.x) === String(d.current));
+      const b0 = at(pts), a0 = at(ptsA);
+      const diff = b0 && a0 && b0.y !== null && a0.y !== null && a0.y !== 0 ? ` At ${d.current}: B ${fmt(b0.y)} vs A ${fmt(a0.y)} ` +
+        `(${b0.y >= a0.y ? '+' : '−'}${num(Math.abs(100 * (b0.y / a0.y - 1)), 2)}%).` : '';
+      note.textContent += ` Dashed: A, the pinned setup.${diff}`;
+    }
     chart.setAttribute('aria-label', `${yLabel}: ${line.map((p) => `${p.x} ${fmt(p.y)}`).join(', ')}`);
   }
 
@@ -123,6 +143,8 @@ export function createSweep(parent, ctx) {
     if (!adopt) return;
     for (const [k, v] of Object.entries(adopt)) if (ctx.params[k] !== v) ctx.setParam(k, v);
   });
+  pinBtn.addEventListener('click', () => { pinned = { ...params }; unpinBtn.hidden = false; last = ''; draw(); });
+  unpinBtn.addEventListener('click', () => { pinned = null; unpinBtn.hidden = true; last = ''; draw(); });
   box.addEventListener('toggle', draw);
   xSel.addEventListener('change', draw);
   ySel.addEventListener('change', () => { last = ''; draw(); });
