@@ -28,12 +28,17 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=real_quality.NUM_WINDOWS)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--drafts-only", action="store_true", help="only chapter 9's draft comparison")
+    ap.add_argument(
+        "--served", action="store_true", help="only the served int8 form's perplexity, paired with the stored baseline"
+    )
     args = ap.parse_args()
     model = modelfile.served_smollm()
     if model is None:
         sys.exit(f"SmolLM2 is not installed: {modelfile.HOW_TO_FETCH}")
     if args.drafts_only:
         return drafts(model)
+    if args.served:
+        return served(model)
     t0 = time.perf_counter()
     data = real_quality.build(
         model,
@@ -50,6 +55,26 @@ def main() -> None:
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {args.out} in {data['measured_s']} s")
     drafts(model)
+
+
+def served(model) -> None:
+    """The served int8 form (sim/q8.py, what the engine decodes from) on the stored file's windows, paired window
+    by window with its float32 baseline (printed, not stored: docs/benchmarks.md records it)."""
+    import math
+
+    import numpy as np
+
+    stored = real_quality.stored(model.name) or sys.exit("no stored measurement to pair with")
+    nll = real_quality.window_nll(
+        model.served_form, real_quality.text_ids(model), stored["windows"], stored["window_tokens"]
+    )
+    base = np.array(stored["variants"][0]["window_nll"])
+    d = nll - base
+    ppl, ppl0 = math.exp(nll.mean()), math.exp(base.mean())
+    print(
+        f"served int8: perplexity {ppl:.3f} vs {ppl0:.3f} float32 ({ppl / ppl0 - 1:+.2%}); "
+        f"NLL {d.mean():+.4f} +- {d.std(ddof=1) / math.sqrt(len(d)):.4f} nats/token over {len(d)} windows"
+    )
 
 
 def drafts(model) -> None:
