@@ -73,7 +73,10 @@ class FileStatus:
     def message(self) -> str:
         """One line for the log: what is wrong and how to fix it."""
         if self.ok:
-            return f"SmolLM2-135M-Instruct (the real chat model) found and checked: {self.path}"
+            return (
+                f"SmolLM2-135M-Instruct (the real chat model) file found and checked: {self.path} "
+                "(its cache is checked, and rebuilt if damaged, as the model loads)"
+            )
         return f"SmolLM2-135M-Instruct not used: {self.problem}; the toy model serves instead ({HOW_TO_FETCH})"
 
 
