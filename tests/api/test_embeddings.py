@@ -166,3 +166,16 @@ def test_measured_prefill_vs_decode_lives_apart_and_is_cached(client):
     assert d["available"] and d["measured_on"] == "this server's CPU"
     assert d["prefill_ms_per_token"] > 0 and d["decode_ms_per_token"] > 0
     assert client.get("/api/embeddings/measured").content == a.content  # measured once per process
+
+
+def test_the_bare_text_may_end_the_turn_while_the_chat_template_answers(client, smollm):
+    """Chapter 2 reads the bare words: after "Why is the sky blue?" SmolLM2 ends its turn (<|im_end|>); asked in
+    its chat template (chapters 9 and 11) its answer starts with "The". Both are sent; the toy has no template."""
+    d = client.get("/api/embeddings", params={"prompt": "Why is the sky blue?", "model": "smollm2"}).json()
+    assert d["next_token"]["text"] == "<|im_end|>"
+    c = d["chat_next_token"]
+    ids = smollm.chat_ids("Why is the sky blue?")
+    logits = smollm.forward(ids, last_only=True).logits[-1]
+    assert c["id"] == int(np.argmax(logits)) and c["text"] == "The" and 0 < c["p"] <= 1
+    toy = client.get("/api/embeddings", params={"prompt": "To be", "model": "toy"}).json()
+    assert toy["chat_next_token"] is None

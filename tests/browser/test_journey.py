@@ -318,7 +318,7 @@ def test_send_in_chapter_11_writes_the_question(page, base_url):
     assert page.locator(".bubble.you").inner_text() == "What is a KV cache?"
 
 
-def test_a_link_that_cannot_be_drawn_is_resolved_on_load_and_said(page, base_url):
+def test_a_link_that_cannot_be_drawn_is_resolved_on_load_and_said(page, phone, base_url):
     """/tour/parallelism?pp=2 (tensor 8 × pipeline 2 on 8 GPUs) opened to an empty stage; now it opens
     resolved as a control change would be, the URL rewritten, one line saying so."""
     open_page(page, f"{base_url}/tour/parallelism?pp=2")
@@ -335,6 +335,9 @@ def test_a_link_that_cannot_be_drawn_is_resolved_on_load_and_said(page, base_url
         ),
     )
     assert page.locator(".link-fix").count() == 0, "the line goes with the next change"
+    open_page(phone, f"{base_url}/tour/parallelism?pp=2")  # the phone's closed dock shows that control and line
+    line = phone.locator(".link-fix")
+    assert line.is_visible() and line.bounding_box()["y"] + 10 <= 844
 
 
 CHAPTERS = [s.slug for s in load_scenes()]
@@ -379,3 +382,12 @@ def test_the_cover_shows_the_whole_question_and_names_its_board(page, base_url):
     title = page.locator(".cover-board-title").inner_text()
     assert title.startswith("Llama 3.1 70B split across 8 GPUs")
     assert "Each card is one GPU" in page.locator(".cover-server figcaption").inner_text()
+
+
+def test_chapter_2_says_both_next_tokens_for_the_question(page, base_url, smollm):
+    from urllib.parse import quote
+
+    open_page(page, f"{base_url}/tour/embeddings?q={quote(QUESTION)}")
+    note = page.locator(".emb-note").inner_text()
+    assert "next token is “<|im_end|>” (it would end its turn here)" in note
+    assert "its answer starts with “The”" in note

@@ -31,7 +31,7 @@ function sourceNote(model, cpuRate) {
   if (model && !MODEL_NAMES[model]) return TOY_NOTE;
   const measured = cpuRate ? `, ${num(cpuRate, 3)} tokens/s on this server's CPU` : ' on this server\'s CPU';
   return `Written by ${MODEL_NAMES.smollm2}${measured}; shown as it is written, at the per-user speed ` +
-    'of the configuration above (or this CPU\'s, if slower).';
+    'above or this CPU\'s, whichever is slower.';
 }
 
 /** The answers an offline bundle carries (inside-llm export): {prompt, max_tokens, model, tokens, …}. */

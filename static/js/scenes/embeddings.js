@@ -118,9 +118,9 @@ function drawReadouts(d) {
 function chatNote(d) {
   const c = d.chat_next_token;
   if (!c || c.id === d.next_token.id) return '';
-  return `Read as bare text, as this tower reads it, the model's next token is ${pieceLabel(d.next_token)}` +
+  return `Read as bare text, as this tower reads it, the model's next token is “${pieceLabel(d.next_token)}”` +
     `${d.next_token.text === '<|im_end|>' ? ' (it would end its turn here)' : ''}; asked as a chat question, inside its ` +
-    `chat template as chapters 9 and 11 ask it, its answer starts with ${pieceLabel(c)} (${pct(c.p, 0)}). `;
+    `chat template as chapters 9 and 11 ask it, its answer starts with “${pieceLabel(c)}” (${pct(c.p, 0)}). `;
 }
 
 function drawNote(d) {
