@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .. import metrics
 from ..engine import ClientBusy, QueueFull, Stream, engine_for, engines
+from ..modelfile import ModelLoading
 from ..sim.errors import SimError
 from ..sim.transformer import DemoModel
 from .common import in_words, label
@@ -491,5 +492,9 @@ async def get_metrics(request: Request) -> Response:
 
 
 def _served_engine() -> None:
-    """The chat model's engine exists from the first scrape on (its series read 0 before the first chat)."""
-    engine_for(generation_model("auto"))
+    """The chat model's engine exists from the first scrape on (its series read 0 before the first chat). While
+    the model still loads after a start, a scrape answers with the series it has: /metrics never refuses."""
+    try:
+        engine_for(generation_model("auto"))
+    except ModelLoading:
+        pass
