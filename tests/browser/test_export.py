@@ -183,7 +183,7 @@ def test_bundle_tour_works_from_disk(offline_page, bundle_dir):
     assert page.url.startswith("file://") and page.url.endswith("/tour/tokens.html")
     page.locator(".preset", has_text="Code").click()
     page.wait_for_function("() => [...document.querySelectorAll('.chip')].some(c => c.textContent.includes('fib'))")
-    assert "q=def" in page.url, "the typed text is the question"
+    assert "text=def" in page.url and "q=" not in page.url, "a preset keeps its own parameter, never the question"
     page.locator("#ctl-encoding").select_option("llama3")  # with the Code text: a combination not precomputed
     page.wait_for_function("() => document.getElementById('stage-status').textContent.includes('live server')")
     assert "encoding" not in page.url, "the address keeps the last state that drew"
@@ -191,7 +191,8 @@ def test_bundle_tour_works_from_disk(offline_page, bundle_dir):
     page.wait_for_function("() => document.getElementById('stage-status').textContent.includes('live server')")
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("ArrowRight")
-    page.wait_for_url(re.compile(r"/tour/embeddings\.html\?q=def"))  # the question (the last that drew) travels
+    page.wait_for_url(re.compile(r"/tour/embeddings\.html"))  # the next chapter, offline
+    assert "q=def" not in page.url, "a preset's text is not the question, so it does not travel"
     assert page.locator("#scene-title").inner_text()
     assert page.network == [] and page.console_errors == []
 
