@@ -11,6 +11,25 @@ import pytest
 from inside_llm.model_work import Busy, ClientGone, Kept, ModelWork, Slots, Turns
 
 
+def _run(main):
+    """asyncio.run(main()) on a thread of its own: a browser test earlier in the session can leave an event loop
+    running in this thread (Playwright's sync API), and asyncio.run refuses to start inside one."""
+    out: dict = {}
+
+    def go():
+        try:
+            out["value"] = asyncio.run(main())
+        except BaseException as e:  # re-raised in the test's thread
+            out["error"] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def _engine_stepping(turns: Turns, step_s: float, stop: threading.Event, log: list) -> threading.Thread:
     """A stand-in engine: back-to-back steps of step_s seconds inside turns.step(), logged as (start, end)."""
 
@@ -77,7 +96,7 @@ def test_a_full_queue_refuses_at_once_in_words_and_results_are_kept():
         gate.set()
         return refused.value, await running, [await q for q in queued], await same
 
-    busy, first, rest, same = asyncio.run(main())
+    busy, first, rest, same = _run(main)
     assert "2 pieces of model work are already waiting beside the chats (at most 2)" in busy.message
     assert busy.retry_after_s >= 1 and f"Try again in {busy.retry_after_s} s" in busy.message
     assert first is True and rest == [2, 4] and same == 2
@@ -107,7 +126,7 @@ def test_a_queued_job_is_dropped_when_its_client_leaves():
         gate.set()
         await busy
 
-    asyncio.run(main())
+    _run(main)
     assert ran == [], "the job of a client that left was never run"
 
 
