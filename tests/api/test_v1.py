@@ -206,8 +206,11 @@ def test_a_full_share_is_a_429_the_client_retries(base_url, smollm):
     """This address fills every seat and its half of the queue (chats put straight into the server's engine,
     which runs in this process); the next chat gets a 429 with Retry-After, and the client retries after it.
     The hook that sees the 429 ends those chats, so the retry finds room."""
-    engine = engine_for(smollm)
-    ids = smollm.vocab.encode(smollm.vocab.chat_prompt(MESSAGES))
+    from inside_llm.api.generate import generation_model
+
+    served = generation_model("smollm2")  # the server's own model object (a test may have reloaded it)
+    engine = engine_for(served)
+    ids = served.vocab.encode(served.vocab.chat_prompt(MESSAGES))
 
     def fill() -> None:
         for _ in range(engine.limits.seats + engine.queue_share()):

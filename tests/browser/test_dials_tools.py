@@ -38,7 +38,7 @@ def test_explain_panel_draws_the_api_answer(page, base_url):
 def test_explain_panel_says_which_word_is_wrong(page, base_url):
     page.allowed_errors.append("422")  # the malformed command is an expected 422
     open_page(page, base_url + "/tour/dials")
-    page.locator("#dials-explain > summary").click()
+    page.locator("#dials-explain").evaluate("(d) => { d.open = true; }")  # open, whatever state it kept
     page.locator("#explain-cmd").fill("vllm serve Qwen/Qwen3-32B --tensor-parallel-size two")
     page.locator(".explain-form button[type=submit]").click()
     page.wait_for_function("() => document.querySelector('.explain-status').textContent.includes('word 5')")
