@@ -130,6 +130,18 @@ def test_phone_sized_embed_keeps_the_two_grids_readable(page, base_url):
     assert page.console_errors == []
 
 
+def question_tokens(base_url: str, q: str) -> int:
+    """The question's token count as the page asks it: SmolLM2's chat template, else Llama 3's tokens."""
+    import httpx
+
+    api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"}, timeout=120)
+    if api.status_code == 200:
+        return api.json()["chat"]["num_tokens"]
+    return httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}, timeout=120).json()[
+        "num_tokens"
+    ]
+
+
 def test_one_chat_grows_token_by_token_with_bytes_from_the_model_shape(page, base_url):
     page.goto(base_url + "/tour/kv-cache?step=0")
     rendered(page)
@@ -176,14 +188,7 @@ def test_the_visitors_question_is_the_chat_whose_cache_is_weighed(page, base_url
     import httpx
 
     q = "What is the capital of France?"
-    api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"}, timeout=120)
-    tokens = (
-        api.json()["chat"]["num_tokens"]
-        if api.status_code == 200
-        else httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}, timeout=120).json()[
-            "num_tokens"
-        ]
-    )
+    tokens = question_tokens(base_url, q)
     per_token = httpx.get(base_url + "/api/kv-cache", timeout=120).json()["kv_per_token"]
     page.goto(base_url + "/tour/kv-cache?step=4&q=" + quote(q))
     line = page.locator(".kv-chat-question")
@@ -241,14 +246,7 @@ def test_the_visitors_chat_is_drawn_large_and_grows_from_the_question(page, base
     import httpx
 
     q = "What is a KV cache?"
-    api = httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "smollm2"}, timeout=120)
-    tokens = (
-        api.json()["chat"]["num_tokens"]
-        if api.status_code == 200
-        else httpx.get(base_url + "/api/tokens", params={"text": q, "encoding": "llama3"}, timeout=120).json()[
-            "num_tokens"
-        ]
-    )
+    tokens = question_tokens(base_url, q)
     kv = httpx.get(base_url + "/api/kv-cache", timeout=120).json()
     per_token, block = (
         kv["kv_per_token"]["bytes"],

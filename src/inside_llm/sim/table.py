@@ -16,16 +16,7 @@ from . import serving
 PARAM_COLUMNS = tuple(serving.ServingParams.__dataclass_fields__)
 FIGURE_COLUMNS = (
     "fits",
-    "ttft_ms",
-    "tpot_ms",
-    "e2e_latency_ms",
-    "tokens_per_s_per_user",
-    "tokens_per_s_total",
-    "tokens_per_s_static",
-    "tokens_per_s_continuous",
-    "cost_per_million_tokens_usd",
-    "mfu",
-    "bandwidth_utilization",
+    *serving.HYPOTHETICAL_FIELDS,  # the time, rate and cost figures (empty when the setup does not fit)
     "max_batch",
     "bound",
     "prefill_bound",
