@@ -75,9 +75,9 @@ def test_api_holds_under_generated_input(case):
             if status != 200:
                 assert json.loads(body)["detail"], body[:300]
         else:
-            # a known-slow operation gets a longer read timeout than schemathesis' 10 s (its time is not held)
-            extra = {"timeout": 300} if case.operation.path in KNOWN_SLOW else {}
-            case.call_and_validate(excluded_checks=EXCLUDED, **extra)
+            # schemathesis' own 10 s read timeout is not stretched by the machine's load: the time is held
+            # below by _time_budget instead, which says which case took how long
+            case.call_and_validate(excluded_checks=EXCLUDED, timeout=300)
     finally:
         if case.operation.path == "/api/engine/demo":
             _cancel_demo()
