@@ -6,7 +6,8 @@ own client (`--no-deps`: its declared dependencies are not wanted), extracts the
 size and sha256, and stores it in a cache folder outside the repository, then dequantizes it once to
 float32 `.npy` files beside it (sim/smollm.py) and writes the int8 matrices the server decodes from
 (sim/q8.py), every file's size and checksum in the cache's manifest; every server worker memory-maps them.
-A cache whose files do not match the manifest is rebuilt (or, when that fails, the toy model serves).
+A cache whose files do not match the manifest is rebuilt (or, when that fails, the toy model serves); a
+start whose files are the very ones a full check passed (their stamps, sim/smollm.verify_cache) skips it.
 
 The cache folder is $INSIDE_LLM_CACHE, else $XDG_CACHE_HOME/inside-llm, else ~/.cache/inside-llm.
 Nothing here is needed for the tour to run: without the file the toy model serves.
@@ -164,7 +165,7 @@ def prepare(log=print) -> Path:
     _use_numba_cache()
     for gone in smollm.remove_stale_builds(out):
         log(f"removed the temporary folder of an interrupted cache build: {gone}")
-    problem = smollm.check_cache(out) if smollm.f32_cache_ok(out, path) else "missing"
+    problem = smollm.verify_cache(out, full=True) if smollm.f32_cache_ok(out, path) else "missing"
     if problem is None:
         log(f"model cache already built and checked: {out}")
     else:
@@ -183,8 +184,9 @@ _served: dict = {}
 def served_smollm():
     """The real model (sim.smollm.SmolLM), loaded once per process, or None when its file is not usable.
 
-    The first call checks the cache (every file against the size and checksum recorded when it was built)
-    and builds it when it is missing or damaged (about half a minute, once); when the model cannot be used
+    The first call checks the cache (every file against the size and checksum recorded when it was built;
+    skipped, as smollm.verify_cache says, when no file changed since that check last passed) and builds it
+    when it is missing or damaged (about half a minute, once); when the model cannot be used
     (the GGUF missing, truncated or not the expected one, the cache unreadable and not rebuildable) it logs
     one line saying why and how to fix it, and returns None so the toy model serves. Pins BLAS to one thread.
 
@@ -247,7 +249,7 @@ def _load():
     try:
         for gone in smollm.remove_stale_builds(folder):
             log.warning("removed the temporary folder of an interrupted model cache build: %s", gone)
-        problem = smollm.check_cache(folder) if smollm.f32_cache_ok(folder, path) else "missing or out of date"
+        problem = smollm.verify_cache(folder) if smollm.f32_cache_ok(folder, path) else "missing or out of date"
         if problem is not None:
             status = check_file(path)
             if not status.ok:
@@ -255,7 +257,7 @@ def _load():
                 return None
             log.warning("building the model cache of SmolLM2-135M-Instruct (%s; once, about half a minute)", problem)
             smollm.build_f32_cache(path, folder)
-            if (problem := smollm.check_cache(folder)) is not None:
+            if (problem := smollm.verify_cache(folder)) is not None:
                 raise ValueError(problem)
         elif not (status := check_file(path, verify_hash=False)).ok:
             log.warning(status.message())

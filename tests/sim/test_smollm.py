@@ -263,6 +263,32 @@ def test_zeroed_weights_of_the_same_size_are_caught_by_their_checksum(cache_copy
     assert problem is not None and "q8_wo.npy" in problem and "damaged" in problem
 
 
+def test_a_warm_start_reads_no_weights_and_any_change_brings_back_the_full_check(cache_copy, monkeypatch):
+    import os
+
+    from inside_llm.sim import smollm as sm
+
+    (cache_copy / sm.VERIFIED).unlink(missing_ok=True)  # a link to the real cache's record: start without one
+    full = []
+    check = sm.check_cache
+    monkeypatch.setattr(sm, "check_cache", lambda out: full.append(out) or check(out))
+    assert sm.verify_cache(cache_copy) is None and len(full) == 1  # no record: checked in full, then recorded
+    assert (cache_copy / sm.VERIFIED).is_file() and not (cache_copy / sm.VERIFIED).is_symlink()
+    assert sm.verify_cache(cache_copy) is None and len(full) == 1  # nothing changed: no checksum read
+    st = (cache_copy / "q8_wo.npy").stat()
+
+    def zero_some(b):
+        b[-4000:] = bytes(4000)
+        return b
+
+    _damage(cache_copy, "q8_wo.npy", zero_some)  # the same size, and its times set back as they were
+    os.utime(cache_copy / "q8_wo.npy", ns=(st.st_atime_ns, st.st_mtime_ns))
+    problem = sm.verify_cache(cache_copy)
+    assert len(full) == 2 and problem is not None and "q8_wo.npy" in problem and "damaged" in problem
+    assert sm.verify_cache(cache_copy) is not None and len(full) == 3  # a damaged cache is never recorded
+    assert sm.verify_cache(cache_copy, full=True) is not None and len(full) == 4
+
+
 def test_an_interrupted_build_leaves_nothing_behind_at_the_next_start(tmp_path):
     from inside_llm.sim import smollm as sm
 

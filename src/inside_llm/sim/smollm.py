@@ -35,6 +35,7 @@ Notation as in sim/transformer.py: T new tokens, V vocabulary, dim residual widt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -259,6 +260,49 @@ def check_cache(out: Path) -> str | None:
                 return f"{name} in the model cache is damaged (checksum {got}, recorded {f['checksum']})"
     except (OSError, ValueError, KeyError, TypeError) as e:
         return f"the model cache's manifest cannot be read ({type(e).__name__}: {e})"
+    return None
+
+
+VERIFIED = "verified.json"  # beside config.json: the files as they were when check_cache last passed
+
+
+def _file_stamps(out: Path, names) -> dict:
+    """Each file's (size, mtime, ctime, inode, device): any write, truncation, replacement or copy of a file
+    changes one of them (ctime cannot be set back from user space)."""
+    stamps = {}
+    for name in sorted(names):
+        st = (out / name).stat()
+        stamps[name] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+    return stamps
+
+
+def verify_cache(out: Path, full: bool = False) -> str | None:
+    """check_cache, skipped when nothing changed since it last passed: None when the cache at `out` is whole.
+
+    After a full check passes, VERIFIED records the manifest's own checksum and every listed file's stamp
+    (_file_stamps). A later start whose manifest and stamps all equal that record reads no weights (a few
+    stat calls instead of ~750 MB of checksums); anything else runs the full check again and, when it passes,
+    records the new stamps (best effort: a read-only cache is checked in full every time). full: check in full
+    whatever the record says (`inside-llm fetch-model`)."""
+    errors = (OSError, ValueError, KeyError, TypeError, AttributeError)
+    try:
+        manifest = (out / "config.json").read_bytes()
+        record = {"manifest": hashlib.sha256(manifest).hexdigest(), "files": _file_stamps(out, json.loads(manifest)["files"])}
+    except errors:
+        record = None  # check_cache says what is wrong
+    try:
+        if not full and record is not None and json.loads((out / VERIFIED).read_text()) == record:
+            return None
+    except errors:
+        pass  # no record yet, or an unreadable one: check in full
+    if (problem := check_cache(out)) is not None or record is None:
+        return problem
+    tmp = out / f"{VERIFIED}.tmp-{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, out / VERIFIED)  # replaces a link to another cache's record, never writes through it
+    except OSError:
+        tmp.unlink(missing_ok=True)
     return None
 
 
