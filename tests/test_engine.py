@@ -6,6 +6,7 @@ step; a full queue refuses at once; the live view never carries a prompt's text.
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import numpy as np
@@ -244,3 +245,18 @@ def test_repetition_settings_change_only_their_own_chat_and_no_4gram_repeats():
     grams = [tuple(ctx[i : i + 4]) for i in range(len(ctx) - 3)]
     assert len(grams) == len(set(grams)), "a 4-gram repeats"
     assert got != base
+
+
+def test_a_reloaded_model_replaces_its_engine_in_the_list():
+    """engines() (what /metrics reads) lists each served model once: a model loaded again (a new object of the
+    same kind and name) gets a new engine in place of the old, which is closed once idle."""
+    from inside_llm.engine import engine_for, engines
+
+    first = load_model()
+    again = copy.copy(first)  # as a reload would give: another object, the same kind and name
+    a = engine_for(first)
+    assert engine_for(first) is a and a in engines()
+    b = engine_for(again)
+    listed = [e for e in engines() if type(e.model) is type(again)]
+    assert b is not a and b in listed and a not in listed and len(listed) == 1
+    assert a._stop, "the replaced, idle engine is closed"

@@ -580,13 +580,29 @@ _engines: dict[int, Engine] = {}
 _engines_lock = threading.Lock()
 
 
+def _served_as(model: DemoModel) -> tuple:
+    """What a model is served as: a reloaded model (a new object of the same kind and name) replaces the old."""
+    return type(model), getattr(model, "name", None)
+
+
 def engine_for(model: DemoModel, limits: EngineLimits = EngineLimits()) -> Engine:
-    """The process's engine for `model` (made on first use; its loop thread starts with the first chat)."""
+    """The process's engine for `model` (made on first use; its loop thread starts with the first chat).
+
+    A new object for a model already served (the model was reloaded) gets a new engine that replaces the old
+    one in engines(), so /metrics lists each served model once; the old engine, once idle, is closed."""
+    replaced: list[Engine] = []
     with _engines_lock:
         eng = _engines.get(id(model))
         if eng is None or eng.model is not model:
+            for key, old in list(_engines.items()):
+                if _served_as(old.model) == _served_as(model):
+                    replaced.append(_engines.pop(key))
             eng = _engines[id(model)] = Engine(model, limits)
-        return eng
+    for old in replaced:
+        snap = old.snapshot()
+        if not snap["seats_in_use"] and not snap["queued"]:
+            old.close()  # else its chats finish on its own thread (it is no longer listed)
+    return eng
 
 
 def workers() -> int:
