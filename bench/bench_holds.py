@@ -14,6 +14,9 @@ served model). Those requests are model jobs (model_work.py) that take turns wit
 queue's bound they get a 429, and these clients wait its Retry-After (as a page does) before asking again.
 Figure: the chat's decode tokens/s under load / idle, in the same run (goal >= 0.5).
 
+Scenario `tokens_16_hostile` (issue 23's H1): 16 POST /api/tokens of 100,000 emoji at once while /healthz is
+probed every 50 ms: its p90 under that load beside idle (goal < 50 ms), and how the 16 were answered.
+
 More scenarios go in SCENARIOS (each a function of the base URL returning rows); the server is started once.
 run() -> rows; `python bench/bench_holds.py` prints them.
 """
@@ -191,7 +194,59 @@ def model_work_beside_a_chat(base: str) -> list[dict]:
     ]
 
 
-SCENARIOS = [chats_64_addresses, model_work_beside_a_chat]
+def _healthz_ms(base: str, n: int, every_s: float, stop=None) -> list[float]:
+    """/healthz latencies (ms) from one keep-alive client: n probes, or until stop is set."""
+    out = []
+    with httpx.Client(base_url=base, timeout=60) as c:
+        while len(out) < n and not (stop is not None and stop.is_set()):
+            t0 = time.perf_counter()
+            c.get("/healthz")
+            out.append(1e3 * (time.perf_counter() - t0))
+            time.sleep(every_s)
+    return out
+
+
+def tokens_16_hostile(base: str) -> list[dict]:
+    """Issue 23's H1: 16 POST /api/tokens of 100,000 emoji each (400 KB, inside both caps) at once, /healthz
+    probed every 50 ms meanwhile: its p90 under that load beside its p90 idle on the same server (goal: under
+    50 ms under load), and how the 16 were answered (two run at once, the rest a 429 at once)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = json.dumps({"text": "\U0001f999" * 100_000}, ensure_ascii=False).encode()
+    headers = {"content-type": "application/json", "accept-encoding": "gzip"}
+    idle = _healthz_ms(base, 60, 0.02)
+
+    def post(_):
+        with httpx.Client(base_url=base, timeout=300) as one:
+            return one.post("/api/tokens", content=body, headers=headers).status_code
+
+    stop = threading.Event()
+    with ThreadPoolExecutor(17) as pool:
+        probe = pool.submit(_healthz_ms, base, 10_000, 0.05, stop)
+        codes = list(pool.map(post, range(16)))
+        stop.set()
+        loaded = probe.result()
+    p_idle, p_load = percentile(idle, 0.9), percentile(loaded, 0.9)
+    return [
+        _row("tokens_16_hostile.healthz_p90_idle_ms", round(p_idle, 1), "ms", "/healthz alone, same server"),
+        _row(
+            "tokens_16_hostile.healthz_p90_ms",
+            round(p_load, 1),
+            "ms",
+            f"/healthz while 16 x 100,000-emoji POST /api/tokens run (goal < 50 ms; {len(loaded)} probes)",
+            p99=round(percentile(loaded, 0.99), 1),
+        ),
+        _row(
+            "tokens_16_hostile.answers",
+            f"{codes.count(200)} x 200, {codes.count(429)} x 429, {len(codes) - codes.count(200) - codes.count(429)} other",
+            "",
+            "the 16 POSTs: two run at once, the rest refused at once",
+        ),
+    ]
+
+
+SCENARIOS = [chats_64_addresses, model_work_beside_a_chat, tokens_16_hostile]
 
 
 def run() -> list[dict]:
