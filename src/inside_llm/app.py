@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from . import __version__, modelfile
 from .api.common import client_gone, model_loading, too_busy, unprocessable
 from .api.registry import ROUTERS
+from .attach.poller import Poller
 from .model_work import Busy, ClientGone
 from .paths import static_dir
 from .settings import Settings
@@ -81,6 +82,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     if os.environ.get(modelfile.PRELOAD_ENV):  # `inside-llm serve`: check and load the model now, off the loop
         modelfile.start_loading()
+    app.state.attach = Poller(settings.attach) if settings.attach else None  # GET /api/attach reads it
+    if app.state.attach is not None:
+        app.router.on_startup.append(app.state.attach.ensure_started_async)
+        app.router.on_shutdown.append(app.state.attach.stop)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(facts.router)

@@ -45,12 +45,25 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("INSIDE_LLM_PRELOAD_MODEL", "1")  # each worker loads the model at start, in the background
     os.environ["INSIDE_LLM_WORKERS"] = str(args.workers)  # each worker's /api/engine says how many there are
+    from .attach.targets import ENV as ATTACH_ENV
+    from .attach.targets import parse_targets
+
+    entries = [e for e in (os.environ.get(ATTACH_ENV, ""), *(args.attach or ())) if e.strip()]
+    try:
+        targets = parse_targets(entries)  # refused here, in words, before anything starts
+    except ValueError as e:
+        print(f"inside-llm serve: {e}", file=sys.stderr)
+        return 2
+    if entries:
+        os.environ[ATTACH_ENV] = " ".join(entries)  # each worker's app reads the same list (settings.py)
     import uvicorn
 
     from .modelfile import check_file
 
     print(check_file().message(), flush=True)  # the real model, or one line on why not and how to fetch it
     print(f"Inside LLM Inference {__version__}: open http://{args.host}:{args.port}/", flush=True)
+    for t in targets:
+        print(f"attached: {t.name} (metrics at {t.metrics_url})", flush=True)
     uvicorn.run("inside_llm.app:create_app", factory=True, **uvicorn_options(args))
     return 0
 
@@ -95,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated addresses (or networks) of the reverse proxies whose X-Forwarded-For and "
         "X-Forwarded-Proto are believed, e.g. 127.0.0.1 for nginx on this host; '*' trusts anyone (only when "
         "nothing but the proxy can reach this port). Default: none, each client is the address it connects from",
+    )
+    s.add_argument(
+        "--attach",
+        action="append",
+        metavar="NAME=URL",
+        help="a serving engine to read and draw beside this one (vLLM, SGLang, llama.cpp, TGI, NIM), e.g. "
+        "vllm=http://127.0.0.1:8000; its /metrics is polled every second (repeatable; also INSIDE_LLM_ATTACH). "
+        "Pages pick one by NAME only: no visitor can name a URL",
     )
     s.add_argument(
         "--log-level",

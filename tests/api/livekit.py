@@ -41,11 +41,11 @@ class LiveServer:
 
 
 @contextmanager
-def live_server(timeout_s: float = 60):
-    """`python -m inside_llm serve` on a free loopback port; stopped (by its own pid) on exit."""
+def live_server(timeout_s: float = 60, args: tuple[str, ...] = ()):
+    """`python -m inside_llm serve` (with `args`) on a free loopback port; stopped (by its own pid) on exit."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "inside_llm", "serve", "--port", str(port), "--log-level", "warning"],
+        [sys.executable, "-m", "inside_llm", "serve", "--port", str(port), "--log-level", "warning", *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},

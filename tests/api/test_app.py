@@ -118,7 +118,7 @@ def test_every_router_is_registered_in_the_registry():
         for info in pkgutil.iter_modules(api.__path__)
         if hasattr(m := importlib.import_module(f"inside_llm.api.{info.name}"), "router")
     ]
-    assert len(routers) == len(ROUTERS) == 18 and all(any(r is s for s in ROUTERS) for r in routers)
+    assert len(routers) == len(ROUTERS) == 19 and all(any(r is s for s in ROUTERS) for r in routers)
 
 
 def test_the_chapter_stages_do_not_import_each_other():

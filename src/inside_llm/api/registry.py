@@ -1,7 +1,7 @@
 """Every API router, registered here and nowhere else: the eleven chapters in tour order, then the
 endpoints that are not chapters (the catalogs, the launch-command explainer, the model's token stream, the
-engine that serves it, the same engine's OpenAI-compatible /v1 and Prometheus /metrics, and the oEmbed
-provider, GET /oembed).
+engine that serves it, the same engine's OpenAI-compatible /v1 and Prometheus /metrics, the oEmbed
+provider, GET /oembed, and the servers the operator attached, GET /api/attach).
 
 A chapter module serves GET /api/<slug> (and, for some, GET /api/<slug>/measured) on its `router`,
 and has `facts(p) -> dict[str, str]`: the figures its scene's fact sentence quotes, for the chapter's
@@ -15,6 +15,7 @@ from types import MappingProxyType
 from fastapi import APIRouter
 
 from . import (
+    attach,
     batching,
     catalog,
     dials,
@@ -60,4 +61,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     engine.router,
     v1.router,
     oembed.router,
+    attach.router,
 )

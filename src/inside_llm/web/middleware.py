@@ -271,8 +271,9 @@ class ETagCache:
     Valid because every endpoint is a pure function of its URL (fixed seeds), so the same URL
     always gives the same bytes: JSON may be reused for max_age_s. Pages say no-cache (reuse only
     after a 304), since the unversioned /static files they load may change with a new release.
-    Other types (static files carry their own ETag, streams) and other methods pass through, except that a
-    POST's JSON answer is gzipped too (without an ETag).
+    Other types (static files carry their own ETag, streams), a response that sets its own Cache-Control (a live
+    reading such as GET /api/attach: no-store) and other methods pass through, except that a POST's JSON answer is
+    gzipped too (without an ETag).
 
     Bodies of at least GZIP_MIN_BYTES go out gzipped to clients that accept it. The gzipped bytes are a
     different representation, so they carry their own ETag (the plain one with "-gzip" inside the quotes)
@@ -301,7 +302,8 @@ class ETagCache:
             if message["type"] == "http.response.start":
                 headers = dict(message.get("headers", []))
                 ctype = headers.get(b"content-type", b"")
-                if message["status"] == 200 and ctype.startswith((b"application/json", b"text/html")):
+                own = b"cache-control" in headers  # a live answer (GET /api/attach) says no-store itself
+                if message["status"] == 200 and ctype.startswith((b"application/json", b"text/html")) and not own:
                     state["start"], state["body"] = message, b""
                     state["cache"] = (
                         f"public, max-age={self.max_age}" if ctype.startswith(b"application/json") else "no-cache"
