@@ -183,6 +183,13 @@ def test_measured_cpu_roofline_is_consistent_and_shared_with_chapter_2(client):
         assert p["above_roof"] == (p["attained_flops_per_second"] > p["roof_flops_per_second"] * (1 + 2e-3)) or (
             p["attained_flops_per_second"] == pytest.approx(p["roof_flops_per_second"], rel=2e-3)
         )
+    sv = d["served_decode"]  # decode as the engine runs it: SmolLM2 from its int8 matrices
+    if s.served == "smollm2":
+        assert (sv["phase"], sv["weights"], dec["weights"]) == ("decode", "int8", "float32")
+        assert sv["bytes_per_token"] < dec["bytes_per_token"] / 3 and sv["flops_per_token"] == dec["flops_per_token"]
+        assert sv["arithmetic_intensity"] > 3 * dec["arithmetic_intensity"] and sv["bound"] == "memory"
+    else:
+        assert sv is None
     e = client.get("/api/embeddings/measured").json()  # chapter 2 shows the same measurement
     assert (e["prefill_ms_per_token"], e["decode_ms_per_token"]) == (
         pre["milliseconds_per_token"],

@@ -215,10 +215,10 @@ def test_measured_cpu_roofline_draws_the_responses_roofs_and_points(page, base_u
     assert panel.get_attribute("data-measured") == "shown"
     with urllib.request.urlopen(base_url + "/api/roofline/measured") as r:  # measured once: the numbers drawn
         m = json.load(r)
-    roofs, pre, dec, pred = m["roofs"], m["prefill"], m["decode"], m["decode_prediction"]
+    roofs, pre, dec, pred, sv = m["roofs"], m["prefill"], m["decode"], m["decode_prediction"], m["served_decode"]
     svg = panel.locator("svg.mp-roofline")
     assert svg.locator("line.mp-roof").count() == 2
-    assert svg.locator("circle.mp-point").count() == 2
+    assert svg.locator("circle.mp-point").count() == (2 if sv is None else 3)  # + decode as served (int8)
 
     def ticks(axis):
         return [
@@ -245,13 +245,26 @@ def test_measured_cpu_roofline_draws_the_responses_roofs_and_points(page, base_u
     assert float(comp.get_attribute("y1")) == pytest.approx(y(peak), abs=0.6)
     x1 = float(mem.get_attribute("x1"))  # the memory roof is bandwidth x intensity: its left end, read back
     assert float(mem.get_attribute("y1")) == pytest.approx(y(bw * 10 ** ((x1 - x(1)) / (x(10) - x(1)))), abs=0.6)
-    for p in (pre, dec):
-        dot = svg.locator(f"circle.mp-point[data-phase='{p['phase']}']")
+    names = {"prefill": "prefill", "decode": "decode" if sv is None else "decode, float32", "served": "decode, int8"}
+    for cls, p in (("prefill", pre), ("decode", dec), ("served", sv)):
+        if p is None:
+            continue
+        dot = svg.locator(f"circle.mp-point.{cls}")
+        assert dot.get_attribute("data-phase") == p["phase"] and dot.get_attribute("data-weights") == p["weights"]
         assert float(dot.get_attribute("cx")) == pytest.approx(x(p["arithmetic_intensity"]), abs=0.6)
         drawn_at = p["roof_flops_per_second"] if p["above_roof"] else p["attained_flops_per_second"]
         assert float(dot.get_attribute("cy")) == pytest.approx(y(drawn_at), abs=0.6)
         assert dot.get_attribute("data-above-roof") == str(p["above_roof"]).lower()
-        assert f"{p['phase']} · {js_num(p['tokens_per_second'])} tokens/s" in svg.inner_html()
+        assert f"{names[cls]}" in svg.inner_html() and f"{js_num(p['tokens_per_second'])} tokens/s" in svg.inner_html()
+    if sv is not None:  # the served form reads fewer bytes for the same products: right of the float32 decode
+        assert sv["weights"] == "int8" and sv["bytes_per_token"] < dec["bytes_per_token"] / 3
+        assert float(svg.locator("circle.mp-point.served").get_attribute("cx")) > float(
+            svg.locator("circle.mp-point.decode").get_attribute("cx")
+        )
+        served_line = panel.locator(".mp-served-line strong").inner_text()
+        assert (
+            served_line.startswith("This server decodes from int8: ") and js_num(sv["tokens_per_second"]) in served_line
+        )
     assert (
         float(svg.locator("circle.mp-point.decode").get_attribute("cx"))
         < x(ridge)
@@ -260,7 +273,7 @@ def test_measured_cpu_roofline_draws_the_responses_roofs_and_points(page, base_u
     readouts = panel.locator(".mp-readouts").inner_text()
     assert js_num(bw / 1e9) in readouts and js_num(peak / 1e9) in readouts and js_num(ridge) in readouts
     assert js_num(pre["tokens_per_second"]) in readouts and js_num(dec["tokens_per_second"]) in readouts
-    line = panel.locator(".mp-predict strong").inner_text()
+    line = panel.locator(".mp-predict strong").first.inner_text()
     assert line == (
         f"Decode predicted from bandwidth: {js_num(pred['predicted_milliseconds_per_token'])} ms/token; "
         f"measured: {js_num(pred['measured_milliseconds_per_token'])} ms/token."

@@ -145,6 +145,17 @@ def prefill_decode(s) -> dict:
     return shared(("prefill-decode", s.served), lambda: demo_timing.time_prefill_decode(s.model, prompt_ids(s)))
 
 
+def served_prefill_decode(s) -> dict | None:
+    """prefill_decode of the form the engine decodes from (SmolLM2's int8 `served_form`), None for a model
+    served as it is (the toy); once per process per model."""
+    from ..sim import demo_timing
+
+    form = getattr(s.model, "served_form", None)
+    if form is None:
+        return None
+    return shared(("prefill-decode-served", s.served), lambda: demo_timing.time_prefill_decode(form, prompt_ids(s)))
+
+
 def cache_vs_recompute(s) -> dict:
     """sim.demo_timing.time_kv_cache of the served model (once per process per model)."""
     from ..sim import demo_timing

@@ -158,6 +158,11 @@ class CpuPoint(BaseModel):
     attained_flops_per_second: float = Field(description="flops_per_token / measured seconds per token (FLOP/s).")
     roof_flops_per_second: float = Field(description="min(compute roof, intensity x memory roof) (FLOP/s).")
     bound: Literal["memory", "compute"] = Field(description="The roof above the point: left or right of the ridge.")
+    weights: str = Field(
+        "float32",
+        description="The form of the weights this pass read: float32 (the reference the inside views use), or "
+        "int8 (one float32 scale per output row: sim/q8.py, the form the engine serves from).",
+    )
     above_roof: bool = Field(
         description="Measured faster than its roof even after the roofs were measured again: the machine was busier "
         "while the roofs were timed than while the model was (the panel draws the point on its roof and says so)."
@@ -187,6 +192,11 @@ class RooflineMeasuredResponse(MeasuredHeader):
     roofs: CpuRoofs | None = None
     prefill: CpuPoint | None = None
     decode: CpuPoint | None = None
+    served_decode: CpuPoint | None = Field(
+        None,
+        description="Decode as the engine runs it: SmolLM2 from its int8 matrices (fewer bytes per token, the same "
+        "products); None when the served model has no other form (the toy).",
+    )
     decode_prediction: DecodePrediction | None = None
     rounds: int | None = Field(None, description="Rounds of each model timing (the fastest is kept).")
     note: str = MEASURED_NOTE
@@ -202,6 +212,10 @@ def _measure_cpu(served: str) -> dict:
     mem, gemm = roofs["memory"], roofs["compute"]
     bw, peak = mem["bytes_per_s"], gemm["flops_per_s"]
     pts = cpu_measure.measured_points(s.model, timing)
+    served_timing = ms.served_prefill_decode(s)
+    if served_timing is not None:
+        served_bytes = s.model.served_form.bytes_per_token
+        pts["served_decode"] = cpu_measure.measured_points(s.model, served_timing, served_bytes)["decode"]
 
     def under_roofs() -> bool:
         return all(p["flops_per_s"] <= min(peak, p["arithmetic_intensity"] * bw) for p in pts.values())
@@ -217,11 +231,12 @@ def _measure_cpu(served: str) -> dict:
         if again["compute"]["flops_per_s"] > peak:
             gemm, peak = again["compute"], again["compute"]["flops_per_s"]
 
-    def point(phase: str, tokens: int) -> CpuPoint:
-        p = pts[phase]
+    def point(phase: str, tokens: int, key: str | None = None, weights: str = "float32") -> CpuPoint:
+        p = pts[key or phase]
         ai = p["arithmetic_intensity"]
         return CpuPoint(
             phase=phase,
+            weights=weights,
             tokens=tokens,
             milliseconds_per_token=ms.sig4(1e3 * p["seconds_per_token"]),
             tokens_per_second=ms.sig4(p["tokens_per_s"]),
@@ -250,6 +265,9 @@ def _measure_cpu(served: str) -> dict:
         ),
         prefill=point("prefill", timing["prompt_tokens"]),
         decode=point("decode", timing["decode_tokens"]),
+        served_decode=None
+        if served_timing is None
+        else point("decode", served_timing["decode_tokens"], "served_decode", "int8"),
         decode_prediction=DecodePrediction(
             weight_bytes_per_token=pred["weight_bytes_per_token"],
             predicted_milliseconds_per_token=ms.sig4(pred["predicted_ms_per_token"]),

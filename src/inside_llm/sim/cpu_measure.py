@@ -137,30 +137,35 @@ def cache_bytes_held(model: DemoModel, ids: list[int]) -> int:
     return sum(a[:, : cache.num_tokens].nbytes for a in cache.k + cache.v)
 
 
-def step_traffic(model: DemoModel, new_tokens: int, keys_attended: int, cached_before: int) -> dict:
+def step_traffic(
+    model: DemoModel, new_tokens: int, keys_attended: int, cached_before: int, weight_bytes: int | None = None
+) -> dict:
     """FLOPs and bytes of one forward pass over `new_tokens` tokens.
 
     FLOPs: 2 per weight per token (multiply and add) + attention's 4 x heads x head size per (query, key)
-    pair (scores and the weighted sum), keys_attended pairs in all. Bytes: the weights once, the cache's
+    pair (scores and the weighted sum), keys_attended pairs in all. Bytes: the weights once (weight_bytes:
+    as another form stores them, e.g. the served int8 one; else the model's float32 arrays), the cache's
     cached_before tokens read, the new tokens' keys and values written (activations are left out).
     """
     c, kv_bytes = model.config, kv_values_per_token(model) * 4  # float32 cache
     flops = 2 * matrix_params(model) * new_tokens + 4 * c.n_layers * c.n_heads * c.head_dim * keys_attended
-    moved = weight_bytes_per_token(model) + kv_bytes * (cached_before + new_tokens)
+    weights = weight_bytes_per_token(model) if weight_bytes is None else weight_bytes
+    moved = weights + kv_bytes * (cached_before + new_tokens)
     return {"flops": flops, "bytes": moved, "arithmetic_intensity": flops / moved}
 
 
 # ---- the model's points under this CPU's roofs ------------------------------------------------
 
 
-def measured_points(model: DemoModel, timing: dict) -> dict:
+def measured_points(model: DemoModel, timing: dict, weight_bytes: int | None = None) -> dict:
     """Prefill and decode (demo_timing.time_prefill_decode's figures) as points: FLOPs and bytes per token,
-    arithmetic intensity, attained FLOP/s."""
+    arithmetic intensity, attained FLOP/s. weight_bytes: what one pass reads of weights when `timing` is of
+    another form of the model (the served int8 one); the FLOPs are the same products' either way."""
     T, n = timing["prompt_tokens"], timing["decode_tokens"]
-    pre = step_traffic(model, T, T * (T + 1) // 2, 0)
+    pre = step_traffic(model, T, T * (T + 1) // 2, 0, weight_bytes)
     # decode steps at positions T .. T+n-1 attend T+1 .. T+n keys and read T .. T+n-1 cached ones: the mean step
     mid = T + (n - 1) / 2
-    dec = step_traffic(model, 1, mid + 1, mid)
+    dec = step_traffic(model, 1, mid + 1, mid, weight_bytes)
 
     def point(t: dict, tokens: int, ms: float) -> dict:
         return {

@@ -104,7 +104,8 @@ export function cpuRoofline(box, ctx, alive) {
       readout(tiles, 'Compute roof', num(r.matrix_multiply_flops_per_second / 1e9, 3), 'GFLOP/s', { cls: 'mp-compute' });
       readout(tiles, 'Ridge', num(r.ridge_flops_per_byte, 3), 'FLOP/byte');
       readout(tiles, 'Prefill', num(m.prefill.tokens_per_second, 3), 'tokens/s', { cls: 'mp-compute' });
-      readout(tiles, 'Decode', num(m.decode.tokens_per_second, 3), 'tokens/s', { cls: 'mp-memory' });
+      readout(tiles, m.served_decode ? 'Decode · f32' : 'Decode', num(m.decode.tokens_per_second, 3), 'tokens/s', { cls: 'mp-memory' });
+      if (m.served_decode) readout(tiles, 'Decode · int8', num(m.served_decode.tokens_per_second, 3), 'tokens/s', { cls: 'mp-served' });
       const fig = h('div', { class: 'mp-figure' }, box);
       const draw = () => drawCpuRoofline(fig, m, widthClass(box, WIDTHS) === 'narrow');
       draw();
@@ -123,6 +124,16 @@ export function cpuRoofline(box, ctx, alive) {
         `${num(p.measured_over_predicted, 2)}× as long (the floor counts only the weight reads).${cached} Prefill of ` +
         `${m.prefill.tokens} tokens shares each weight read: ${num(m.prefill.arithmetic_intensity, 3)} FLOP/byte, right ` +
         `of the ridge; decode does ${num(m.decode.arithmetic_intensity, 2)}.`);
+      const sv = m.served_decode;
+      if (sv) {
+        const served = h('p', { class: 'mp-predict mp-served-line' }, box);
+        h('strong', { text: `This server decodes from int8: ${num(sv.bytes_per_token / 1e6, 3)} MB per token instead of ` +
+          `${num(m.decode.bytes_per_token / 1e6, 3)} MB, ${num(sv.tokens_per_second, 3)} tokens/s instead of ` +
+          `${num(m.decode.tokens_per_second, 3)} (${num(sv.tokens_per_second / m.decode.tokens_per_second, 2)}×).` }, served);
+        served.append(' The same products from a quarter of the bytes (one int8 code per weight, one float32 scale per ' +
+          `output row): ${num(sv.arithmetic_intensity, 3)} FLOP/byte, so its point sits right of the float32 decode, ` +
+          'under a higher stretch of the memory roof.');
+      }
     } });
   return { stop: () => ro && ro.disconnect() };
 }
@@ -132,13 +143,14 @@ function drawCpuRoofline(fig, m, narrow) {
   fig.dataset.variant = narrow ? 'narrow' : 'wide';
   const W = narrow ? 360 : 640, H = narrow ? 270 : 290, M = narrow ? { l: 46, r: 10, t: 14, b: 40 } : { l: 56, r: 16, t: 16, b: 42 };
   const r = m.roofs, bw = r.memory_bandwidth_bytes_per_second, peak = r.matrix_multiply_flops_per_second;
-  const ridge = r.ridge_flops_per_byte, pre = m.prefill, dec = m.decode;
+  const ridge = r.ridge_flops_per_byte, pre = m.prefill, dec = m.decode, sv = m.served_decode;
   const xd = [decade(Math.min(dec.arithmetic_intensity, ridge) / 2, false), decade(Math.max(pre.arithmetic_intensity, ridge) * 3, true)];
   const yd = [decade(Math.min(dec.attained_flops_per_second, xd[0] * bw) / 1.5, false), decade(peak * 2, true)];
   const s = root(fig, W, H, `This server's CPU as a roofline: memory roof ${num(bw / 1e9, 3)} GB/s, compute roof ` +
     `${gflops(peak)}, ridge ${num(ridge, 3)} FLOP/byte; ${measuredWho(m)}'s prefill at ` +
     `${num(pre.arithmetic_intensity, 3)} FLOP/byte does ${gflops(pre.attained_flops_per_second)}, decode at ` +
-    `${num(dec.arithmetic_intensity, 3)} FLOP/byte does ${gflops(dec.attained_flops_per_second)}.`);
+    `${num(dec.arithmetic_intensity, 3)} FLOP/byte does ${gflops(dec.attained_flops_per_second)}` +
+    (sv ? `; decode from int8 as served, at ${num(sv.arithmetic_intensity, 3)} FLOP/byte, does ${gflops(sv.attained_flops_per_second)}.` : '.'));
   s.classList.add('mp-roofline', narrow ? 'mp-narrow' : 'mp-wide');
   const box = { x0: M.l, x1: W - M.r, y0: H - M.b, y1: M.t };
   const x = log(xd, [box.x0, box.x1]), y = log(yd, [box.y0, box.y1]);
@@ -172,17 +184,18 @@ function drawCpuRoofline(fig, m, narrow) {
     text: `compute · ${gflops(peak)}` }, s);
   svg('text', { x: b[0] + 5, y: box.y0 - 6, class: 'mp-small mp-ridge-label', text: `ridge ${num(ridge, 3)}` }, s);
   // the two measured points, each with its gap up to the roof above it
-  const point = (p, cls, side) => {
+  const point = (p, cls, side, name = p.phase, dy = 4) => {
     // a point timed faster than its roof (the roofs were timed on a busier moment, twice) sits on the roof, said so
     const px = x(p.arithmetic_intensity), py = y(p.above_roof ? p.roof_flops_per_second : p.attained_flops_per_second);
     if (!p.above_roof) svg('line', { x1: px, x2: px, y1: py - 7, y2: y(p.roof_flops_per_second), class: 'mp-gap' }, s);
-    svg('circle', { cx: px, cy: py, r: narrow ? 5.5 : 6.5, class: `mp-point bound-${p.bound} ${cls}`, 'data-phase': p.phase,
+    svg('circle', { cx: px, cy: py, r: narrow ? 5.5 : 6.5, class: `mp-point bound-${p.bound} ${cls}`, 'data-phase': p.phase, 'data-weights': p.weights,
       'data-intensity': p.arithmetic_intensity, 'data-flops': p.attained_flops_per_second, 'data-above-roof': String(p.above_roof) }, s);
-    const t = svg('text', { x: px + side * 10, y: py + 4, 'text-anchor': side > 0 ? 'start' : 'end', class: `mp-point-label ${cls}`,
-      text: `${p.phase} · ${num(p.tokens_per_second, 3)} tokens/s${p.above_roof ? ' (timed above its roof: drawn on it)' : ''}` }, s);
+    const t = svg('text', { x: px + side * 10, y: py + dy, 'text-anchor': side > 0 ? 'start' : 'end', class: `mp-point-label ${cls}`,
+      text: `${name} · ${num(p.tokens_per_second, 3)} tokens/s${p.above_roof ? ' (timed above its roof: drawn on it)' : ''}` }, s);
     svg('title', { text: `${gflops(p.attained_flops_per_second)} at ${num(p.arithmetic_intensity, 3)} FLOP/byte` }, t);
   };
-  point(dec, 'decode', 1);
+  point(dec, 'decode', 1, sv ? (narrow ? 'f32 decode' : 'decode, float32') : 'decode');
+  if (sv) point(sv, 'served', 1, narrow ? 'int8 decode' : 'decode, int8 (served)', 18); // below-right: clear of prefill's label
   point(pre, 'prefill', -1);
 }
 
