@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from apikit import assert_same_bytes_and_etag, get_json
 
@@ -337,3 +339,13 @@ def test_engine_dial_selects_a_profile_and_refuses_unmeasured_ones(client):
     amd = _get(client, gpu="mi300x")
     assert amd["engine_profile"] == "vLLM on ROCm (AMD)"
     assert any("vLLM on ROCm (AMD)" in a for a in amd["math"]["tpot_ms"]["assumptions"])
+
+
+def test_a_long_first_token_reads_in_minutes_and_the_overhead_names_its_source():
+    """Issue 28 red pen: '18,194,462 ms' reads as minutes or hours; the 3 ms per step says where it comes from."""
+    from inside_llm.api.dials import DialsParams, facts
+
+    f = facts(DialsParams(batch=1024, prompt_tokens=8192))
+    assert re.fullmatch(r"\d+\.\d min", f["ttft"]) and re.fullmatch(r"\d+\.\d tokens/s", f["per_user_rate"])
+    notes = " ".join(serving.estimate(serving.ServingParams()).math["tpot_ms"].assumptions)
+    assert "80 layers x 25 µs + 1 ms per step" in notes and "NIM 1.8" in notes

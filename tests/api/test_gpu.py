@@ -150,3 +150,13 @@ def test_mi300x_fact_uses_amds_words():
     f = facts(GpuParams(gpu="mi300x"))
     assert (f["sm_units"], f["matrix_units"]) == ("compute units (CUs)", "Matrix Cores")
     assert (facts()["sm_units"], facts()["matrix_units"]) == ("SMs", "tensor cores")
+
+
+def test_one_gpu_reads_as_one_and_the_overhead_names_its_source(client):
+    """Issue 28 red pen: 'split over 1 GPUs'; the 3 ms of launches had no source on the page."""
+    one = client.get("/api/facts/gpu", params={"tp": 1}).json()["text"]
+    assert "on one GPU reads" in one and "1 GPUs" not in one
+    assert "split over 8 GPUs reads" in client.get("/api/facts/gpu").json()["text"]
+    s = client.get("/api/gpu").json()["stream"]
+    assert s["overhead_ms"] == pytest.approx(80 * 0.025 + 1)
+    assert s["overhead_note"].startswith("80 layers x 25 µs + 1 ms per step") and "NIM 1.8" in s["overhead_note"]

@@ -121,3 +121,30 @@ def test_the_split_says_it_stays_in_one_nvlink_domain(client):
     d = client.get("/api/parallelism", params={"tp": 4, "pp": 2}).json()["nodes"]
     assert d["nodes"] == 1 and d["spans_nodes"] is False and d["gpus_per_node"] == 8
     assert "one 8-GPU NVLink domain" in d["text"]
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        (
+            {"tp": 1, "pp": 8},
+            "Split into 8 pipeline stages, each GPU of a middle stage holds 17.1 GB of weights, "
+            "the first and last stage 19.2 GB (the first also holds the embedding, the last the LM head); "
+            "each stage runs 10 of its 80 layers.",
+        ),
+        (
+            {"tp": 8, "pp": 1},
+            "Split 8 ways by tensor, each GPU holds 17.6 GB of weights; a pipeline over all "
+            "8 GPUs would give each 10 of its 80 layers.",
+        ),
+        ({"tp": 1, "pp": 1, "gpus": 1}, "Kept whole on one GPU, the GPU holds 141.1 GB of weights;"),
+    ],
+)
+def test_the_fact_gives_each_stage_its_own_weights_and_no_fixed_phrases(client, query, says):
+    """Issue 28 red pen: every pipeline stage showed 19.2 GB, 'Split 1 ways', and 'a pipeline over the whole server
+    gives each GPU 10 of its 80 layers' whatever was chosen."""
+    text = client.get("/api/facts/parallelism", params=query).json()["text"]
+    stages = client.get("/api/parallelism", params=query).json()["stages"]
+    assert says in text and "1 ways" not in text
+    if query["pp"] == 8:
+        assert [round(s["weights_gb"], 1) for s in stages] == [19.2] + [17.1] * 6 + [19.2]

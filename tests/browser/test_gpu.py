@@ -127,6 +127,8 @@ def test_stage_explains_the_average_rate_from_the_response(page, base_url):
     assert sum(share for _, share in segs) == pytest.approx(1, abs=0.01)
     keys = page.locator("#stage .gpu-budget-key .item").all_inner_texts()
     assert keys[2].endswith("all-reduces with the 7 other GPUs: HBM idle")
+    # the 3 ms of launches says where it comes from (issue 28 red pen)
+    assert f"({s['overhead_note']}): HBM idle" in keys[3] and "NIM 1.8" in keys[3]
     # One GPU: no all-reduce segment, and the numbers follow the response.
     page.select_option("#ctl-tp", "1")
     page.wait_for_function("() => document.querySelectorAll('#stage .gpu-budget-bar .seg.comm').length === 0")

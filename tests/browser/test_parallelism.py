@@ -158,3 +158,22 @@ def test_presenter_arrows_step_through_the_beats(page, base_url):
     assert captions[3].startswith("All-reduce after the attention") and captions[6].startswith("Then layer 2")
     assert len(set(captions)) == 7
     assert page.console_errors == []
+
+
+def test_memory_bound_decode_reads_the_weights_and_pipeline_stages_differ(page, base_url):
+    """Issue 28 red pen: decode at batch 16 is weight streaming, not 'matrix math (GEMMs)' (drawn in the weights'
+    colour, as chapter 4's stream); a pipeline's middle stages hold less than its ends (the embedding, the LM head)."""
+    page.goto(base_url + "/tour/parallelism?phase=decode")
+    page.wait_for_selector(".par-breakdown .par-bar .seg")
+    d = page.request.get(base_url + "/api/parallelism").json()["decode"]
+    assert d["bound"] == "memory"
+    legend = page.locator(".par-breakdown .legend").inner_text()
+    assert "reading the weights (GEMMs)" in legend and "matrix math" not in legend
+    assert page.locator(".par-breakdown .par-bar .seg.weights").count() == 1
+    assert page.locator(".par-breakdown .par-bar .seg.compute").count() == 0
+    assert "fitted on published low-batch decode latencies" in page.locator(".par-breakdown .par-bar-note").inner_text()
+    page.select_option("#ctl-tp", "1")
+    page.select_option("#ctl-pp", "8")
+    page.wait_for_function("() => document.querySelector('.readouts')?.textContent.includes('17.1–19.2')")
+    assert "end stages also hold the embedding and LM head" in page.locator(".readouts").inner_text()
+    assert page.console_errors == []

@@ -128,6 +128,7 @@ def facts(p: GpuParams | None = None) -> dict[str, str]:
         "matrix_units": f"{lay['matrix_unit']}s",
         "model_name": d.model["name"],
         "tp": str(d.tp),
+        "split": f"split over {d.tp} GPUs" if d.tp > 1 else "on one GPU",
         "step_gb": f"{s.bytes_per_step / 1e9:.1f}",
         "step_ms": f"{s.step_ms:.1f}",
     }

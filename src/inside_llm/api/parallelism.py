@@ -58,15 +58,49 @@ def get_parallelism(p: Annotated[ParallelismParams, Query()]) -> dict[str, Any]:
     return _compute(par.ParallelParams(**p.model_dump()))
 
 
+def _split_words(d: dict[str, Any], tp: int, pp: int, layers_8: int) -> tuple[str, str]:
+    """The split and the layers in words: each stage's own weights (only the first holds the embedding, only
+    the last the LM head), and how many layers a stage runs (or would, in a pipeline over the whole server)."""
+    stages, n_layers = d["stages"], d["num_layers"]
+    if tp > 1 and pp > 1:
+        how = f"Split {tp} ways by tensor and into {pp} pipeline stages"
+    elif tp > 1:
+        how = f"Split {tp} ways by tensor"
+    elif pp > 1:
+        how = f"Split into {pp} pipeline stages"
+    else:
+        how = "Kept whole on one GPU"
+    first, last = stages[0]["weights_gb"], stages[-1]["weights_gb"]
+    middle = [s["weights_gb"] for s in stages[1:-1]]
+    gpu = "each GPU" if tp * pp > 1 else "the GPU"
+    if pp > 1 and middle and max(first, last) - min(middle) >= 0.05:
+        ends = f"{first:.1f} GB" if abs(first - last) < 0.05 else f"{first:.1f} and {last:.1f} GB"
+        held = (
+            f"{gpu} of a middle stage holds {min(middle):.1f} GB of weights, the first and last stage "
+            f"{ends} (the first also holds the embedding, the last the LM head)"
+        )
+    elif pp > 1:
+        held = f"{gpu} holds {first:.1f} GB of weights (the first stage also the embedding, the last the LM head)"
+    else:
+        held = f"{gpu} holds {first:.1f} GB of weights"
+    runs = sorted({s["num_layers"] for s in stages})
+    per = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+    if pp > 1:
+        layers = f"each stage runs {per} of its {n_layers} layers"
+    else:
+        layers = f"a pipeline over all {par.MAX_NODE_GPUS} GPUs would give each {layers_8} of its {n_layers} layers"
+    return f"{how}, {held}", layers
+
+
 def facts(p: ParallelismParams | None = None) -> dict[str, str]:
-    """The chosen split: weights per GPU; the server's NVLink; the model's layers over an 8-stage pipeline."""
+    """The chosen split: each stage's weights per GPU; the server's NVLink; the layers per stage."""
     p = p or ParallelismParams()
     d = _compute(par.ParallelParams(**p.model_dump()))
     node, pp8 = d["node"], _compute(par.ParallelParams(model=p.model, gpu=p.gpu, precision=p.precision, tp=1, pp=8))
+    split, layers = _split_words(d, p.tp, p.pp, pp8["stages"][0]["num_layers"])
     return {
-        "tp": str(p.tp),
-        "pp": str(p.pp),
-        "per_gpu_gb": f"{d['weights_gb']:.1f}",
+        "split": split,
+        "layers": layers,
         "precision": p.precision.upper(),
         "model_name": d["model_name"],
         "weights_gb": f"{d['model_weights_gb']:.0f}",
@@ -74,7 +108,6 @@ def facts(p: ParallelismParams | None = None) -> dict[str, str]:
         "hbm_capacity_gb": f"{d['capacity_gb']:.0f}",
         "nvlink_gb_s": f"{node['nvlink_bandwidth_gb_s']:.0f}",
         "busbw_gb_s": f"{d['prefill']['tensor']['busbw_gb_s']:.0f}",
-        "layers_per_gpu": str(pp8["stages"][0]["num_layers"]),
         "num_layers": str(d["num_layers"]),
         "nvswitch_chips": str(node["nvswitch_chips"]),
     }

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .costmodel import EngineConfig, step_time
+from .costmodel import EngineConfig, overhead_text, step_time
 from .derivation import Derivation, derive
 from .hardware import GPU
 from .result import about
@@ -96,6 +96,9 @@ class DecodeStream:
     )
     comm_ms: float = about("All-reduces with the other tensor-parallel GPUs in the step, ms (HBM idle).")
     overhead_ms: float = about("Kernel launches and per-step work in the step, ms (HBM idle).")
+    overhead_note: str = about(
+        "Where overhead_ms comes from: its parts and their calibration (costmodel.overhead_text)."
+    )
     hbm_efficiency: float = about("Share of the peak bandwidth a streaming kernel reaches (calibrated).")
     tokens_per_s: float = about("Tokens per second of the whole batch (one per chat per step).")
     bound: Literal["memory", "compute"] = about("The roof the step sits under (cost model).")
@@ -122,6 +125,7 @@ def decode_stream(cfg: EngineConfig, batch: int = 1, context_tokens: int = 1024)
         kernel_ms=(st.gemm_s + st.attention_s) * 1e3,
         comm_ms=st.comm_s * 1e3,
         overhead_ms=st.overhead_s * 1e3,
+        overhead_note=overhead_text(cfg),
         hbm_efficiency=cfg.efficiency.hbm,
         tokens_per_s=batch / st.seconds,
         bound=st.bound,

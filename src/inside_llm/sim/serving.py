@@ -42,6 +42,7 @@ from .costmodel import (
     max_batch,
     memory_per_gpu,
     nodes_spanned,
+    overhead_text,
     step_time,
 )
 from .derivation import Derivation, derive
@@ -398,8 +399,7 @@ def _step_assumptions(cfg: EngineConfig) -> list[str]:
         else f"GEMM math in {rate.math.upper()} ({rate.field} of {cfg.gpu.name})",
         f"GEMMs reach {e.gemm(cfg.shard.math):.0%} of {cfg.shard.math} peak; attention {e.attention_compute:.0%}"
         f" of BF16 peak; HBM streams at {e.hbm:.0%} of peak (calibrated, docs/calibration.md)",
-        f"{e.per_layer_overhead_s * 1e6:.0f} us per layer + {e.step_overhead_s * 1e3:.1f} ms per step of "
-        "launch/scheduling overhead; tensor-parallel all-reduces on the critical path",
+        f"per-step overhead {overhead_text(cfg)}; tensor-parallel all-reduces on the critical path",
         "embedding and lm_head stay 16-bit; activations BF16",
         node_facts(cfg, cfg.tp * cfg.pp).text,
     ]

@@ -119,7 +119,7 @@ function drawBudget(d) {
       (d.gpu.engine_profile ? ` (${d.gpu.engine_profile})` : '')],
     ['math', s.kernel_ms - s.memory_ms, 'math the reads wait for'],
     ['comm', s.comm_ms, `all-reduces with the ${others} other GPU${others === 1 ? '' : 's'}: HBM idle`],
-    ['overhead', s.overhead_ms, 'kernel launches and per-step work: HBM idle'],
+    ['overhead', s.overhead_ms, `kernel launches and per-step work (${s.overhead_note}): HBM idle`],
   ].filter(([, ms]) => ms > s.step_ms * 0.005);
   const head = h('p', { class: 'gpu-budget-head' }, b);
   h('strong', { text: `Why ${fixed(s.effective_tb_s, 2)} of ${fixed(s.peak_tb_s, 2)} TB/s? ` }, head);

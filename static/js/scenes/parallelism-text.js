@@ -23,7 +23,12 @@ export function drawText(els, d, phase) {
 
 function drawReadouts(els, d) {
   const r = clear(els.readouts);
-  readout(r, 'Weights per GPU', fixed(d.weights_gb, 1), `GB of ${num(d.capacity_gb)}`);
+  // a pipeline's stages differ: only the first holds the embedding and only the last the LM head
+  const mid = d.stages.slice(1, -1).map((s) => s.weights_gb);
+  const ends = mid.length && d.weights_gb - Math.min(...mid) >= 0.05;
+  readout(r, 'Weights per GPU', ends ? `${fixed(Math.min(...mid), 1)}–${fixed(d.weights_gb, 1)}` : fixed(d.weights_gb, 1), ends
+    ? `GB of ${num(d.capacity_gb)}: the end stages also hold the embedding and LM head`
+    : `GB of ${num(d.capacity_gb)}`);
   readout(r, 'KV cache per GPU', fixed(d.kv_cache_gb, 2), 'GB');
   readout(r, 'Fits', d.fits ? 'yes' : 'no', d.fits ? `${fixed(d.spare_gb, 0)} GB spare` : `${fixed(d.shortfall_gb, 0)} GB short`,
     { cls: d.fits ? 'ok' : 'bad' });
@@ -83,8 +88,10 @@ function drawBreakdown(els, d, phase) {
   h('p', { class: 'par-bar-label', text: `${label}${d.pp > 1 ? ' (one micro-batch)' : ''}: ${duration(p.step_ms)}` }, b);
   const bar = h('div', { class: 'par-bar', role: 'img', 'aria-label': `${label}: ${duration(p.step_ms)}` }, b);
   // memory-bound GEMMs spend their time reading the weights (chapter 4's stream), not multiplying
-  const gemm = p.bound === 'memory' ? 'reading the weights (GEMMs)' : 'matrix math (GEMMs)';
-  const parts = [['gemm_ms', gemm, 'compute'], ['attention_ms', 'attention', 'attention'],
+  // (drawn in the weights' colour, as chapter 4's stream)
+  const memoryBound = p.bound === 'memory';
+  const gemm = memoryBound ? 'reading the weights (GEMMs)' : 'matrix math (GEMMs)';
+  const parts = [['gemm_ms', gemm, memoryBound ? 'weights' : 'compute'], ['attention_ms', 'attention', 'attention'],
     ['comm_ms', 'NVLink traffic', 'memory'], ['overhead_ms', 'launch overhead', 'idle']];
   const shown = parts.filter(([k]) => p[k]);
   for (const [k, name, cls] of shown) {
