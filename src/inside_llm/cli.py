@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .clitools import add_subcommands  # estimate, explain (issue 30)
 
     add_subcommands(sub)
+    from .attach.measure import add_subcommand as add_measure  # issue 27
+
+    add_measure(sub)
     return p
 
 
