@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from inside_llm.sim.kvpolicies import simulate_kv
-from inside_llm.sim.scheduler import simulate_batching
+from inside_llm.sim.serve.simulate import simulate_batching
 
 
 def _row(name: str, value: float, unit: str, note: str) -> dict:

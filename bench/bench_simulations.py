@@ -38,7 +38,7 @@ def _in_process_sim_ms(path: str, query: str, seeds: list[int]) -> tuple[list[fl
             p = batching.BatchingParams(**params, seed=seed)
             eng = batching.engine(p.seats)
             t0, c0 = time.perf_counter(), time.process_time()
-            from inside_llm.sim.scheduler import simulate_batching
+            from inside_llm.sim.serve.simulate import simulate_batching
 
             simulate_batching(
                 rate=p.rate,
@@ -147,7 +147,7 @@ def run() -> list[dict]:
 
 def _ten_thousand() -> dict:
     from inside_llm.api import batching
-    from inside_llm.sim.scheduler import simulate_batching
+    from inside_llm.sim.serve.simulate import simulate_batching
 
     eng = batching.engine(64)
     t0, c0 = time.perf_counter(), time.process_time()

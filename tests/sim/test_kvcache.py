@@ -5,9 +5,9 @@ from functools import cache
 import numpy as np
 import pytest
 
-from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager
-from inside_llm.sim.kvpolicies import KVRun, frame_cells, reservation_slots, residents_at
+from inside_llm.sim.kvpolicies import KVRun, frame_cells, residents_at
 from inside_llm.sim.kvpolicies import simulate_kv as simulate_kv_typed
+from inside_llm.sim.serve.kv import BlockPool, ContiguousAllocator, KVCacheManager, reservation_slots
 from inside_llm.sim.workloads import make_trace
 
 
@@ -52,8 +52,8 @@ def test_block_pool_free_queue_and_ref_counts():
 def test_manager_allocate_grows_table_and_returns_none_when_full():
     kv = KVCacheManager(BlockPool(5), block_size=4)
     assert len(kv.allocate(7, 6)) == 2 and kv.block_table(7) == [0, 1]
-    assert [b.num_tokens for b in kv.req_to_blocks[7]] == [4, 2]
-    assert kv.allocate(7, 8) == [] and kv.req_to_blocks[7][1].num_tokens == 4  # fits the same pages
+    assert kv.block_fill(7) == [4, 2]
+    assert kv.allocate(7, 8) == [] and kv.block_fill(7) == [4, 4]  # fits the same pages
     assert len(kv.allocate(7, 9)) == 1 and kv.block_table(7) == [0, 1, 2]
     assert kv.allocate(8, 9) is None and kv.block_table(8) == [] and kv.pool.num_free_blocks == 2
     assert kv.free(7) == 3 and kv.pool.num_free_blocks == 5

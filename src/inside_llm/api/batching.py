@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..sim import catalog, costmodel
 from ..sim.derivation import derive, math_dict
-from ..sim.schedrecords import BatchingResult
-from ..sim.scheduler import MAX_RATE, MAX_SEATS, simulate_batching
-from ..sim.stepcost import CostModelClock
+from ..sim.serve.clocks import CostModelClock
+from ..sim.serve.records import BatchingResult
+from ..sim.serve.simulate import MAX_RATE, MAX_SEATS, simulate_batching
 from .common import MAX_REQUESTS, Workload, seed_field
 from .measured import Measured, MeasuredHeader, cpu_info
 

@@ -1,7 +1,8 @@
 """Paging vs contiguous reservation on one request trace: the step-by-step KV-memory simulation.
 
 This module owns the simulation (`simulate_kv`), its policies, its bounds and its typed results; the
-allocators it runs on (BlockPool, KVCacheManager, ContiguousAllocator) are in kvcache.py.
+KV managers it runs on (KVCacheManager over a BlockPool, ReservedManager over a ContiguousAllocator: one
+interface) are the serving core's, serve/kv.py.
 
 Model (one engine step == one token per resident request, the unit of time here):
 - All requests queue at step 0 (a saturated server, as in the paper's throughput runs) and are
@@ -37,8 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from inside_llm.sim.derivation import derive
-from inside_llm.sim.kvcache import BlockPool, ContiguousAllocator, KVCacheManager, check_pool, num_blocks_for
 from inside_llm.sim.result import as_json
+from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, ReservedManager, check_pool, num_blocks_for
 from inside_llm.sim.workloads import PAPER, Trace, check_int, check_subset, make_trace
 
 POLICIES = ("paged", "contiguous", "pow2", "oracle")
@@ -129,15 +130,6 @@ class KVResult:
     policies: list[KVPolicyRun]
 
 
-def reservation_slots(policy: str, final_len: int, max_seq_len: int) -> int:
-    """Slots a reservation policy sets aside for a request whose final length is final_len tokens."""
-    if policy == "contiguous":
-        return max_seq_len
-    if policy == "pow2":
-        return min(1 << (final_len - 1).bit_length(), max_seq_len)
-    return final_len  # oracle
-
-
 class KVRun:
     """One policy over one trace. After run(): the totals (token-steps), counts, frames and residencies."""
 
@@ -160,8 +152,7 @@ class KVRun:
         if self.paged:
             self.kv = KVCacheManager(BlockPool(capacity // block_size), block_size)
         else:
-            self.regions = ContiguousAllocator(capacity)
-            self.region_slots = [reservation_slots(policy, L, trace.max_seq_len) for L in self.num_final_tokens]
+            self.kv = ReservedManager(policy, capacity, trace.max_seq_len, self.num_final_tokens)
         # per request: tokens(i, s) = admitted_tokens[i] + s - admitted_step[i] while resident
         self.admitted_step, self.admitted_tokens = [0] * n, [0] * n
         self.tokens_before_preemption = [0] * n  # progress a preempted request recomputes
@@ -232,12 +223,7 @@ class KVRun:
 
     def try_allocate(self, i: int, num_tokens: int) -> int | None:
         """Slots held by request i after growing to num_tokens, or None if memory is short."""
-        if self.paged:
-            got = self.kv.allocate(i, num_tokens)
-            return None if got is None else len(self.kv.req_to_blocks[i]) * self.block_size
-        if self.slots_held[i]:
-            return self.slots_held[i]
-        return None if self.regions.allocate(i, self.region_slots[i]) is None else self.region_slots[i]
+        return None if self.kv.allocate(i, num_tokens) is None else self.kv.num_slots(i)
 
     def add_slots(self, i: int, slots: int, sign: int = 1) -> None:
         self.slots_allocated += sign * slots
@@ -293,12 +279,8 @@ class KVRun:
         self.slots_held[i] = 0
         stay = self.residencies[self.residency_of[i]]
         stay[2] = last_resident_step
-        if self.paged:
-            stay[4] = self.kv.block_table(i)
-            self.kv.free(i)
-        else:
-            stay[4] = self.regions.regions[i]
-            self.regions.free(i)
+        stay[4] = self.kv.layout(i)
+        self.kv.free(i)
         self.residency_epoch[i] += 1
 
     def preempt(self, i: int, s: int) -> None:
@@ -319,9 +301,8 @@ class KVRun:
 
     # -- measurement --------------------------------------------------------------------------
     def external_slots(self) -> int:
-        if self.paged:
-            return self.capacity - self.kv.pool.num_blocks * self.block_size
-        return self.regions.unusable_slots(self.region_slots[self.waiting[0]]) if self.waiting else 0
+        extra = self.capacity - self.kv.pool.num_blocks * self.block_size if self.paged else 0
+        return extra + self.kv.unusable_slots(self.waiting[0] if self.waiting else None)
 
     def account_quiet_steps(self, s: int) -> None:
         """Account for the quiet steps last+1 .. s-1, where only token counts change."""

@@ -1,4 +1,8 @@
-"""The engine's clock: how long one step takes, as a pluggable function of what the step computes.
+"""The serving core's executors are clocks: a clock runs a StepPlan by saying how long it took.
+
+`Executor(step_time).execute(plan)` fills plan.durations, plan.end_s and plan.k (a decode run's steps);
+chapter 7 runs the calibrated cost model (CostModelClock), tests SimpleStepCost; `UnitClock` makes every
+step last 1 (chapter 6's unit of time: one step = one token per resident request).
 
 step_time(num_prefill_tokens, num_decode_seqs, decode_context_tokens) -> seconds, where
 num_prefill_tokens: prompt (or re-prefill) tokens computed this step, all requests together;
@@ -138,7 +142,7 @@ class CostModelClock:
         """Pure-decode steps at each total context, in one numpy call. In the cost model only the
         attention kernel depends on the context, and both of its roofs (FLOPs and KV bytes) grow in
         proportion to it, so a step is (its time at no context) + (seconds per key) x context.
-        tests/sim/test_scheduler.py checks this against step_time."""
+        tests/sim/serve/test_scheduler.py checks this against step_time."""
         line = self._decode_lines.get(num_decode_seqs)
         if line is None:
             base = step_time(self.config, 0, num_decode_seqs, 0)
@@ -151,3 +155,34 @@ class CostModelClock:
 
 
 REFERENCE_CONTEXT = 1 << 20
+
+
+class UnitClock:
+    """Every step lasts one unit (chapter 6: time counted in steps)."""
+
+    def __call__(self, num_prefill_tokens: int, num_decode_seqs: int, decode_context_tokens: int) -> float:
+        return 1.0
+
+    def decode_seconds(self, num_decode_seqs: int, contexts: np.ndarray) -> np.ndarray:
+        return np.ones(len(contexts))
+
+    def describe(self) -> dict:
+        return {"name": "unit", "doc": "one step = one unit of time"}
+
+
+class Executor:
+    """Runs a scheduler's StepPlan on a step_time clock: one step, or a decode run of up to plan.k_max
+    steps that stops after the first to end at or after plan.stop_at_s."""
+
+    def __init__(self, step_time: StepTimeFn):
+        self.step_time = step_time
+
+    def execute(self, plan) -> None:
+        if plan.decode_run:
+            plan.durations, plan.end_s = decode_run_seconds(
+                self.step_time, len(plan.ids), int(plan.computed.sum()), plan.k_max, plan.start_s, plan.stop_at_s
+            )
+            plan.k = len(plan.durations)
+        else:
+            d = seconds(self.step_time, plan.num_prefill_tokens, plan.num_decode_seqs, plan.decode_context_tokens)
+            plan.durations, plan.end_s = [d], plan.start_s + d

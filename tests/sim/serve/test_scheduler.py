@@ -7,9 +7,9 @@ from typing import get_type_hints
 import numpy as np
 import pytest
 
-from inside_llm.sim.schedrecords import RunMetrics, frames, step_starts
-from inside_llm.sim.scheduler import Engine, simulate_batching
-from inside_llm.sim.stepcost import SimpleStepCost
+from inside_llm.sim.serve.clocks import SimpleStepCost
+from inside_llm.sim.serve.records import RunMetrics, frames, step_starts
+from inside_llm.sim.serve.simulate import batching_run, simulate_batching
 from inside_llm.sim.workloads import make_trace
 
 
@@ -35,16 +35,16 @@ def engine(
     seed=0,
 ):
     trace = make_trace(workload, num_requests, seed, rate)
-    return Engine(
+    return batching_run(
         policy, trace, seats, SimpleStepCost(), num_blocks, 16, budget, fast_forward, record_seat_tokens=True
-    ).run()
+    )
 
 
 def all_frames(e):
     """Every step as a row: the frame columns, plus each seat's request and tokens from the step log."""
-    cols = vars(frames(e, np.arange(len(e.durations)), step_starts(e)))
+    cols = vars(frames(e.steps, np.arange(len(e.steps.durations)), step_starts(e.steps)))
     rows = [dict(zip(cols, values)) for values in zip(*cols.values())]
-    for rec in e.log:
+    for rec in e.steps.records:
         for j in range(rec.num_steps):
             ids = rec.seat_request_ids
             rows[rec.first_step + j].update(
@@ -106,8 +106,8 @@ def test_every_request_finishes_with_exactly_its_tokens(policy):
 @pytest.mark.parametrize("policy", ["static", "continuous"])
 def test_fast_forward_equals_stepping_one_by_one(policy):
     fast, slow = engine(policy, num_blocks=200), engine(policy, num_blocks=200, fast_forward=False)
-    assert len(fast.log) < len(slow.log)
-    assert list(fast.durations) == list(slow.durations)
+    assert len(fast.steps.records) < len(slow.steps.records)
+    assert list(fast.steps.durations) == list(slow.steps.durations)
     key = lambda e: [(r.first_token_s, r.finish_s, r.num_preemptions) for r in e.reqs]  # noqa: E731
     assert key(fast) == key(slow)
     assert all_frames(fast) == all_frames(slow)
@@ -234,10 +234,10 @@ def test_bounds_name_the_parameter(kw, name):
 def test_seat_spans_are_exact_stays(policy):
     """Every request sits once (no preemption here) from the start of its first step to its finish;
     spans in one seat never overlap; and they agree with every step's seat list."""
-    from inside_llm.sim.schedrecords import seat_spans
+    from inside_llm.sim.serve.records import seat_spans
 
     e = engine(policy)
-    cols = vars(seat_spans(e, step_starts(e)))
+    cols = vars(seat_spans(e.steps, step_starts(e.steps)))
     spans = [dict(zip(cols, values)) for values in zip(*cols.values())]
     assert sorted(s["request_id"] for s in spans) == list(range(len(e.reqs)))
     for s in spans:
@@ -255,11 +255,11 @@ def test_seat_spans_are_exact_stays(policy):
 
 
 def test_preempted_requests_get_one_span_per_stay():
-    from inside_llm.sim.schedrecords import seat_spans
+    from inside_llm.sim.serve.records import seat_spans
 
     e = engine("continuous", num_blocks=128, seats=16, workload="sharegpt", num_requests=40, rate=20.0)
     assert e.num_preemptions > 0
-    spans = seat_spans(e, step_starts(e))
+    spans = seat_spans(e.steps, step_starts(e.steps))
     assert len(spans.request_id) == len(e.reqs) + sum(r.num_preemptions for r in e.reqs)
 
 
@@ -267,7 +267,7 @@ def test_preempted_requests_get_one_span_per_stay():
 def test_cost_model_clock_times_decode_runs_as_step_time_does(model_id, gpu_id, tp):
     """The vectorized decode clock (one numpy call per run) agrees with the cost model step by step."""
     from inside_llm.sim import catalog, costmodel
-    from inside_llm.sim.stepcost import CostModelClock
+    from inside_llm.sim.serve.clocks import CostModelClock
 
     clock = CostModelClock(costmodel.EngineConfig(catalog.model(model_id), catalog.gpu(gpu_id), tp=tp))
     for n in (1, 7, 64):
@@ -279,7 +279,7 @@ def test_cost_model_clock_times_decode_runs_as_step_time_does(model_id, gpu_id, 
 def test_a_vectorized_clock_gives_the_same_run_as_a_scalar_one():
     cost = SimpleStepCost()
     trace = make_trace("sharegpt", 60, 3, 6.0)
-    fast = Engine("continuous", trace, 8, cost, 400, 16, 2048).run()
-    slow = Engine("continuous", trace, 8, lambda p, d, c: cost(p, d, c), 400, 16, 2048).run()
-    assert list(fast.durations) == list(slow.durations)
+    fast = batching_run("continuous", trace, 8, cost, 400, 16, 2048)
+    slow = batching_run("continuous", trace, 8, lambda p, d, c: cost(p, d, c), 400, 16, 2048)
+    assert list(fast.steps.durations) == list(slow.steps.durations)
     assert [(r.first_token_s, r.finish_s) for r in fast.reqs] == [(r.first_token_s, r.finish_s) for r in slow.reqs]

@@ -1,4 +1,4 @@
-"""What a batching run reports, from the engine's step log: frames for the stage, seat spans, per-request
+"""What a batching run reports, from the scheduler's step log (steplog.StepLog, and nothing else): frames for the stage, seat spans, per-request
 timings, run metrics. These dataclasses are the response itself (the router serialises them as they are).
 
 Metrics cover every step and every request; only frames are sampled. Frames are sampled on one clock
@@ -18,9 +18,9 @@ import numpy as np
 
 from inside_llm.sim.derivation import derive
 from inside_llm.sim.result import as_json
+from inside_llm.sim.serve.steplog import StepLog
 
-if TYPE_CHECKING:  # the engine imports this module to report; this one only reads the engine
-    from inside_llm.sim.scheduler import Engine
+if TYPE_CHECKING:
     from inside_llm.sim.workloads import Trace
 
 
@@ -118,13 +118,13 @@ class BatchingResult:
     policies: list[PolicyRun]
 
 
-def step_starts(engine: Engine) -> np.ndarray:
+def step_starts(log: StepLog) -> np.ndarray:
     """Start time (s) of every step: records start when planned; steps inside one run back to back."""
-    d = np.frombuffer(engine.durations, dtype=np.float64)
+    d = np.frombuffer(log.durations, dtype=np.float64)
     before = np.cumsum(d) - d  # busy time before each step, as if the engine never idled
-    firsts = np.array([r.first_step for r in engine.log], dtype=np.int64)
-    offsets = np.array([r.start_s for r in engine.log]) - before[firsts]
-    return before + np.repeat(offsets, [r.num_steps for r in engine.log])
+    firsts = np.array([r.first_step for r in log.records], dtype=np.int64)
+    offsets = np.array([r.start_s for r in log.records]) - before[firsts]
+    return before + np.repeat(offsets, [r.num_steps for r in log.records])
 
 
 def sample_steps(starts: np.ndarray, horizon_s: float, max_frames: int) -> np.ndarray:
@@ -135,19 +135,19 @@ def sample_steps(starts: np.ndarray, horizon_s: float, max_frames: int) -> np.nd
     return np.unique(np.clip(idx, 0, len(starts) - 1))
 
 
-def frames(engine: Engine, indices: np.ndarray, starts: np.ndarray) -> BatchingFrames:
+def frames(log: StepLog, indices: np.ndarray, starts: np.ndarray) -> BatchingFrames:
     """The frames of steps `indices` (sorted), each read from the record it belongs to."""
-    firsts = [r.first_step for r in engine.log]
+    firsts = [r.first_step for r in log.records]
     record_of = np.searchsorted(firsts, indices, side="right") - 1
-    ends = starts[indices] + np.frombuffer(engine.durations, dtype=np.float64)[indices]
-    arrived = np.searchsorted(engine.arrival_s, ends, side="right").tolist()
+    ends = starts[indices] + np.frombuffer(log.durations, dtype=np.float64)[indices]
+    arrived = np.searchsorted(log.requests.arrival_s, ends, side="right").tolist()
     out = BatchingFrames(*([] for _ in range(14)))
     for i, k, n_arrived in zip(indices.tolist(), record_of.tolist(), arrived):
-        rec = engine.log[k]
+        rec = log.records[k]
         j = i - rec.first_step  # steps since the record's first; each adds a token per occupied seat
         out.step.append(i)
         out.time_s.append(round(float(starts[i]), 6))
-        out.duration_s.append(round(engine.durations[i], 6))
+        out.duration_s.append(round(log.durations[i], 6))
         out.num_waiting.append(len(rec.preempted_waiting_ids) + n_arrived - rec.first_new_waiting_id)
         out.waiting_preempted_ids.append(list(rec.preempted_waiting_ids))
         out.waiting_first_new_id.append(rec.first_new_waiting_id)
@@ -157,18 +157,18 @@ def frames(engine: Engine, indices: np.ndarray, starts: np.ndarray) -> BatchingF
         out.num_tokens_produced.append(rec.num_sampled_per_step)
         out.num_tokens_produced_total.append(rec.num_tokens_produced_before + (j + 1) * rec.num_sampled_per_step)
         out.num_finished.append(rec.num_finished_before + (rec.num_finished_in if j == rec.num_steps - 1 else 0))
-        out.num_kv_blocks_used.append(rec.kv_blocks_used(j, engine.block_size))
+        out.num_kv_blocks_used.append(rec.kv_blocks_used(j, log.block_size))
         out.num_preemptions_total.append(rec.num_preemptions_total)
     return out
 
 
-def seat_spans(engine: Engine, starts: np.ndarray) -> SeatSpans:
+def seat_spans(log: StepLog, starts: np.ndarray) -> SeatSpans:
     """Every stay in a seat, sorted by start then seat; exact, from every step, not from the frames.
     Records share one seat list until a seat changes, so only a record with other seats is compared seat by seat."""
-    ends = (starts + np.frombuffer(engine.durations, dtype=np.float64)).tolist()
-    open_: list = [None] * engine.seats  # per seat: (request_id, start_s) of the stay in progress
+    ends = (starts + np.frombuffer(log.durations, dtype=np.float64)).tolist()
+    open_: list = [None] * log.seats  # per seat: (request_id, start_s) of the stay in progress
     stays, seated, last_end = [], None, 0.0  # last_end: end of the last record read
-    for rec in engine.log:
+    for rec in log.records:
         ids = rec.seat_request_ids
         if ids is not seated and ids != seated:
             start = float(starts[rec.first_step])
@@ -183,7 +183,7 @@ def seat_spans(engine: Engine, starts: np.ndarray) -> SeatSpans:
         last_end = ends[rec.first_step + rec.num_steps - 1]
     stays += [(c[1], s, c[0], last_end) for s, c in enumerate(open_) if c]
     stays.sort(key=lambda s: (s[0], s[1]))
-    first_token_s = engine.first_token_s.tolist()
+    first_token_s = log.requests.first_token_s.tolist()
     return SeatSpans(
         seat=[s[1] for s in stays],
         request_id=[s[2] for s in stays],
@@ -193,11 +193,11 @@ def seat_spans(engine: Engine, starts: np.ndarray) -> SeatSpans:
     )
 
 
-def request_times(engine: Engine) -> RequestTimes:
+def request_times(log: StepLog) -> RequestTimes:
     return RequestTimes(
-        first_token_s=[round(t, 6) for t in engine.first_token_s.tolist()],
-        finish_s=[round(t, 6) for t in engine.finish_s.tolist()],
-        num_preemptions=engine.preemptions.tolist(),
+        first_token_s=[round(t, 6) for t in log.requests.first_token_s.tolist()],
+        finish_s=[round(t, 6) for t in log.requests.finish_s.tolist()],
+        num_preemptions=log.requests.preemptions.tolist(),
     )
 
 
@@ -213,15 +213,15 @@ def _pct(x: np.ndarray, q: float) -> float:
     return round(float(np.percentile(x, q)), 3) if len(x) else 0.0
 
 
-def run_metrics(engine: Engine) -> RunMetrics:
+def run_metrics(log: StepLog) -> RunMetrics:
     """TTFT = first token - arrival; TPOT = (finish - first token) / (output tokens - 1), over answers
     longer than one token; latency = finish - arrival."""
-    arr = engine.arrival_s
-    first, fin, out_tokens = engine.first_token_s, engine.finish_s, engine.max_tokens
+    arr = log.requests.arrival_s
+    first, fin, out_tokens = log.requests.first_token_s, log.requests.finish_s, log.requests.max_tokens
     multi = out_tokens > 1
     tpot = (fin - first)[multi] / (out_tokens[multi] - 1) * 1e3
     makespan = float(fin.max() - arr.min())
-    busy = float(np.sum(np.frombuffer(engine.durations, dtype=np.float64)))
+    busy = float(np.sum(np.frombuffer(log.durations, dtype=np.float64)))
     return RunMetrics(
         throughput_tokens_per_s=round(float(out_tokens.sum()) / makespan, 3),
         requests_per_s=round(len(arr) / makespan, 4),
@@ -231,17 +231,17 @@ def run_metrics(engine: Engine) -> RunMetrics:
         tpot_ms_p99=_pct(tpot, 99),
         latency_ms_p50=_pct((fin - arr) * 1e3, 50),
         latency_ms_p99=_pct((fin - arr) * 1e3, 99),
-        seat_utilization=round(engine.busy_seat_s / (engine.seats * makespan), 4),
-        mean_batch_size=round(engine.busy_seat_s / busy, 3),
+        seat_utilization=round(log.busy_seat_s / (log.seats * makespan), 4),
+        mean_batch_size=round(log.busy_seat_s / busy, 3),
         engine_busy_fraction=round(busy / makespan, 4),
-        num_preemptions=engine.num_preemptions,
-        num_steps=len(engine.durations),
+        num_preemptions=log.num_preemptions,
+        num_steps=len(log.durations),
         num_output_tokens=int(out_tokens.sum()),
         makespan_s=round(makespan, 6),
     )
 
 
-def metrics_math(m: RunMetrics, engine: Engine) -> dict[str, dict]:
+def metrics_math(m: RunMetrics, log: StepLog) -> dict[str, dict]:
     """Show-the-math for the headline numbers."""
     return as_json(
         {
@@ -256,8 +256,8 @@ def metrics_math(m: RunMetrics, engine: Engine) -> dict[str, dict]:
                 "fraction",
                 "sum over steps of (step duration x occupied seats) / (seats x makespan)",
                 {
-                    "seat_seconds_used": (round(engine.busy_seat_s, 6), "seat-s"),
-                    "seats": (engine.seats, "seats"),
+                    "seat_seconds_used": (round(log.busy_seat_s, 6), "seat-s"),
+                    "seats": (log.seats, "seats"),
                     "makespan": (m.makespan_s, "s"),
                 },
                 ["a seat is occupied from admission until the step that produces the request's last token"],
@@ -266,28 +266,28 @@ def metrics_math(m: RunMetrics, engine: Engine) -> dict[str, dict]:
                 m.ttft_ms_p50,
                 "ms",
                 "median over requests of (end of the step that samples its first token - arrival)",
-                {"num_requests": (engine.num_requests, "requests")},
+                {"num_requests": (len(log.requests), "requests")},
                 ["includes queueing; a prompt may be prefilled over several steps (chunked)"],
             ),
             "latency_ms_p50": derive(
                 m.latency_ms_p50,
                 "ms",
                 "median over requests of (finish - arrival)",
-                {"num_requests": (engine.num_requests, "requests")},
+                {"num_requests": (len(log.requests), "requests")},
             ),
         }
     )
 
 
-def policy_run(engine: Engine, horizon_s: float, max_frames: int) -> PolicyRun:
-    starts = step_starts(engine)
-    m = run_metrics(engine)
+def policy_run(log: StepLog, horizon_s: float, max_frames: int) -> PolicyRun:
+    starts = step_starts(log)
+    m = run_metrics(log)
     return PolicyRun(
         **vars(m),
-        name=engine.policy,
-        num_kv_blocks=engine.kv.pool.num_blocks,
-        math=metrics_math(m, engine),
-        frames=frames(engine, sample_steps(starts, horizon_s, max_frames), starts),
-        seat_spans=seat_spans(engine, starts),
-        requests=request_times(engine),
+        name=log.policy,
+        num_kv_blocks=log.num_kv_blocks,
+        math=metrics_math(m, log),
+        frames=frames(log, sample_steps(starts, horizon_s, max_frames), starts),
+        seat_spans=seat_spans(log, starts),
+        requests=request_times(log),
     )

@@ -1,0 +1,403 @@
+"""The serving core's scheduler, in vLLM v1's shape: `schedule(now) -> StepPlan`, an executor (a clock,
+clocks.py) runs the plan, `finish_step(plan, sampled, now) -> StepRecord` applies what came back.
+
+Each step the scheduler picks, per request, how many tokens to compute (vLLM v1's model: no
+prefill/decode phases, only num_computed_tokens catching up with num_tokens = prompt + output so far);
+at the step's end every request whose computed tokens caught up samples one output token, so the first
+token arrives at the end of the step that finishes its prefill.
+
+KV memory: one KV manager (kv.py; the paged KVCacheManager here). Before computing, a request's memory
+must cover num_computed_tokens + new tokens.
+
+THE admission order and preemption rule (the only ones in the core; tests/sim/serve/test_scheduler.py
+test_one_admission_order_and_preemption_rule checks them):
+- Order within a step: running requests first, in admission order, then waiting requests first come,
+  first served, with preempted requests at the queue's front (most recently preempted first). If the
+  head of the queue does not fit in memory, nobody behind it is admitted (no skipping).
+- Preemption: when a running request cannot grow, the newest admitted running request is preempted
+  (recompute-style, as vLLM: its memory is freed, num_computed_tokens = 0, it goes to the front of the
+  waiting queue keeping its output, and later re-prefills prompt + output), and the allocation is
+  retried; if the newest is the asker itself, it stops there. No request is admitted in a step that
+  preempted.
+
+Policies (same trace, same KV pool, same clock):
+- `static`: when the engine is empty, up to `seats` waiting requests (FCFS, those that fit in KV)
+  form a batch and prefill together in one step; then the batch decodes until its longest answer
+  is done. Seats emptied by finished requests stay empty: nobody joins a running batch. Generous to
+  static: finished rows cost nothing (real static engines keep decoding padding).
+- `continuous` (Orca's iteration-level scheduling with vLLM's chunked prefill): each step running
+  requests are scheduled first, then waiting requests take free seats; a step computes at most
+  `max_num_batched_tokens` tokens, so long prompts are split into chunks that ride along with the decodes.
+Identical pure-decode steps are planned as one decode run (StepPlan.decode_run: up to k_max steps,
+stopping after the step that ends at or after stop_at_s, the next arrival that could be admitted); the
+clock picks how many it ran (same result as stepping one by one: the run stops before any finish, block
+shortage or admissible arrival), which keeps 10,000 requests fast. The requests are numpy columns
+(requests.py), so a step schedules, grows the pages of and advances its whole batch in a few array
+operations; only a step that runs short of pages (and must preempt) goes request by request, since the
+order decides who is preempted.
+
+The scheduler writes a typed step log (steplog.py), which records.py turns into what a run reports.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+import numpy as np
+
+from inside_llm.sim.serve.kv import KVCacheManager, num_blocks_for
+from inside_llm.sim.serve.requests import Request, Requests
+from inside_llm.sim.serve.steplog import StepLog, StepRecord
+
+POLICIES = ("static", "continuous")
+
+
+class StepPlan:
+    """One planned engine step, or a decode run of k identical pure-decode steps, as columns over the scheduled
+    requests (running ones in admission order, then those admitted): ids, n (new tokens each), and each
+    one's computed and output tokens, remaining (prompt + output - computed) and left (max - output) before it.
+    The executor fills durations, end_s and k (k > 1 only in a decode run: at most k_max steps)."""
+
+    __slots__ = (
+        "ids",
+        "n",
+        "computed",
+        "output",
+        "remaining",
+        "left",
+        "k",
+        "start_s",
+        "end_s",
+        "durations",
+        "num_prefill_tokens",
+        "num_decode_seqs",
+        "decode_context_tokens",
+        "decode_run",
+        "k_max",
+        "stop_at_s",
+    )
+
+    def __init__(
+        self,
+        ids,
+        n,
+        computed,
+        output,
+        remaining,
+        left,
+        start_s: float,
+        num_prefill_tokens: int,
+        num_decode_seqs: int,
+        decode_context_tokens: int,
+    ):
+        self.ids, self.n, self.computed, self.output, self.remaining, self.left = (
+            ids,
+            n,
+            computed,
+            output,
+            remaining,
+            left,
+        )
+        self.k, self.start_s, self.end_s, self.durations = 1, start_s, start_s, []
+        self.num_prefill_tokens, self.num_decode_seqs = num_prefill_tokens, num_decode_seqs
+        self.decode_context_tokens = decode_context_tokens
+        self.decode_run, self.k_max, self.stop_at_s = False, 1, math.inf
+
+
+class Scheduler:
+    """One batching policy over a set of requests and one KV manager. The caller tells it of arrivals
+    (arrive(): requests arrive in id order), asks for a plan each step (schedule), has a clock execute it
+    and hands it back (finish_step). The step log is `steps`; the requests' columns `requests`."""
+
+    def __init__(
+        self,
+        policy: str,
+        requests: Requests,
+        seats: int,
+        kv: KVCacheManager,
+        max_num_batched_tokens: int,
+        fast_forward: bool = True,
+        record_seat_tokens: bool = False,
+    ):
+        """fast_forward=False steps every decode step one by one (the reference the tests compare to);
+        record_seat_tokens=True also logs every seat's tokens per record (tests check them; reports do not)."""
+        self.policy, self.seats, self.fast_forward = policy, seats, fast_forward
+        self.record_seat_tokens = record_seat_tokens
+        self.kv, self.block_size, self.budget = kv, kv.block_size, max_num_batched_tokens
+        self.requests = r = requests
+        self.num_requests = len(r)
+        self.arrival_s, self.prompt, self.max_tokens = r.arrival_s, r.prompt, r.max_tokens
+        self.computed, self.output, self.preemptions = r.computed, r.output, r.preemptions
+        self.first_token_s, self.finish_s = r.first_token_s, r.finish_s
+        self.steps = StepLog(policy, seats, kv.block_size, kv.pool.num_blocks, r)
+        self.front: deque[int] = deque()  # preempted request ids, at the waiting queue's front
+        self.admit_ptr = self.num_arrived = 0  # never-admitted arrivals: ids admit_ptr .. num_arrived - 1
+        self.running: list[int] = []  # request ids in admission order: the last is preempted first
+        self.running_ids: np.ndarray | None = None  # the same as an array, made again after a change
+        self.free_seats = list(range(seats))  # a heap: the lowest free seat is taken first
+        self.seat_req: list[int | None] = [None] * seats  # request id per seat
+        self.seat_of: dict[int, int] = {}  # seat per running request
+        self.seat_ids: list[int | None] | None = None  # copy of seat_req, shared by records until a seat changes
+        self.num_preemptions = self.num_finished = self.num_produced = 0
+        self.preempted = False
+
+    def arrive(self) -> None:
+        """The next request (by id) has arrived and joins the waiting queue."""
+        self.num_arrived += 1
+
+    @property
+    def done(self) -> bool:
+        return self.num_finished == self.num_requests
+
+    @property
+    def reqs(self) -> list[Request]:
+        """One Request per request id."""
+        return self.requests.rows()
+
+    # -- waiting queue and seats ---------------------------------------------------------------
+    def head(self) -> int | None:
+        if self.front:
+            return self.front[0]
+        return self.admit_ptr if self.admit_ptr < self.num_arrived else None
+
+    def pop_head(self) -> None:
+        if self.front:
+            self.front.popleft()
+        else:
+            self.admit_ptr += 1
+
+    def admit(self, rid: int) -> None:
+        seat = self.seat_of[rid] = heapq.heappop(self.free_seats)
+        self.seat_req[seat] = rid
+        self.running.append(rid)
+        self.seat_ids = self.running_ids = None  # log_step and run_ids make new ones
+
+    def leave(self, rid: int) -> None:
+        self.running.remove(rid)
+        self.kv.free(rid)
+        seat = self.seat_of.pop(rid)
+        self.seat_req[seat] = None
+        heapq.heappush(self.free_seats, seat)
+        self.seat_ids = self.running_ids = None
+
+    def preempt(self, rid: int) -> None:
+        """Recompute preemption: drop its KV, keep its output, requeue it at the front."""
+        self.leave(rid)
+        self.computed[rid] = 0
+        self.preemptions[rid] += 1
+        self.num_preemptions += 1
+        self.steps.num_preemptions += 1
+        self.front.appendleft(rid)
+        self.preempted = True
+
+    def run_ids(self) -> np.ndarray:
+        if self.running_ids is None:
+            self.running_ids = np.array(self.running, dtype=np.int64)
+        return self.running_ids
+
+    # -- planning ------------------------------------------------------------------------------
+    def grow(self, rid: int, num_tokens: int) -> bool:
+        """Make rid's pages cover num_tokens, preempting the newest running requests if needed;
+        False if rid itself had to be preempted."""
+        while self.kv.allocate(rid, num_tokens) is None:
+            victim = self.running[-1]
+            self.preempt(victim)
+            if victim == rid:
+                return False
+        return True
+
+    def schedule_running(self, budget: int) -> tuple[np.ndarray, ...]:
+        """Running requests first, in admission order, each as many tokens as the budget allows.
+        Returns (ids, n, computed, output, remaining, budget left). When the free pages cover every
+        request's growth this is a few array operations; else one by one, preempting (schedule_one_by_one)."""
+        ids = self.run_ids()
+        computed, output = self.computed[ids], self.output[ids]
+        remaining = self.prompt[ids] + output - computed
+        n, total = remaining, int(remaining.sum())
+        if total > budget:  # the budget runs out part way: earlier requests first
+            n = np.minimum(remaining, budget - (np.cumsum(remaining) - remaining))
+        if not self.kv.allocate_all(ids, computed + n):
+            return self.schedule_one_by_one(budget)
+        if total <= budget:
+            return ids, n, computed, output, remaining, budget - total
+        keep = n > 0
+        return ids[keep], n[keep], computed[keep], output[keep], remaining[keep], 0
+
+    def schedule_one_by_one(self, budget: int) -> tuple[np.ndarray, ...]:
+        """schedule_running when memory runs short: whoever cannot grow preempts the newest running request."""
+        sched, ns, i, running = [], [], 0, self.running
+        while i < len(running):
+            rid = running[i]
+            n = min(int(self.prompt[rid] + self.output[rid] - self.computed[rid]), budget)
+            if n > 0:
+                if not self.grow(rid, int(self.computed[rid]) + n):
+                    break  # rid was the newest; everyone before it is scheduled
+                sched.append(rid)
+                ns.append(n)
+                budget -= n
+            i += 1
+        ids = np.array(sched, dtype=np.int64)
+        computed, output = self.computed[ids], self.output[ids]
+        return ids, np.array(ns, dtype=np.int64), computed, output, self.prompt[ids] + output - computed, budget
+
+    def schedule_static(self) -> tuple[np.ndarray, ...]:
+        if not self.running:  # form a batch; it prefills whole prompts in its first step
+            while len(self.running) < self.seats and (rid := self.head()) is not None:
+                if self.kv.allocate(rid, int(self.prompt[rid] + self.output[rid])) is None:
+                    break
+                self.pop_head()
+                self.admit(rid)
+        return self.schedule_running(1 << 62)[:5]
+
+    def schedule_continuous(self) -> tuple[np.ndarray, ...]:
+        ids, n, computed, output, remaining, budget = self.schedule_running(self.budget)
+        admitted = []  # (id, new tokens, output tokens, prompt + output): a waiting request has computed nothing
+        while not self.preempted and budget > 0 and len(self.running) < self.seats:
+            rid = self.head()
+            if rid is None:
+                break
+            out = int(self.output[rid])
+            tokens = int(self.prompt[rid]) + out
+            new = min(tokens, budget)
+            if self.kv.allocate(rid, new) is None:
+                break
+            self.pop_head()
+            self.admit(rid)
+            admitted.append((rid, new, out, tokens))
+            budget -= new
+        if admitted:
+            a_ids, a_new, a_out, a_tokens = (np.array(c, dtype=np.int64) for c in zip(*admitted))
+            ids, n = np.concatenate((ids, a_ids)), np.concatenate((n, a_new))
+            computed = np.concatenate((computed, np.zeros(len(a_ids), dtype=np.int64)))
+            output, remaining = np.concatenate((output, a_out)), np.concatenate((remaining, a_tokens))
+        return ids, n, computed, output, remaining
+
+    def schedule(self, now: float) -> StepPlan | None:
+        """This step's plan (None if nothing can run). The executor fills its durations before finish_step."""
+        self.preempted = False
+        ids, n, computed, output, remaining = (
+            self.schedule_static() if self.policy == "static" else self.schedule_continuous()
+        )
+        if not len(ids):
+            return None
+        # a decode computes its one newest token: all but one of prompt + output are in the cache
+        decode = (remaining == 1) & (output > 0)
+        num_decode = int(np.count_nonzero(decode))
+        if num_decode == len(ids):
+            context = int(computed.sum()) + num_decode  # keys attended, each its own included
+        else:
+            context = int(computed[decode].sum()) + num_decode
+        step = StepPlan(
+            ids,
+            n,
+            computed,
+            output,
+            remaining,
+            self.max_tokens[ids] - output,
+            now,
+            int(n.sum()) - num_decode,
+            num_decode,
+            context,
+        )
+        if self.fast_forward and num_decode == len(ids) == len(self.running) and not self.preempted:
+            self.plan_decode_run(step)
+        return step
+
+    def plan_decode_run(self, step: StepPlan) -> None:
+        """Pure-decode steps in one go until a finish, a block shortage or an admissible arrival: k_max
+        steps at most, the last one the first to end at or after stop_at_s."""
+        computed, n, left = step.computed, len(step.ids), int(step.left.min())
+        if self.kv.pool.num_free_blocks >= n * (left // self.block_size + 1):
+            k_max = left  # each request needs at most left // block_size + 1 new pages: they are free
+        else:
+            k_max = self.max_blocks_k(computed, left)
+        open_seat = self.policy == "continuous" and n < self.seats and self.budget > n and self.head() is None
+        more = open_seat and self.num_arrived < self.num_requests
+        step.decode_run, step.k_max = True, k_max
+        step.stop_at_s = float(self.arrival_s[self.num_arrived]) if more else math.inf
+
+    def max_blocks_k(self, computed: np.ndarray, k_max: int) -> int:
+        """Largest k <= k_max such that k more tokens per request fit in the free blocks (k=1 always does)."""
+        num_blocks, bs = self.kv.pool.num_blocks, self.block_size  # running requests hold every used block
+        if int(np.sum(num_blocks_for(computed + k_max, bs))) <= num_blocks:
+            return k_max  # the usual case: memory is not the limit
+        lo, hi = 1, k_max
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if int(np.sum(num_blocks_for(computed + mid, bs))) <= num_blocks:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def finish_step(self, step: StepPlan, sampled, now: float) -> StepRecord:
+        """Apply the executed step: requests whose KV caught up sample one token (k in a decode run).
+        sampled: the executor's token ids, or None (a simulation: only the counts matter)."""
+        k, ids = step.k, step.ids
+        if step.decode_run:
+            self.kv.allocate_all(ids, step.computed + k)  # fits: k <= k_max
+        if k == 1:
+            self.computed[ids] = step.computed + step.n
+            sampled = step.n >= step.remaining  # else a prefill chunk that did not reach the end of the prompt
+            if not sampled.all():
+                ids, output, left = ids[sampled], step.output[sampled] + 1, step.left[sampled]
+            else:
+                output, left = step.output + 1, step.left
+            self.output[ids] = output
+            self.first_token_s[ids[output == 1]] = now
+            done = ids[left == 1]
+        else:
+            self.computed[ids] = step.computed + k
+            self.output[ids] = step.output + k
+            done = ids[step.left == k]
+        self.finish_s[done] = now
+        record = self.log_step(step, len(ids), len(done))
+        for rid in done.tolist():
+            self.leave(rid)
+        self.num_finished += len(done)
+        return record
+
+    def seat_request_ids(self) -> list[int | None]:
+        if self.seat_ids is None:
+            self.seat_ids = self.seat_req.copy()
+        return self.seat_ids
+
+    def log_step(self, step: StepPlan, produced: int, num_done: int) -> StepRecord:
+        """Append the StepRecord of a finished step (or decode run), before its finished requests leave."""
+        k, seats = step.k, self.seat_req
+        decode_computed, num_blocks = None, self.kv.pool.num_used_blocks
+        if k > 1:  # blocks per step are computed from these only for the frames that show them
+            decode_computed, num_blocks = step.computed, None
+        seat_computed = seat_output = None
+        if self.record_seat_tokens:
+            computed, output = self.computed.tolist(), self.output.tolist()
+            seat_computed = [computed[r] - k + 1 if r is not None else 0 for r in seats]
+            seat_output = [output[r] - k + 1 if r is not None else 0 for r in seats]
+        log = self.steps
+        record = StepRecord(
+            first_step=len(log.durations),
+            num_steps=k,
+            start_s=step.start_s,
+            seat_request_ids=self.seat_request_ids(),
+            seat_num_computed_tokens=seat_computed,
+            seat_num_output_tokens=seat_output,
+            preempted_waiting_ids=tuple(self.front),
+            first_new_waiting_id=self.admit_ptr,
+            num_prefill_tokens=step.num_prefill_tokens,
+            num_decode_seqs=step.num_decode_seqs,
+            num_sampled_per_step=produced,
+            num_kv_blocks_used=num_blocks,
+            decode_computed_tokens=decode_computed,
+            num_occupied_seats=len(self.running),
+            num_finished_before=self.num_finished,
+            num_finished_in=num_done,
+            num_tokens_produced_before=self.num_produced,
+            num_preemptions_total=self.num_preemptions,
+        )
+        log.records.append(record)
+        log.durations.extend(step.durations)
+        self.num_produced += produced * k
+        log.busy_seat_s += len(self.running) * sum(step.durations)
+        return record
