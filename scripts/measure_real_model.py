@@ -57,24 +57,46 @@ def main() -> None:
     drafts(model)
 
 
-def served(model) -> None:
+def served(model, out: Path = OUT) -> None:
     """The served int8 form (sim/q8.py, what the engine decodes from) on the stored file's windows, paired window
-    by window with its float32 baseline (printed, not stored: docs/benchmarks.md records it)."""
+    by window with its float32 baseline; stored as the file's `served` (chapter 8's "this server, now")."""
     import math
 
     import numpy as np
 
-    stored = real_quality.stored(model.name) or sys.exit("no stored measurement to pair with")
+    stored = json.loads(out.read_text()) if out.exists() else sys.exit("no stored measurement to pair with")
+    t0 = time.perf_counter()
     nll = real_quality.window_nll(
         model.served_form, real_quality.text_ids(model), stored["windows"], stored["window_tokens"]
     )
     base = np.array(stored["variants"][0]["window_nll"])
     d = nll - base
     ppl, ppl0 = math.exp(nll.mean()), math.exp(base.mean())
+    form = model.served_form
+    stored["served"] = {
+        "format": "int8",
+        "method": "INT8, symmetric, one float32 scale per output row, every layer matrix and the tied head "
+        "(sim/q8.py: what the engine decodes from)",
+        "bits_per_weight": 8 * form.bytes_per_token / sum(int(m.size) for m in _served_matrices(form)),
+        "bytes_per_token": form.bytes_per_token,
+        "perplexity": ppl,
+        "baseline_perplexity": ppl0,
+        "relative_change": ppl / ppl0 - 1,
+        "delta_nll": float(d.mean()),
+        "delta_nll_se": float(d.std(ddof=1) / math.sqrt(len(d))),
+        "window_nll": [round(float(x), 6) for x in nll],
+        "command": "python scripts/measure_real_model.py --served",
+        "measured_s": round(time.perf_counter() - t0, 1),
+    }
+    out.write_text(json.dumps(stored, indent=1) + "\n")
     print(
         f"served int8: perplexity {ppl:.3f} vs {ppl0:.3f} float32 ({ppl / ppl0 - 1:+.2%}); "
-        f"NLL {d.mean():+.4f} +- {d.std(ddof=1) / math.sqrt(len(d)):.4f} nats/token over {len(d)} windows"
+        f"NLL {d.mean():+.4f} +- {stored['served']['delta_nll_se']:.4f} nats/token over {len(d)} windows; wrote {out}"
     )
+
+
+def _served_matrices(form) -> list:
+    return [m for w in form.layers for m in (w.qkv, w.wo, w.gu, w.w2)] + [form.unembed]
 
 
 def drafts(model) -> None:

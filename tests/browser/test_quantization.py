@@ -165,3 +165,27 @@ def test_the_served_model_is_a_needle_on_the_meter(page, base_url):
     box, label = page.locator(".q-tile-svg .ghost").bounding_box(), ghost.bounding_box()
     assert label["x"] + label["width"] <= box["x"] + box["width"] + 1, "the sentence fits inside the dashed box"
     assert page.console_errors == []
+
+
+def test_this_server_now_shows_the_served_format_measured_beside_float32(page, base_url):
+    """Issue 25: chapter 8 says what this server decodes from, timed now on its CPU (chapter 5's measurement,
+    the same numbers), with that form's perplexity from the stored measurement."""
+    from pagekit import js_num, measured_panel
+
+    page.goto(base_url + "/tour/quantization")
+    page.wait_for_selector(".q-served[data-measured]")
+    panel = measured_panel(page)
+    assert panel.get_attribute("class").split()[0] == "q-served"
+    m = page.evaluate("() => fetch('/api/roofline/measured').then((r) => r.json())")
+    served = page.evaluate("() => fetch('/api/quantization').then((r) => r.json())")["real"]["served"]
+    text = panel.inner_text()
+    if m["served_decode"] is None:  # the toy serves: said so, nothing compared
+        assert "no int8 form" in text
+        return
+    tiles = panel.locator(".mp-readouts").inner_text()
+    assert (
+        js_num(m["served_decode"]["tokens_per_second"]) in tiles and js_num(m["decode"]["tokens_per_second"]) in tiles
+    )
+    assert f"+{served['relative_change'] * 100:.2f}%" in tiles
+    assert f"{js_num(m['served_decode']['bytes_per_token'] / 1e6)} MB" in text and "--served" in text
+    assert page.console_errors == []

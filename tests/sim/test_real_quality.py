@@ -51,3 +51,22 @@ def test_a_subset_recomputes_to_the_stored_numbers():
         got = rq.window_nll(rq.quantized(model, variant), ids, 1, STORED["window_tokens"])[0]
         want = next(v for v in STORED["variants"] if v["variant"] == variant)["window_nll"][0]
         assert got == pytest.approx(want, abs=2e-4), variant
+
+
+def test_the_served_int8_form_is_stored_paired_with_the_baseline_and_recomputes():
+    """demo/smollm2_quality.json's `served` (chapter 8's "this server, now"): the int8 form the engine decodes
+    from, on the same windows as the baseline; its first window recomputes to the stored NLL."""
+    sv, base = STORED["served"], STORED["variants"][0]
+    nll = np.array(sv["window_nll"])
+    assert len(nll) == STORED["windows"] and sv["format"] == "int8" and "--served" in sv["command"]
+    assert sv["perplexity"] == pytest.approx(math.exp(nll.mean()), rel=1e-5)
+    assert sv["baseline_perplexity"] == pytest.approx(base["perplexity"], rel=1e-5)  # from the stored rounded NLLs
+    assert sv["relative_change"] == pytest.approx(sv["perplexity"] / base["perplexity"] - 1, abs=1e-5)
+    assert sv["delta_nll"] == pytest.approx((nll - np.array(base["window_nll"])).mean(), abs=1e-5)
+    assert 8 < sv["bits_per_weight"] < 8.2  # one float32 scale per row of 576 or more int8 codes
+    assert 0 < sv["relative_change"] < 0.05  # int8 barely moves it (int4 re-rounded costs +68%)
+    model = modelfile.served_smollm()
+    if model is not None:
+        assert model.served_form.bytes_per_token == sv["bytes_per_token"]
+        got = rq.window_nll(model.served_form, rq.text_ids(model), 1, STORED["window_tokens"])[0]
+        assert got == pytest.approx(sv["window_nll"][0], abs=2e-4)

@@ -92,7 +92,8 @@ class QuantizationResponse(BaseModel):
     demo_info: dict
     real: dict | None = Field(
         description="SmolLM2 (the model on this server) measured offline: its file's Q4_1 "
-        "weights as the baseline and each further quantization (demo/smollm2_quality.json)"
+        "weights as the baseline and each further quantization, and `served`: the int8 form the engine "
+        "decodes from, on the same windows (demo/smollm2_quality.json)"
     )
     needles: dict
     math: Math
@@ -313,6 +314,7 @@ def real_rows() -> dict[str, Any] | None:
         "window_tokens": q["window_tokens"],
         "command": q["command"],
         "rows": [{k: v[k] for k in keep} for v in q["variants"]],
+        "served": None if "served" not in q else {k: v for k, v in q["served"].items() if k != "window_nll"},
     }
 
 

@@ -1,10 +1,11 @@
 // scenes/measured-panels.js: "Measured on this server" panels: fetch a /measured endpoint once, say so while the
 // server's CPU measures, say why when it cannot, then draw. Labelled bars (chapters 2, 3 and 6), this CPU's own
-// roofline with the served model's prefill and decode on it (chapter 5), its KV cache beside Llama 3.1 70B's (6).
+// roofline with the served model's prefill and decode on it (chapter 5), its KV cache beside Llama 3.1 70B's (6),
+// the format the engine decodes from beside float32 (8).
 // Every number comes from the response.
 
 import { svg, h, clear, root } from '../lib/svg.js';
-import { num } from '../lib/format.js';
+import { num, fixed, pct } from '../lib/format.js';
 import { log } from '../lib/scale.js';
 import { sceneStyles, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 
@@ -198,6 +199,43 @@ function drawCpuRoofline(fig, m, narrow) {
   if (sv) point(sv, 'served', 1, narrow ? 'int8 decode' : 'decode, int8 (served)', 18); // below-right: clear of prefill's label
   point(pre, 'prefill', -1);
 }
+
+// ---- chapter 8: this server, now: the format the engine decodes from, measured ----------------------
+
+/**
+ * GET /api/roofline/measured (chapter 5's measurement, the same one) into `box`: SmolLM2's decode from its served
+ * int8 form beside float32 on this CPU, with `served` (demo/smollm2_quality.json's perplexity of that form).
+ */
+export function servedNow(box, ctx, alive, served) {
+  return measuredPanel(box, { fetchJSON: ctx.fetchJSON, url: '/api/roofline/measured', alive,
+    title: 'This server, now: SmolLM2 served from INT8', draw: (m, note) => {
+      const sv = m.served_decode, f32 = m.decode;
+      if (!sv) {
+        note.textContent = `${measuredWho(m)} serves here; it has no int8 form, so there is nothing to set beside float32.`;
+        return;
+      }
+      note.textContent = `The engine decodes from ${served.method.split(' (')[0]}: ${fixed(served.bits_per_weight, 2)} bits ` +
+        `per weight with its scales. Timed now on ${m.measured_on} (${m.cpu.name}), the same measurement as chapter 5's roofline.`;
+      const tiles = h('div', { class: 'mp-readouts' }, box);
+      readout(tiles, 'Decode · int8', num(sv.tokens_per_second, 3), 'tokens/s', { cls: 'mp-served' });
+      readout(tiles, 'Decode · f32', num(f32.tokens_per_second, 3), 'tokens/s', { cls: 'mp-memory' });
+      readout(tiles, 'Perplexity', signed(served.relative_change, 2), `vs float32`);
+      bars(box, [
+        { label: 'float32, bytes per token', value: f32.bytes_per_token, text: `${num(f32.bytes_per_token / 1e6, 3)} MB`, cls: 'mp-f32' },
+        { label: 'int8 as served', value: sv.bytes_per_token, text: `${num(sv.bytes_per_token / 1e6, 3)} MB`, cls: 'mp-int8' },
+      ]);
+      const threads = m.roofs.blas_threads;
+      h('p', { class: 'mp-note', text: `Fewer bits, fewer bytes, faster: ${num(sv.tokens_per_second / f32.tokens_per_second, 2)}× the ` +
+        `float32 decode from ${num(f32.bytes_per_token / sv.bytes_per_token, 2)}× fewer bytes (the int8 kernel also runs on all ` +
+        `${m.cpu.logical_cores} cores, the float32 reference on ${threads} BLAS thread${threads === 1 ? '' : 's'}; on a busy ` +
+        `machine the two timings scatter). Perplexity ${fixed(served.perplexity, 2)} ` +
+        `vs ${fixed(served.baseline_perplexity, 2)} (NLL ${served.delta_nll >= 0 ? '+' : '−'}${fixed(Math.abs(served.delta_nll), 4)} ± ` +
+        `${fixed(served.delta_nll_se, 4)} nats/token), measured offline by ` +
+        `\`${served.command}\` on the held-out text above.` }, box);
+    } });
+}
+
+const signed = (x, d) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x), d)}`;
 
 // ---- chapter 6: the served model's KV cache, weighed ---------------------------------------------
 

@@ -7,6 +7,7 @@ import { mathDetails } from '../lib/math.js';
 import { tween } from '../lib/tween.js';
 import { sceneRoot, readoutRow, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 import { createMeter, LABEL, signed } from './quantization-meter.js';
+import { servedNow } from './measured-panels.js';
 
 const VARIANTS = {
   wide: { name: 'wide', cw: 4.6, ch: 15, gapX: 7, gapY: 5, font: 11.5 },
@@ -27,6 +28,7 @@ export function mount(stage, context) {
     readouts: readoutRow(wrap),
     top: h('div', { class: 'q-row' }, wrap),
     meterRow: h('div', { class: 'q-row q-meter-row' }, wrap),
+    served: h('section', { class: 'q-served', 'data-secondary': '' }, wrap), // this server, now (measured-panels.js)
     table: h('div', { class: 'q-published', 'data-secondary': '' }, wrap),
     math: h('div', { class: 'q-math', 'data-secondary': '' }, wrap),
     tile: null, bits: 16, pick: null, anim: [],
@@ -54,6 +56,11 @@ export function update(data) {
   drawTile(data);
   drawSizes(data);
   view.meter.update(data);
+  if (!view.servedShown && data.real?.served && !view.ctx.embed) { // once: the CPU measurement is the process's
+    view.servedShown = true;
+    const v = view;
+    servedNow(view.served, view.ctx, () => view === v, data.real.served);
+  }
   drawPublished(data);
   drawMath(data);
 }
