@@ -86,6 +86,9 @@ document.addEventListener('inside-llm:question', (ev) => {
   threadLinks();
 });
 
+/** A scene's own URL state changed (the dials' pin A) without a redraw. */
+document.addEventListener('inside-llm:url', () => syncURL());
+
 /** Beside a question control that shows a preset or a demo run: one button back to the visitor's question. */
 function backButtons() {
   for (const c of ctl.state.controls) {
@@ -141,7 +144,9 @@ function pagePath(st) {
 }
 
 function syncURL(push = false) {
-  const q = queryFor(ctl.state, ctl.params, currentOptions());
+  const scene = ctl.scene(); // a scene may keep state of its own in the URL (the dials' pinned setup A: `a`)
+  const own = scene && typeof scene.urlParams === 'function' ? scene.urlParams() : {};
+  const q = queryFor(ctl.state, { ...ctl.params, ...own }, currentOptions());
   const url = (ctl.state === page ? location.pathname : pagePath(ctl.state)) + (q ? `?${q}` : '');
   try {
     history[push ? 'pushState' : 'replaceState'](null, '', url);

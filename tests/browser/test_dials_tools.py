@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from urllib.request import urlopen
 
 import pytest
-from pagekit import open_page
+from pagekit import change, open_page, rendered
 
 pytestmark = pytest.mark.browser
 SHOTS = Path(__file__).parents[2] / "out" / "screens"
@@ -100,10 +100,13 @@ def test_pinned_a_stays_beside_b_with_the_difference(page, base_url):
     page.wait_for_selector("#sweep-chart .sweep-dot")
     page.locator("#sweep-pin").click()
     page.locator("#ctl-precision").select_option("fp8")
-    page.wait_for_selector("#sweep-chart .sweep-dot.a")
-    page.wait_for_function("() => document.querySelector('.sweep-note').textContent.includes('Dashed: A')")
     a = json.load(urlopen(f"{base_url}/api/dials/sweep?batch=16&x=batch", timeout=60))
     b = json.load(urlopen(f"{base_url}/api/dials/sweep?batch=16&precision=fp8&x=batch", timeout=60))
+    page.wait_for_function(  # B's line redrawn at FP8 (A's, BF16, was drawn as soon as it was pinned)
+        "(y) => document.querySelector('#sweep-chart .sweep-dot:not(.a)')?.dataset.y === String(y)",
+        arg=b["points"][0]["tokens_per_s_total"],
+    )
+    page.wait_for_function("() => document.querySelector('.sweep-note').textContent.includes('Dashed: A')")
     drawn_a = page.locator("#sweep-chart .sweep-dot.a").evaluate_all("els => els.map(e => +e.dataset.y)")
     drawn_b = page.locator("#sweep-chart .sweep-dot:not(.a)").evaluate_all("els => els.map(e => +e.dataset.y)")
     assert drawn_a == [p["tokens_per_s_total"] for p in a["points"] if p["fits"]]
@@ -134,3 +137,102 @@ def test_open_panels_pass_axe(browser, base_url, theme):
         assert bad == []
     finally:
         ctx.close()
+
+
+CARDS = ("ttft_ms", "tokens_per_s_per_user", "tokens_per_s_total", "cost_per_million_tokens_usd", "spare_gb")
+
+
+def _dials(base_url: str, query: str) -> dict:
+    with urlopen(f"{base_url}/api/dials?{query}", timeout=60) as r:
+        return json.load(r)
+
+
+def _card_figures(d: dict) -> list[str]:
+    """Each card's figure as the page keeps it in data-a / data-b ('' where the setup does not fit)."""
+    out = [d["memory"]["spare_gb"] if k == "spare_gb" else d[k] for k in CARDS]
+    return ["" if v is None else repr(float(v)).removesuffix(".0") for v in out]
+
+
+def _vs(page) -> list[tuple[str, str]]:
+    return page.locator(".dials-readouts .readout .vs").evaluate_all("els => els.map(e => [e.dataset.a, e.dataset.b])")
+
+
+def test_pin_a_is_in_the_url_and_comes_back_after_a_reload(page, base_url):
+    open_page(page, base_url + "/dials?batch=64")
+    page.locator("#dials-pin").click()
+    page.wait_for_function("() => new URL(location.href).searchParams.get('a') === ''")  # A equals B: pinned, no diff
+    change(page, lambda: page.locator("#ctl-precision").select_option("fp8"))
+    page.wait_for_function("() => new URL(location.href).searchParams.get('a') === 'precision.bf16'")
+    url = page.url
+    assert "a=precision.bf16" in url and "precision=fp8" in url
+    page.goto(url)  # the shared link: A (BF16) beside B (FP8), both with their numbers
+    rendered(page)
+    page.wait_for_function("() => document.querySelector('.readout .vs')?.dataset.a")
+    a, b = _dials(base_url, "batch=64"), _dials(base_url, "batch=64&precision=fp8")
+    assert _vs(page) == [list(t) for t in zip(_card_figures(a), _card_figures(b), strict=True)]
+    first = page.locator(".readout .vs").first.inner_text()
+    assert first.startswith("A ") and " · B " in first
+    assert page.locator("#dials-pin-note").inner_text() == "Pinned A: weights BF16 (B FP8)."
+    page.locator("#dials-pin").click()  # unpin: the URL lets A go
+    page.wait_for_function("() => !new URL(location.href).searchParams.has('a')")
+    assert page.locator(".readout .vs").first.is_hidden()
+
+
+def test_a_link_with_a_bad_pin_says_so_and_still_draws_b(page, base_url):
+    open_page(page, base_url + "/dials?a=warp.9")
+    assert "“warp” is not one of the dials' fields" in page.locator("#dials-pin-note").inner_text()
+    assert "a=" not in page.url
+    page.allowed_errors.append("422")  # the pin's own request is refused: batch out of bounds
+    open_page(page, base_url + "/tour/dials?a=batch.99999")
+    page.wait_for_function("() => document.querySelector('#dials-pin-note').textContent.includes('not drawn')")
+    note = page.locator("#dials-pin-note").inner_text()
+    assert note.startswith("Pin A was not drawn: batch") and "4096" in note.replace(",", "")
+    assert page.locator(".readout .value").first.inner_text() != ""
+
+
+@pytest.mark.parametrize("width, height", [(1440, 900), (390, 844)])
+def test_the_cards_keep_their_size_when_a_links_a_arrives(browser, base_url, width, height):
+    """A's answer is held until B has drawn: the cards' line for A was reserved from the first draw, so nothing moves."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    pg = ctx.new_page()
+    held = []
+    pg.route("**/api/dials?*", lambda r: held.append(r) if "batch=16&" in r.request.url else r.continue_())
+    try:
+        open_page(pg, base_url + "/dials?batch=64&a=batch.16")
+        boxes = pg.locator(".dials-readouts .readout").evaluate_all("els => els.map(e => e.offsetHeight)")
+        mem = pg.locator(".dials-mem").first.evaluate("e => e.getBoundingClientRect().top")
+        assert len(held) == 1 and _vs(pg)[0][0] == ""
+        held[0].continue_()
+        pg.wait_for_function("() => document.querySelector('.readout .vs')?.dataset.a")
+        assert pg.locator(".dials-readouts .readout").evaluate_all("els => els.map(e => e.offsetHeight)") == boxes
+        assert pg.locator(".dials-mem").first.evaluate("e => e.getBoundingClientRect().top") == mem
+        if width == 1440:  # one screen: the five cards with A beside B sit above the fold
+            bottom = pg.locator(".dials-readouts").evaluate("e => e.getBoundingClientRect().bottom")
+            assert bottom < height
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(SHOTS / f"dials-compare-{width}.png"))
+    finally:
+        ctx.close()
+
+
+def test_the_solvers_answer_is_marked_on_the_sweep(page, base_url):
+    open_page(page, base_url + "/dials")
+    page.locator("#dials-tools > summary").click()
+    page.wait_for_selector("#sweep-chart .sweep-dot")
+    page.locator("#sweep-x").select_option("prompt_tokens")  # the answer is a batch: the chart moves to batch
+    page.locator("#solve-ttft").fill("2000")
+    page.locator("#solve-tps").fill("20")
+    page.locator(".solve-form button[type=submit]").click()
+    page.wait_for_selector("#sweep-chart .sweep-solve")
+    api = json.load(urlopen(f"{base_url}/api/dials/solve?ask=batch&max_ttft_ms=2000&min_tokens_per_s_per_user=20"))
+    ring = page.locator("#sweep-chart .sweep-solve")
+    assert page.locator("#sweep-x").input_value() == "batch"
+    assert ring.get_attribute("data-x") == str(api["value"])
+    assert float(ring.get_attribute("data-y")) == api["figures"]["tokens_per_s_total"]
+    assert page.locator("#sweep-chart .sweep-solve-label").inner_html() == f"solved: {api['value']}"
+    page.locator("#sweep-y").select_option("ttft_ms")  # the limited figure: the limit is drawn too
+    page.wait_for_selector("#sweep-chart .sweep-limit", state="attached")  # a flat line has no height: "hidden"
+    assert page.locator("#sweep-chart .sweep-limit").get_attribute("data-y") == "2000"
+    assert float(page.locator("#sweep-chart .sweep-solve").get_attribute("data-y")) == api["figures"]["ttft_ms"]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#dials-tools").screenshot(path=str(SHOTS / "dials-sweep-solved.png"))

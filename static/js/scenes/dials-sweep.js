@@ -1,5 +1,6 @@
 // scenes/dials-sweep.js: chapter 11's sweep chart (an output against batch, context, GPUs or precision, with the
-// memory knee and the current setup marked; GET /api/dials/sweep) and its solver (GET /api/dials/solve).
+// memory knee and the current setup marked; GET /api/dials/sweep) and its solver (GET /api/dials/solve), whose answer
+// is marked on the sweep of its own input (the chart switches to that input), with the limit drawn when it is the y.
 
 import { h, svg, clear } from '../lib/svg.js';
 import { num, usd } from '../lib/format.js';
@@ -28,7 +29,21 @@ function numberField(parent, id, label, value) {
   return h('input', { id, type: 'number', min: '0', step: 'any', value: String(value) }, wrap);
 }
 
-export function createSweep(parent, ctx) {
+const AXIS = { batch: 'batch', context: 'prompt_tokens', gpus: 'gpus' }; // the input each ask moves
+const LIMITS = { ttft_ms: ['solve-ttft', 'TTFT limit'], tokens_per_s_per_user: ['solve-tps', 'per-user floor'] };
+
+/** Where value v sits among the swept xs (powers of two): a fractional index, log-interpolated, clamped to the ends. */
+export function fractionalIndex(xs, v) {
+  if (!xs.length) return 0;
+  if (v <= xs[0]) return 0;
+  for (let i = 0; i + 1 < xs.length; i++) {
+    if (v <= xs[i + 1]) return i + Math.log(v / xs[i]) / Math.log(xs[i + 1] / xs[i]);
+  }
+  return xs.length - 1;
+}
+
+/** pin: the dials' pin (dials-pin.js; null in an embed): its A is the dashed line. */
+export function createSweep(parent, ctx, pin = null) {
   ensureToolStyles();
   const box = h('details', { class: 'dials-tools', id: 'dials-tools' }, parent);
   h('summary', { text: 'Sweep and solve: how the figures move, and the setup that meets your limits' }, box);
@@ -40,7 +55,8 @@ export function createSweep(parent, ctx) {
   const pinRow = h('div', { class: 'tools-row' }, box);
   const pinBtn = h('button', { type: 'button', class: 'btn', id: 'sweep-pin', text: 'Pin this setup as A' }, pinRow);
   const unpinBtn = h('button', { type: 'button', class: 'btn', id: 'sweep-unpin', text: 'Unpin A', hidden: true }, pinRow);
-  h('span', { class: 'card-note', text: 'then change the dials: A stays as a dashed line beside B, the setup now' }, pinRow);
+  h('span', { class: 'card-note', text: 'then change the dials: A stays as a dashed line beside B, the setup now, and on every card' }, pinRow);
+  pinRow.hidden = !pin;
 
   const form = h('form', { class: 'tools-row solve-form' }, box);
   const ask = select(form, 'solve-ask', 'Solve', ASKS);
@@ -50,10 +66,15 @@ export function createSweep(parent, ctx) {
   h('button', { type: 'submit', class: 'btn primary', text: 'Solve' }, form);
   const answer = h('p', { class: 'solve-answer', id: 'solve-answer', 'aria-live': 'polite' }, box);
   const adoptBtn = h('button', { type: 'button', class: 'btn', text: 'Adopt this setup', id: 'solve-adopt', hidden: true }, box);
-  let params = null, last = '', adopt = null, seq = 0, pinned = null;
+  let params = null, last = '', adopt = null, seq = 0, solved = null;
+  const pinnedA = () => (pin ? pin.params : null);
 
   async function draw() {
-    if (!box.open || !params) return;
+    if (!params) return;
+    const pinned = pinnedA();
+    unpinBtn.hidden = !pinned;
+    pinBtn.hidden = !!pinned;
+    if (!box.open) return;
     const q = `${toQuery(params)}&x=${xSel.value}`;
     const qa = pinned ? `${toQuery(pinned)}&x=${xSel.value}` : '';
     if (`${q}|${qa}` === last) return;
@@ -116,7 +137,32 @@ export function createSweep(parent, ctx) {
         `(${b0.y >= a0.y ? '+' : '−'}${num(Math.abs(100 * (b0.y / a0.y - 1)), 2)}%).` : '';
       note.textContent += ` Dashed: A, the pinned setup.${diff}`;
     }
-    chart.setAttribute('aria-label', `${yLabel}: ${line.map((p) => `${p.x} ${fmt(p.y)}`).join(', ')}`);
+    markSolved(d, pts, sx, sy, yKey, yMin, yMax, fmt);
+    chart.setAttribute('aria-label', `${yLabel}: ${line.map((p) => `${p.x} ${fmt(p.y)}`).join(', ')}` +
+      (chart.querySelector('.sweep-solve') ? `; solved: ${solved.value}` : ''));
+  }
+
+  /** The solver's answer on the sweep of its input (for these dials only): a dashed upright at its x, a ring at its
+   * figure, and the limit when the y is the limited figure. */
+  function markSolved(d, pts, sx, sy, yKey, yMin, yMax, fmt) {
+    if (!solved || solved.key !== toQuery(params) || solved.axis !== d.x || !pts.length) return;
+    const x = sx(fractionalIndex(pts.map((p) => Number(p.x)), solved.value));
+    const y = solved.figures[yKey];
+    const g = svg('g', { class: 'sweep-solved' }, chart);
+    svg('line', { class: 'sweep-solve-line', x1: x, x2: x, y1: M.t, y2: H - M.b }, g);
+    const limit = LIMITS[yKey] && Number(solved.limits[yKey]);
+    if (limit > 0 && limit >= yMin && limit <= yMax) {
+      svg('line', { class: 'sweep-limit', x1: M.l, x2: W - M.r, y1: sy(limit), y2: sy(limit), 'data-y': String(limit) }, g);
+      svg('text', { class: 'sweep-limit-label', x: M.l + 4, y: sy(limit) - 5, // left: the knee's words sit at the right
+        text: `${LIMITS[yKey][1]} ${fmt(limit)}` }, g);
+    }
+    if (y !== null && y !== undefined && y >= yMin && y <= yMax) {
+      svg('circle', { class: 'sweep-solve', cx: x, cy: sy(y), r: 7, 'data-x': String(solved.value), 'data-y': String(y) }, g);
+    }
+    const left = x > W * 0.6;
+    svg('text', { class: 'sweep-solve-label', x: left ? x - 6 : x + 6, y: M.t + 12, 'text-anchor': left ? 'end' : 'start',
+      text: `solved: ${num(solved.value)}` }, g);
+    note.textContent += ` The ring is the solver's answer (${num(solved.value)}).`;
   }
 
   async function solveIt() {
@@ -134,6 +180,11 @@ export function createSweep(parent, ctx) {
       answer.dataset.binding = s.binding;
       adopt = s.adopt;
       adoptBtn.hidden = !adopt;
+      solved = s.feasible && s.value !== null ? { key: toQuery(params), axis: AXIS[s.ask], value: s.value, figures: s.figures,
+        limits: { ttft_ms: ttft.value, tokens_per_s_per_user: tps.value } } : null;
+      if (solved && xSel.value !== solved.axis) xSel.value = solved.axis; // the answer is drawn on its own input
+      last = '';
+      draw();
     } catch (err) {
       answer.textContent = `Could not solve it: ${err.message}`;
     }
@@ -143,10 +194,13 @@ export function createSweep(parent, ctx) {
     if (!adopt) return;
     for (const [k, v] of Object.entries(adopt)) if (ctx.params[k] !== v) ctx.setParam(k, v);
   });
-  pinBtn.addEventListener('click', () => { pinned = { ...params }; unpinBtn.hidden = false; last = ''; draw(); });
-  unpinBtn.addEventListener('click', () => { pinned = null; unpinBtn.hidden = true; last = ''; draw(); });
+  pinBtn.addEventListener('click', () => pin && pin.set(params));
+  unpinBtn.addEventListener('click', () => pin && pin.clear());
   box.addEventListener('toggle', draw);
   xSel.addEventListener('change', draw);
   ySel.addEventListener('change', () => { last = ''; draw(); });
-  return { update(p) { params = { ...p }; draw(); } };
+  return {
+    update(p) { params = { ...p }; draw(); },
+    refresh() { last = ''; draw(); }, // the pin changed
+  };
 }

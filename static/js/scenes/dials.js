@@ -10,6 +10,7 @@ import { createChat } from './dials-chat.js';
 import { createExplain } from './dials-explain.js';
 import { createDownload } from './dials-download.js';
 import { createSweep } from './dials-sweep.js';
+import { createPin } from './dials-pin.js';
 
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
@@ -45,11 +46,19 @@ export function mount(stage, context) {
   ctx = context;
   const wrap = sceneRoot(stage, 'dials', 'dials');
   const grid = h('div', { class: 'dials-grid' }, wrap); // CSS grid areas: the chat beside the readouts or the roof
-  const config = h('p', { class: 'dials-config' }, grid);
+  const configLine = h('p', { class: 'dials-config' }, grid);
+  const config = h('span', { class: 'config-text' }, configLine);
   const tiles = readoutRow(grid, 'dials-readouts');
   const mathPanel = h('div', { class: 'dials-math', hidden: true, id: 'dials-math' }, grid);
   view = { wrap, config, mathPanel, open: null, data: null, params: null, anim: null,
     readouts: READOUTS.map((r) => readoutTile(tiles, r)) };
+  // compare (not in an embed, nor offline: A is priced by GET /api/dials): the pin sits at the end of the config line
+  if (!ctx.embed && !offlinePage()) {
+    view.pin = createPin(ctx, pinChanged);
+    view.pinBar = pinBar(configLine);
+    view.pin.fromURL(location.search, ctx.params); // a shared link's A: asked for now, drawn when it arrives
+    showPin();
+  }
   const body = h('div', { class: 'dials-body' }, grid); // display: contents: its cards are the grid's
   view.mem = createMemoryBar(body);
   view.roof = roofCard(body);
@@ -57,8 +66,15 @@ export function mount(stage, context) {
   view.chat = createChat(body, ctx);
   if (!ctx.embed) view.byo = byoPanel(wrap);
   if (!ctx.embed) view.download = createDownload(wrap);
-  if (!ctx.embed) view.sweep = createSweep(wrap, ctx);
+  if (!ctx.embed) view.sweep = createSweep(wrap, ctx, view.pin);
   if (!ctx.embed) view.explain = createExplain(wrap, ctx, () => ctx.params.gpu);
+}
+
+/** An offline bundle (file:// or any static host) has no API to price A with. */
+function offlinePage() {
+  if (typeof location !== 'undefined' && location.protocol === 'file:') return true;
+  const st = typeof document !== 'undefined' && document.getElementById('page-state');
+  try { return !!(st && JSON.parse(st.textContent).offline); } catch { return false; }
 }
 
 export function unmount() {
@@ -84,6 +100,7 @@ export function update(data, params) {
   if (view.explain) view.explain.update();
   if (view.download) view.download.update(params);
   if (view.sweep) view.sweep.update(params);
+  if (view.pin) showPin();
   if (view.open) showMath(view.open);
   if (prev) startCustomFrom(prev, prevData, params);
 }
@@ -99,10 +116,11 @@ function readoutTile(parent, r) {
   const unit = h('span', { class: 'unit', 'aria-hidden': 'true' }, value);
   const said = h('span', { class: 'visually-hidden' }, value);
   const sub = h('span', { class: 'sub' }, el);
+  const vs = h('span', { class: 'vs' }, el); // A beside B: shown (its line reserved) while a setup is pinned
   const btn = h('button', { type: 'button', class: 'math-btn', text: 'show the math', 'aria-expanded': 'false',
     'aria-controls': 'dials-math', 'aria-label': `Show the math: ${r.label}` }, el);
   btn.addEventListener('click', () => toggleMath(r.key, r.math));
-  return { r, el, n, unit, said, sub, btn, shown: null };
+  return { r, el, n, unit, said, sub, vs, btn, shown: null };
 }
 
 const NONE = ['—', 'does not fit'];
@@ -255,4 +273,76 @@ function byoPanel(parent) {
     }
   });
   return box;
+}
+
+// ---- compare: A (pinned) beside B (the dials now) ---------------------------------------------------
+
+/** The URL's part the scene keeps (tour.js asks after each draw): the pinned A against the dials' B. */
+export function urlParams() {
+  return view && view.pin && view.params ? view.pin.query(view.params) : {};
+}
+
+const LOWER_BETTER = new Set(['ttft_ms', 'cost_per_million_tokens_usd']);
+const SHORT = { model: 'model', gpu: 'GPU', gpus: 'GPUs', tp: 'tensor', pp: 'pipeline', precision: 'weights',
+  kv_precision: 'KV cache', batch: 'batch', prompt_tokens: 'prompt', output_tokens: 'answer',
+  price_per_gpu_hour: '$/GPU-hour', throughput_mode: 'tokens/s counts', engine: 'engine' };
+
+function pinBar(parent) {
+  const bar = h('span', { class: 'pin-bar' }, parent);
+  const note = h('span', { class: 'pin-note', id: 'dials-pin-note', role: 'status' }, bar);
+  const btn = h('button', { type: 'button', class: 'pin-btn', id: 'dials-pin', text: 'Pin as A to compare' }, bar);
+  btn.addEventListener('click', () => (view.pin.params ? view.pin.clear() : view.pin.set(ctx.params)));
+  return { btn, note };
+}
+
+function pinChanged() {
+  if (!view) return;
+  showPin();
+  if (view.sweep) view.sweep.refresh();
+  if (view.params) document.dispatchEvent(new CustomEvent('inside-llm:url')); // tour.js writes `a` into the address
+}
+
+/** How A differs from B, in a few words: "A: batch 16 (B 64), weights fp8 (B bf16)". */
+function differences(a, b) {
+  const keys = Object.keys(b).filter((k) => String(a[k]) !== String(b[k]));
+  if (!keys.length) return 'Pinned as A: change a dial to compare.';
+  const v = (k, x) => (PRECISION[x] && k.endsWith('precision') ? PRECISION[x] : x);
+  const said = keys.slice(0, 4).map((k) => `${SHORT[k] || k} ${v(k, a[k])} (B ${v(k, b[k])})`);
+  return `Pinned A: ${said.join(', ')}${keys.length > 4 ? `, and ${keys.length - 4} more` : ''}.`;
+}
+
+/** One card's A line: A's figure and B's difference from it (+/− %, or GB for spare memory). */
+function vsLine(o, a, b) {
+  if (!a) return { text: 'A …', cls: '', va: null, vb: null };
+  const va = o.r.value(a), vb = o.r.value(b);
+  const [t, u] = va === null ? ['does not fit', ''] : o.r.fmt(va);
+  // the card's unit, said where it may differ from the card's (s or ms); GB is said once, by the difference
+  const sa = u === 'tokens/s' || u === 'GB' ? t : `${t} ${u}`.trim();
+  if (va === null || vb === null) return { text: `A ${sa}`, cls: '', va, vb };
+  const gb = o.r.key === 'spare_gb';
+  const x = gb ? vb - va : va === 0 ? 0 : vb / va - 1;
+  const same = gb ? Math.abs(x) < 0.005 : Math.abs(x) < 0.0005;
+  const d = same ? 'same' : `${x > 0 ? '+' : '−'}${gb ? `${num(Math.abs(x), 3)} GB` : `${num(Math.abs(100 * x), 2)}%`}`;
+  const better = LOWER_BETTER.has(o.r.key) ? x < 0 : x > 0;
+  const title = `${o.r.label}: A (pinned) ${o.r.fmt(va).join(' ').trim()}, B (the dials now) ${o.r.fmt(vb).join(' ').trim()}` +
+    `${same ? ', the same' : `: B is ${d.slice(1)} ${x > 0 ? 'more' : 'less'}`}${same ? '' : better ? ', better' : ', worse'}.`;
+  return { text: `A ${sa} · B ${d}`, cls: same ? '' : better ? 'better' : 'worse', va, vb, title };
+}
+
+function showPin() {
+  const p = view.pin, bar = view.pinBar;
+  const on = !!p.params;
+  view.wrap.classList.toggle('pinned', on);
+  bar.btn.textContent = on ? 'Unpin A' : 'Pin as A to compare';
+  bar.btn.setAttribute('aria-pressed', String(on));
+  bar.note.textContent = on && view.params ? differences(p.params, view.params) : p.error;
+  bar.note.classList.toggle('problem', !on && !!p.error);
+  for (const o of view.readouts) {
+    const line = on && view.data ? vsLine(o, p.data, view.data) : { text: '', cls: '', va: null, vb: null };
+    o.vs.textContent = line.text;
+    o.vs.title = line.title || '';
+    o.vs.className = `vs ${line.cls}`.trim();
+    o.vs.dataset.a = line.va === null ? '' : String(line.va);
+    o.vs.dataset.b = line.vb === null ? '' : String(line.vb);
+  }
 }
