@@ -199,13 +199,19 @@ def test_the_cards_keep_their_size_when_a_links_a_arrives(browser, base_url, wid
     pg.route("**/api/dials?*", lambda r: held.append(r) if "batch=16&" in r.request.url else r.continue_())
     try:
         open_page(pg, base_url + "/dials?batch=64&a=batch.16")
-        boxes = pg.locator(".dials-readouts .readout").evaluate_all("els => els.map(e => e.offsetHeight)")
-        mem = pg.locator(".dials-mem").first.evaluate("e => e.getBoundingClientRect().top")
+        pg.wait_for_function("() => document.querySelector('.readout .vs')?.textContent === 'A …'")
+        sizes = (
+            "() => [...document.querySelectorAll('.dials-readouts, .dials-readouts .readout')].map(e => e.offsetHeight)"
+        )
+        before = pg.evaluate(sizes)
+        for _ in range(200):  # the held request reaches this side when Playwright next pumps its events
+            if held:
+                break
+            pg.wait_for_timeout(50)
         assert len(held) == 1 and _vs(pg)[0][0] == ""
         held[0].continue_()
         pg.wait_for_function("() => document.querySelector('.readout .vs')?.dataset.a")
-        assert pg.locator(".dials-readouts .readout").evaluate_all("els => els.map(e => e.offsetHeight)") == boxes
-        assert pg.locator(".dials-mem").first.evaluate("e => e.getBoundingClientRect().top") == mem
+        assert pg.evaluate(sizes) == before  # the cards and their row: the same heights with A's figures in
         if width == 1440:  # one screen: the five cards with A beside B sit above the fold
             bottom = pg.locator(".dials-readouts").evaluate("e => e.getBoundingClientRect().bottom")
             assert bottom < height
