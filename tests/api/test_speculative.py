@@ -49,9 +49,10 @@ def test_demo_output_is_the_targets_greedy_output(client, params, target_greedy)
 def test_acceptance_rate_and_frames_agree(client):
     d = client.get("/api/speculative", params={"gamma": 5, "model": "toy"}).json()["demo"]
     frames = d["frames"]
-    proposed = sum(len(f["proposed"]) for f in frames)
+    drafted = sum(f["num_drafted"] for f in frames)
     accepted = sum(f["num_accepted"] for f in frames)
-    assert d["acceptance_rate"] == pytest.approx(accepted / proposed)
+    assert d["acceptance_rate"] == pytest.approx(accepted / drafted) and d["num_proposed"] == drafted
+    assert all(len(f["proposed"]) <= f["num_drafted"] <= 5 for f in frames)
     assert d["num_target_passes"] == len(frames) and frames[0]["kind"] == "prefill"
     rejections = 0
     for f in frames:
@@ -117,7 +118,7 @@ def test_alpha_and_cost_ratio_leave_the_demo_alone(client):
     ],
 )
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
-    assert_refused(client, "/api/speculative", {name: value}, name, bound)
+    assert_refused(client, "/api/speculative", {"model": "toy", name: value}, name, bound)
 
 
 def test_unknown_names_get_422(client):
@@ -132,7 +133,7 @@ def test_measured_on_this_cpu_beside_the_prediction(client):
     m = r.json()
     assert m["measured_on"] == "this server's CPU" and m["cpu"]["logical_cores"] >= 1
     assert m["available"], m["reason"]
-    assert (m["gamma"], m["max_tokens"]) == (3, 12)
+    assert (m["gamma"], m["max_tokens"], m["num_tokens"]) == (3, 12, 12)
     assert m["matches_greedy"] is True and m["acceptance_rate"] == pytest.approx(main["acceptance_rate"])
     assert m["measured_speedup"] == pytest.approx(m["greedy_wall_s"] / m["speculative_wall_s"])
     assert m["predicted_speedup"] == pytest.approx(sp.speedup(m["alpha_estimate"], 3, m["measured_cost_ratio"]))
@@ -160,6 +161,22 @@ def test_real_model_speculative_equals_its_own_greedy_output(client, smollm):
     assert run["gpu_time"]["speculative"] == run["num_target_passes"]
     bad = client.get("/api/speculative", params={"prompt": d["example_prompts"]["often_wrong"]}).json()["demo"]
     assert bad["matches_greedy"] and bad["acceptance_rate"] < 0.3 and bad["gpu_time"]["speedup"] < 1.5
+    assert run["check"]["agree"] == run["check"]["positions"] == run["num_tokens"]
+
+
+def test_real_model_work_is_bounded_per_prompt_and_shared_by_every_gamma(client, smollm):
+    """The real model writes at most REAL_MAX_NEW_TOKENS however many are asked (each is one of its decode steps),
+    a prompt over its bound is a 422 naming it, and a new gamma on the same prompt reuses its one answer."""
+    q = {"prompt": "Name three colours of the rainbow.", "max_tokens": demo.MAX_NEW_TOKENS, "gamma": 10}
+    before = demo.answer.cache_info()
+    runs = [client.get("/api/speculative", params={**q, "gamma": g}).json()["demo"] for g in (10, 3, 1)]
+    after = demo.answer.cache_info()
+    assert after.misses - before.misses == 1 and after.hits - before.hits == 2
+    assert {r["num_tokens"] for r in runs} == {demo.REAL_MAX_NEW_TOKENS} == {r["max_new_tokens"] for r in runs}
+    assert len({tuple(r["greedy_output_ids"]) for r in runs}) == 1
+    assert [r["num_target_passes"] for r in runs][-1] <= demo.REAL_MAX_NEW_TOKENS
+    long = "please " * (demo.REAL_MAX_PROMPT_TOKENS + 1)
+    assert_refused(client, "/api/speculative", {"prompt": long}, "prompt", f"{demo.REAL_MAX_PROMPT_TOKENS}")
 
 
 def test_without_the_model_file_the_toy_pair_serves(client, no_model):

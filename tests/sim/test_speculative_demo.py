@@ -55,6 +55,7 @@ def test_frames_tell_the_whole_story(gamma):
         ids = [t["id"] for t in f["proposed"]]
         k = f["num_accepted"]
         assert [t["id"] for t in f["accepted"]] == ids[:k], "kept tokens are a prefix of the guesses"
+        assert len(ids) <= f["num_drafted"] <= gamma, "a model draft's guesses after a miss are drafted, not judged"
         fix = f["target_token"]
         assert f["replacement"] is None or f["bonus"] is None
         assert (f["replacement"] or f["bonus"] or fix) == fix
@@ -65,7 +66,7 @@ def test_frames_tell_the_whole_story(gamma):
         assert [t["id"] for t in f["emitted"]] == ids[:k] + [fix["id"]]
         assert all(t["text"] == demo.demo_pair()[0].piece(t["id"]).decode("utf-8", "replace") for t in f["emitted"])
         written += [t["id"] for t in f["emitted"]]
-        proposed, accepted = proposed + len(ids), accepted + k
+        proposed, accepted = proposed + f["num_drafted"], accepted + k
     assert written == out and len(out) == r["num_tokens"] == 30
     assert r["num_target_passes"] == len(frames)
     assert r["num_proposed"] == proposed and r["num_accepted"] == accepted
@@ -112,7 +113,7 @@ def test_measurement_reports_times_and_the_prediction_for_what_it_measured():
 def test_gpu_time_counts_a_check_as_one_pass_and_a_draft_pass_as_c():
     r = demo.run_demo(demo.DEFAULT_PROMPT, 4, 24)
     t, c = r["gpu_time"], r["weights_cost_ratio"]
-    drafts = sum(len(f["proposed"]) for f in r["frames"])
+    drafts = sum(f["num_drafted"] for f in r["frames"])
     assert t["plain"] == r["num_tokens"] == 24
     assert t["speculative"] == pytest.approx(len(r["frames"]) + drafts * c)
     assert t["speedup"] == pytest.approx(24 / t["speculative"]) and t["math"]["value"] == pytest.approx(t["speedup"])
@@ -124,3 +125,23 @@ def test_the_default_run_is_a_good_one_and_the_hard_prompt_a_bad_one():
     assert good["acceptance_rate"] >= 0.5 > 0.3 > bad["acceptance_rate"]
     assert good["gpu_time"]["speedup"] > 1 > bad["gpu_time"]["speedup"]
     assert good["matches_greedy"] and bad["matches_greedy"]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+def test_replay_equals_the_real_draft_and_check_loop(prompt, gamma):
+    """The replayed steps (from one greedy answer) are the steps sim/speculative.py's real loop takes with the
+    draft model: the same kept tokens, the same first misses and fixes, the same target passes."""
+    s = demo.toy_setup()
+    ids = demo.encode_prompt(prompt, s)
+    real = sp.speculative_generate(
+        demo.forward_fn(s.target), s.draft, ids, 20, gamma, s.new_target_cache(), s.new_draft_cache()
+    )
+    r = demo.run_demo(prompt, gamma, 20, s)
+    assert [t["id"] for t in r["output_tokens"]] == real.output_ids
+    assert r["num_target_passes"] == real.num_target_passes and r["num_accepted"] == real.num_accepted
+    assert r["num_proposed"] == real.num_proposed and r["num_rejected"] == real.num_rejected
+    for got, want in zip(r["frames"], real.frames, strict=True):
+        assert got["kind"] == want["kind"] and got["num_accepted"] == want["num_accepted"]
+        assert [t["id"] for t in got["proposed"]] == want["proposed"][: len(got["proposed"])]
+        assert got["num_drafted"] == len(want["proposed"])

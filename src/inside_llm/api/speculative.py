@@ -5,6 +5,9 @@ server: the draft proposes gamma tokens, the target checks them in one pass; the
 and the greedy check are pure functions of the URL (cached, ETag-able). Wall-clock figures vary run
 to run, so they live at GET /api/speculative/measured (measured once per process per prompt, gamma
 and max_tokens).
+Cost per new prompt: the demo is replayed from one greedy answer per (prompt, max_tokens) whatever gamma
+(sim/speculative_demo.answer: its prefill, one pass per token, one check pass; the real model writes at most
+16 tokens), so changing gamma, alpha or c costs no model pass.
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ class DemoParams(BaseModel):
         DEFAULT_MAX_TOKENS,
         ge=1,
         le=demo.MAX_NEW_TOKENS,
-        description=f"New tokens the demo writes (tokens; 1-{demo.MAX_NEW_TOKENS}).",
+        description=f"New tokens the demo writes (tokens; 1-{demo.MAX_NEW_TOKENS}); the real model writes at most "
+        f"{demo.REAL_MAX_NEW_TOKENS} of them (each costs one of its decode steps on this CPU; demo.num_tokens says).",
     )
 
     @field_validator("model")
@@ -134,6 +138,10 @@ class DemoFrame(BaseModel):
     start: int = Field(description="output tokens written before this pass")
     proposed: list[Tok]
     num_accepted: int
+    num_drafted: int = Field(
+        description="draft passes this step: a model draft's guesses after its first miss are drafted but never "
+        "judged, so they are counted here and not listed in proposed"
+    )
     accepted: list[Tok] = Field(description="the kept prefix of proposed")
     rejected: Tok | None = Field(description="the first draft the target disagreed with")
     replacement: Tok | None = Field(description="the target's own token in place of the rejected draft")
@@ -152,14 +160,18 @@ class DemoOut(BaseModel):
     output_text: str
     output_tokens: list[Tok]
     greedy_output_ids: list[int] = Field(description="the target's own greedy output, one pass per token")
-    matches_greedy: bool
+    matches_greedy: bool = Field(
+        description="one pass of the target over its whole answer: its top token at every position is the one written"
+    )
+    check: dict[str, Any] = Field(description="the exact-output check: positions, how many agree, in words")
     num_tokens: int
+    max_new_tokens: int = Field(description="the most tokens this target writes here (the real model: fewer)")
     num_target_passes: int
     num_draft_passes: int
-    num_proposed: int
+    num_proposed: int = Field(description="draft tokens drafted (judged or not)")
     num_accepted: int
     num_rejected: int
-    acceptance_rate: float = Field(description="accepted / proposed draft tokens")
+    acceptance_rate: float = Field(description="accepted / drafted tokens")
     alpha_estimate: float = Field(description="accepted / (accepted + first rejections): Leviathan's alpha")
     tokens_per_target_pass: float
     weights_cost_ratio: float = Field(description="draft / target parameters: c on a memory-bound GPU")
@@ -274,6 +286,9 @@ def facts(p: SpeculativeParams | None = None) -> dict[str, str]:
 class MeasuredResponse(MeasuredHeader):
     gamma: int
     max_tokens: int
+    num_tokens: int | None = Field(
+        None, description=f"tokens each run wrote (the real model: at most {demo.REAL_MAX_NEW_TOKENS})"
+    )
     target_model: str | None = None
     draft_model: str | None = None
     rounds: int = 0
@@ -291,19 +306,15 @@ class MeasuredResponse(MeasuredHeader):
     math: Math = {}
     note: str = (
         "Wall-clock time on this server's CPU, measured once when this server process first answered this "
-        "URL: the target alone (one pass per token) against draft-then-verify; every figure is the fastest "
-        "of a few rounds. On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "
+        "URL: the target alone (one pass per token) against draft-then-verify, both decoding from one prefill "
+        "of the prompt; every figure is the fastest of the rounds (one for the real model). On a CPU a (gamma+1)-token verification costs more than one decode step (the extra "
         "tokens cost extra arithmetic), so the measured speed-up can fall below the prediction; on a "
         "memory-bound GPU it costs about one."
     )
 
 
-REAL_ROUNDS = 3  # the real model: each round is two generations of seconds each
-
-
 def _measure(setup: demo.Setup, p: DemoParams) -> dict:
-    rounds = demo.MEASURE_ROUNDS if setup.cost_ratio else REAL_ROUNDS
-    m = demo.measure_demo(p.text(), p.gamma, p.max_tokens, rounds, setup)
+    m = demo.measure_demo(p.text(), p.gamma, p.max_tokens, setup.measure_rounds, setup)
     return MeasuredResponse(
         available=True,
         target_model=setup.target.name,

@@ -14,12 +14,23 @@ The target is a parameter, held with its draft in a Setup:
 Two halves with different promises:
   run_demo(...)      the tokens, frames, acceptance and the greedy check: a pure function of its
                      arguments (fixed weights, greedy decoding), so a response built from it is cacheable.
-  measure_demo(...)  wall-clock times on this CPU: greedy alone vs speculative, best of a few rounds.
-                     They vary run to run and belong in a separate, uncached-by-URL response.
+                     Built from one Answer per (prompt, tokens), whatever gamma: the target's greedy answer
+                     (one pass per token), one pass of the target over that whole answer (its top token at
+                     every position: the exact-output check) and the draft's guesses along it. With greedy
+                     checking a draft token is kept exactly when it equals the target's top token there, so
+                     the draft-then-check steps for any gamma follow from those without another target pass
+                     (replay); a model draft's guesses after a step's first miss are never judged and not
+                     computed (each still counts as a draft pass). Cost per new prompt: its prefill, one
+                     pass per answer token and one check pass; the real model writes at most
+                     REAL_MAX_NEW_TOKENS (each of its decode steps costs ~65 ms of one core here).
+  measure_demo(...)  wall-clock times on this CPU: the real loops (sim/speculative.py), greedy alone vs
+                     speculative, from one shared prefill. They vary run to run and belong in a separate,
+                     uncached-by-URL response.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +41,7 @@ import numpy as np
 
 from inside_llm.sim import speculative as sp
 from inside_llm.sim.derivation import derive
-from inside_llm.sim.draft_lookup import TokenCache, early_exit, lookup_forward
+from inside_llm.sim.draft_lookup import TokenCache, early_exit, lookup, lookup_forward
 from inside_llm.sim.result import as_json
 from inside_llm.sim.transformer import DemoModel, KVCache, load_model
 
@@ -48,7 +59,12 @@ REAL_GOOD_PROMPT = ("Repeat this list exactly, one item per line: apples, banana
 REAL_HARD_PROMPT = "Write a short poem about the sea."
 MAX_PROMPT_TOKENS = 256     # the demo models' trained context
 MAX_NEW_TOKENS = 64
-MEASURE_ROUNDS = 5
+# The real model's bounds per new prompt (its prefill costs ~7 ms of one core a token here, a decode step
+# ~65 ms): a question of up to ~100 tokens in its chat template, an answer of up to 16 tokens.
+REAL_MAX_PROMPT_TOKENS = 128
+REAL_MAX_NEW_TOKENS = 16
+MEASURE_ROUNDS = 2          # the demo models: fastest of two rounds
+REAL_MEASURE_ROUNDS = 1     # the real model: one round (~2 s of one core)
 
 
 class DemoCache:
@@ -85,6 +101,12 @@ class Setup:
     eos_id: int | None
     examples: tuple[str, str]                    # (usually right, often wrong)
     same_model: bool = False
+    # the draft's own guess for answer token j given everything before it, for every j (one pass of a model
+    # draft along the answer); None: prompt lookup, replayed token by token (it costs no pass)
+    guesses: Callable[[Answer], list[int]] | None = None
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    max_new_tokens: int = MAX_NEW_TOKENS
+    measure_rounds: int = MEASURE_ROUNDS
 
     def new_target_cache(self) -> DemoCache:
         return DemoCache(self.target)
@@ -102,11 +124,20 @@ def demo_pair() -> tuple[DemoModel, DemoModel]:
     return target, draft
 
 
+def model_guesses(draft: DemoModel) -> Callable[[Answer], list[int]]:
+    """A model draft's guesses along an answer: one pass over prompt + answer, its top token at each position."""
+    def guesses(a: Answer) -> list[int]:
+        seq = list(a.prompt_ids) + list(a.ids[:-1])
+        logits = draft.forward(seq, KVCache(draft.config, len(seq))).logits[len(a.prompt_ids) - 1:]
+        return [int(i) for i in np.argmax(logits, axis=-1)]
+    return guesses
+
+
 def toy_setup() -> Setup:
     target, draft = demo_pair()
     return Setup(f"{target.name}+{draft.name}", target, forward_fn(draft), lambda: DemoCache(draft),
                  _model_info(draft), weights_cost_ratio(target, draft), draft.encode, None,
-                 (DEFAULT_PROMPT, HARD_PROMPT), target is draft)
+                 (DEFAULT_PROMPT, HARD_PROMPT), target is draft, model_guesses(draft))
 
 
 def real_setup(model: DemoModel) -> Setup:
@@ -116,17 +147,20 @@ def real_setup(model: DemoModel) -> Setup:
     eos = min(model.stop_ids) if getattr(model, "stop_ids", None) else None
     return Setup(f"{model.name}+lookup", model, lookup_forward(model.config.vocab_size), TokenCache, info, 0.0,
                  model.chat_ids if hasattr(model, "chat_ids") else model.encode, eos,
-                 (REAL_GOOD_PROMPT, REAL_HARD_PROMPT))
+                 (REAL_GOOD_PROMPT, REAL_HARD_PROMPT), max_prompt_tokens=REAL_MAX_PROMPT_TOKENS,
+                 max_new_tokens=REAL_MAX_NEW_TOKENS, measure_rounds=REAL_MEASURE_ROUNDS)
 
 
 def encode_prompt(text: str, setup: Setup | None = None) -> list[int]:
     """Model ids of the prompt; ValueError naming `prompt` when empty or over the context."""
     ids = (setup.encode if setup else demo_pair()[1].encode)(text)
+    bound = setup.max_prompt_tokens if setup else MAX_PROMPT_TOKENS
     if not ids:
         raise SimError("prompt", "The prompt must hold at least 1 token.")
-    if len(ids) > MAX_PROMPT_TOKENS:
-        raise SimError("prompt", f"The prompt must be at most {MAX_PROMPT_TOKENS} tokens for the demo models; "
-                       f"this one is {len(ids)}.")
+    if len(ids) > bound:
+        which = "the demo models" if bound == MAX_PROMPT_TOKENS else f"{setup.target.name}'s live draft-and-check"
+        raise SimError("prompt", f"The prompt must be at most {bound} tokens for {which} (chat template "
+                       f"included); this one is {len(ids)}.")
     return ids
 
 
@@ -149,6 +183,7 @@ def _frame(model: DemoModel, f: dict, start: int) -> dict:
     t = lambda i: _tok(model, i)  # noqa: E731
     return {"pass": f["step"] + 1, "kind": f["kind"], "start": start,
             "proposed": [t(i) for i in f["proposed"]], "num_accepted": f["num_accepted"],
+            "num_drafted": f.get("num_drafted", len(f["proposed"])),
             "accepted": [t(i) for i in f["accepted"]], "rejected": t(f["rejected"]),
             "replacement": t(f["replacement"]), "bonus": t(f["bonus"]),
             "target_token": t(f["emitted"][-1]), "emitted": [t(i) for i in f["emitted"]]}
@@ -159,49 +194,125 @@ def weights_cost_ratio(target: DemoModel, draft: DemoModel) -> float:
     return draft.num_params / target.num_params
 
 
+@dataclass(frozen=True, eq=False)
+class Answer:
+    """The target's greedy answer to a prompt and its check: what every gamma's run is replayed from."""
+
+    prompt_ids: tuple[int, ...]
+    ids: tuple[int, ...]          # the greedy answer, one target pass per token
+    check_ids: tuple[int, ...]    # the target's top token at each answer position, from ONE pass over it all
+    rows: np.ndarray              # [layers, N, dim] the residual after each layer at those N positions
+
+
+@lru_cache(maxsize=32)
+def answer(target: DemoModel, eos_id: int | None, ids: tuple[int, ...], max_new_tokens: int) -> Answer:
+    """Greedy decoding (one pass per token), then one pass over [last prompt token + answer[:-1]] from the
+    prompt's cache: row j is the target's choice for answer token j given all before it. Shared by every
+    draft of this target (hashed by identity: one model object per process)."""
+    cache = DemoCache(target)
+    out = sp.greedy_generate(forward_fn(target), list(ids), max_new_tokens, cache, eos_id)["output_ids"]
+    cache.truncate(len(ids) - 1)
+    f = target.forward([ids[-1], *out[:-1]], cache.kv, intermediates=True)
+    rows = np.stack([t.resid_out for t in f.layers])
+    return Answer(ids, tuple(out), tuple(int(i) for i in np.argmax(f.logits, axis=-1)), rows)
+
+
+def replay(a: Answer, gamma: int, max_new_tokens: int, guesses: list[int] | None) -> list[dict]:
+    """The draft-then-check steps of greedy speculative decoding over answer a (sim/speculative._run's frames,
+    without clock values). A draft token is kept iff it equals a.ids at its position, the target's own choice
+    there. guesses=None: prompt lookup on the text so far (and its own guesses); else the model draft's guess
+    for each position, known while its earlier guesses in the step were right (then never judged)."""
+    out, n = list(a.ids), len(a.ids)
+    frames = [{"step": 0, "kind": "prefill", "proposed": [], "accepted": [], "num_accepted": 0, "num_drafted": 0,
+               "rejected": None, "replacement": None, "bonus": None, "emitted": out[:1]}]
+    p = 1
+    while p < n:
+        g = min(gamma, max_new_tokens - p - 1, n - p - 1)   # never draft past the end (nor past its last token)
+        drafts, drafted = [], 0
+        for i in range(g):
+            if guesses is None:
+                d = lookup([*a.prompt_ids, *out[:p], *drafts])
+                if d is None:                                 # no earlier match: the step's drafting ends
+                    break
+            else:
+                d = guesses[p + i] if drafts == out[p:p + i] else None
+            drafted += 1
+            if d is not None:
+                drafts.append(d)
+        k = 0
+        while k < len(drafts) and drafts[k] == out[p + k]:
+            k += 1
+        kind = "plain" if drafted == 0 else ("bonus" if k == drafted else "replacement")
+        nxt = out[p + k]
+        frames.append({"step": len(frames), "kind": kind, "proposed": drafts, "accepted": drafts[:k],
+                       "num_accepted": k, "num_drafted": drafted, "rejected": drafts[k] if k < len(drafts) else None,
+                       "replacement": nxt if kind == "replacement" else None,
+                       "bonus": nxt if kind == "bonus" else None, "emitted": drafts[:k] + [nxt]})
+        p += k + 1
+    return frames
+
+
 def run_demo(prompt: str, gamma: int, max_new_tokens: int, setup: Setup | None = None) -> dict[str, Any]:
-    """Greedy speculative decoding of `prompt` and the target's own greedy output, compared.
+    """Greedy speculative decoding of `prompt`, replayed from the target's greedy answer (Answer), and checked.
 
     Deterministic: no clock values. frames[0] is the prefill pass; each later frame is one
-    draft-then-verify step. acceptance_rate = accepted / proposed over all frames.
+    draft-then-verify step. acceptance_rate = accepted / drafted over all frames. The real model writes at
+    most setup.max_new_tokens (num_tokens says how many).
     """
     _check(gamma, max_new_tokens)
     setup = setup or toy_setup()
     target = setup.target
     ids = encode_prompt(prompt, setup)
-    fwd_t = forward_fn(target)
-    spec = sp.speculative_generate(fwd_t, setup.draft, ids, max_new_tokens, gamma, setup.new_target_cache(),
-                                   setup.new_draft_cache(), setup.eos_id)
-    greedy = list(_greedy(setup, tuple(ids), max_new_tokens))
+    n = min(max_new_tokens, setup.max_new_tokens)
+    a = answer(target, setup.eos_id, tuple(ids), n)
+    guesses = setup.guesses(a) if setup.guesses else None
+    spec = replay(a, gamma, n, guesses)
+    emitted = [t for f in spec for t in f["emitted"]]
+    if emitted != list(a.ids):
+        raise AssertionError("a replayed run must write the target's greedy answer")
     frames, start = [], 0
-    for f in spec.frames:
+    for f in spec:
         frames.append(_frame(target, f, start))
         start += len(f["emitted"])
+    counts = _counts(spec)
     c = setup.cost_ratio
-    alpha, n_out = spec.alpha_estimate, len(spec.output_ids)
+    alpha, n_out = counts["alpha_estimate"], len(a.ids)
     return {
         "target_model": _model_info(target), "draft_model": setup.draft_info, "same_model": setup.same_model,
-        "prompt_tokens": [_tok(target, i) for i in ids], "output_text": target.decode(spec.output_ids),
-        "output_tokens": [_tok(target, i) for i in spec.output_ids],
-        "greedy_output_ids": greedy, "matches_greedy": spec.output_ids == greedy,
-        "num_tokens": n_out, "num_target_passes": spec.num_target_passes,
-        "num_draft_passes": spec.num_draft_passes, "num_proposed": spec.num_proposed,
-        "num_accepted": spec.num_accepted, "num_rejected": spec.num_rejected,
-        "acceptance_rate": spec.acceptance_rate, "alpha_estimate": alpha,
-        "tokens_per_target_pass": n_out / spec.num_target_passes,
+        "prompt_tokens": [_tok(target, i) for i in ids], "output_text": target.decode(a.ids),
+        "output_tokens": [_tok(target, i) for i in a.ids],
+        "greedy_output_ids": list(a.ids), "matches_greedy": a.check_ids == a.ids,
+        "check": check_view(target, a),
+        "num_tokens": n_out, "max_new_tokens": setup.max_new_tokens,
+        **{k: counts[k] for k in ("num_target_passes", "num_draft_passes", "num_proposed", "num_accepted",
+                                  "num_rejected", "acceptance_rate")},
+        "alpha_estimate": alpha,
+        "tokens_per_target_pass": n_out / counts["num_target_passes"],
         "weights_cost_ratio": c, "predicted_speedup_memory_bound": sp.speedup(alpha, gamma, c),
         "gpu_time": gpu_time(frames, n_out, c),
         "draft_choice": stored_drafts() if setup.cost_ratio == 0 and not setup.same_model else None,
-        "frames": frames, "math": _demo_math(spec, gamma, c, target, setup.draft_info),
+        "frames": frames, "math": _demo_math(counts, gamma, c, target, setup.draft_info),
     }
 
 
-@lru_cache(maxsize=32)
-def _greedy(setup: Setup, ids: tuple[int, ...], max_new_tokens: int) -> tuple[int, ...]:
-    """The target's own greedy output, one pass per token (the same for every gamma: computed once)."""
-    out = sp.greedy_generate(forward_fn(setup.target), list(ids), max_new_tokens, setup.new_target_cache(),
-                             setup.eos_id)["output_ids"]
-    return tuple(out)
+def _counts(spec: list[dict]) -> dict[str, Any]:
+    drafted = sum(f["num_drafted"] for f in spec)
+    accepted = sum(f["num_accepted"] for f in spec)
+    rejected = sum(f["rejected"] is not None for f in spec)
+    judged = accepted + rejected
+    return {"num_target_passes": len(spec), "num_draft_passes": drafted, "num_proposed": drafted,
+            "num_accepted": accepted, "num_rejected": rejected,
+            "acceptance_rate": accepted / drafted if drafted else 0.0,
+            "alpha_estimate": accepted / judged if judged else 0.0}
+
+
+def check_view(target: DemoModel, a: Answer) -> dict[str, Any]:
+    """The exact-output check in words: one pass over the answer, its top token at each position."""
+    same = sum(x == y for x, y in zip(a.check_ids, a.ids, strict=True))
+    return {"positions": len(a.ids), "agree": same,
+            "how": f"{target.name} read its whole answer in one pass: at {same} of {len(a.ids)} positions its own "
+                   "top token is the one written, so the answer is exactly its greedy output, and a check pass "
+                   "keeps a draft token only where it equals that token"}
 
 
 def gpu_time(frames: list[dict], num_tokens: int, c: float) -> dict[str, Any]:
@@ -210,9 +321,9 @@ def gpu_time(frames: list[dict], num_tokens: int, c: float) -> dict[str, Any]:
     Plain decoding: one pass per token. Speculative: per pass, its draft passes at c each, then one
     big-model pass that checks them all (a (gamma+1)-token pass reads the weights once: about one step).
     """
-    per_pass = [{"draft": len(f["proposed"]) * c, "target": 1.0, "tokens": len(f["emitted"])} for f in frames]
+    per_pass = [{"draft": f["num_drafted"] * c, "target": 1.0, "tokens": len(f["emitted"])} for f in frames]
     spec = sum(p["draft"] + p["target"] for p in per_pass)
-    draft_passes = sum(len(f["proposed"]) for f in frames)
+    draft_passes = sum(f["num_drafted"] for f in frames)
     return {"plain": float(num_tokens), "speculative": spec, "speedup": num_tokens / spec if spec else 0.0,
             "per_pass": per_pass, "cost_ratio": c,
             "math": as_json(derive(
@@ -229,17 +340,17 @@ def _model_info(m: DemoModel) -> dict[str, Any]:
     return {"name": m.name, "num_params": m.num_params, "layers": c.n_layers, "dim": c.dim}
 
 
-def _demo_math(spec: sp.SpecResult, gamma: int, c: float, target: DemoModel, draft: dict) -> dict:
-    alpha = spec.alpha_estimate
-    judged = spec.num_accepted + spec.num_rejected
+def _demo_math(counts: dict, gamma: int, c: float, target: DemoModel, draft: dict) -> dict:
+    alpha, accepted = counts["alpha_estimate"], counts["num_accepted"]
+    judged = accepted + counts["num_rejected"]
     return as_json({
         "acceptance_rate": derive(
-            spec.acceptance_rate, "", "accepted draft tokens / proposed draft tokens",
-            {"accepted": (spec.num_accepted, "tokens"), "proposed": (spec.num_proposed, "tokens")},
+            counts["acceptance_rate"], "", "accepted draft tokens / drafted tokens",
+            {"accepted": (accepted, "tokens"), "drafted": (counts["num_proposed"], "tokens")},
             ["drafts after a step's first mismatch are never judged and count as not accepted"]),
         "alpha_estimate": derive(
             alpha, "", "accepted / (accepted + first rejections)",
-            {"accepted": (spec.num_accepted, "tokens"), "judged": (judged, "tokens")},
+            {"accepted": (accepted, "tokens"), "judged": (judged, "tokens")},
             ["only drafts the target ruled on count: the kept ones and each step's first mistake"],
             [f"{sp.LEVIATHAN}, Definition 3.1 (acceptance rate beta; alpha = E(beta))"]),
         "weights_cost_ratio": derive(
@@ -263,7 +374,8 @@ def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEA
                  setup: Setup | None = None) -> dict[str, Any]:
     """Greedy-alone vs speculative wall time on this CPU, and the prediction for the measured alpha and c.
 
-    Each round runs both on fresh caches (sp.compare_with_greedy). Every figure is the fastest
+    Both start from one prefill of the prompt (the same for both: speculation only changes decoding), and
+    each round runs both (sp.compare_with_greedy) from it. Every figure is the fastest
     round's (a busy neighbour on the CPU counts least): measured_speedup = fastest greedy run /
     fastest speculative run; a decode step, a draft pass and a verification are per-round medians,
     then the smallest over rounds. verify_cost_steps = one (gamma+1)-token target pass / one decode
@@ -272,10 +384,18 @@ def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEA
     _check(gamma, max_new_tokens)
     setup = setup or toy_setup()
     ids = encode_prompt(prompt, setup)
+    n = min(max_new_tokens, setup.max_new_tokens)
     fwd_t = forward_fn(setup.target)
-    fwd_t(ids, setup.new_target_cache())  # warm up BLAS and allocators
-    runs = [sp.compare_with_greedy(fwd_t, setup.draft, setup.new_target_cache, setup.new_draft_cache,
-                                   ids, max_new_tokens, gamma, setup.eos_id) for _ in range(max(1, rounds))]
+    cache = setup.new_target_cache()
+    if len(ids) > 1:
+        fwd_t(ids[:-1], cache)                         # the prompt's prefill, once: both runs start from it
+
+    def from_prefill() -> DemoCache:                   # each run reads the last prompt token, then decodes
+        cache.truncate(len(ids) - 1)
+        return cache
+
+    runs = [sp.compare_with_greedy(fwd_t, setup.draft, from_prefill, setup.new_draft_cache,
+                                   ids, n, gamma, setup.eos_id) for _ in range(max(1, rounds))]
     greedy_s = min(r["greedy"]["wall_time_s"] for r in runs)
     spec_s = min(r["speculative"]["wall_time_s"] for r in runs)
     decode_s = min(statistics.median(r["greedy"]["pass_s"][1:] or r["greedy"]["pass_s"]) for r in runs)
@@ -288,7 +408,7 @@ def measure_demo(prompt: str, gamma: int, max_new_tokens: int, rounds: int = MEA
     e = sp.expected_tokens_per_pass(alpha, gamma)
     return {
         "matches_greedy": all(r["matches_greedy"] for r in runs), "acceptance_rate": first["acceptance_rate"],
-        "alpha_estimate": alpha, "rounds": len(runs), "greedy_wall_s": greedy_s, "speculative_wall_s": spec_s,
+        "alpha_estimate": alpha, "rounds": len(runs), "num_tokens": len(runs[0]["greedy"]["output_ids"]), "greedy_wall_s": greedy_s, "speculative_wall_s": spec_s,
         "decode_step_s": decode_s, "measured_cost_ratio": c, "verify_cost_steps": v,
         "measured_speedup": greedy_s / spec_s if spec_s > 0 else 0.0,
         "predicted_speedup": sp.speedup(alpha, gamma, c),
@@ -304,7 +424,7 @@ def _measure_math(alpha, gamma, c, v, e, greedy_s, spec_s) -> dict:
         "measured_speedup": derive(
             greedy_s / spec_s if spec_s > 0 else 0.0, "x", "greedy wall time / speculative wall time",
             {"greedy": (greedy_s, "s"), "speculative": (spec_s, "s")},
-            ["fastest of the rounds for each; same prompt, same number of new tokens, fresh caches",
+            ["fastest of the rounds for each; same prompt, same number of new tokens, both from one prefill",
              "measured on this server's CPU, shared with other work"]),
         "predicted_speedup": derive(
             sp.speedup(alpha, gamma, c), "x", "E / (gamma * c + 1), E = (1 - alpha^(gamma+1)) / (1 - alpha)",
@@ -326,9 +446,13 @@ def early_exit_setup(setup: Setup, num_layers: int) -> Setup:
     ee, t = early_exit(setup.target, num_layers), setup.target
     head = t.tok_emb.size                                   # the tied output head, read by every pass
     c = (ee.num_params - ee.tok_emb.size + head) / (t.num_params - t.tok_emb.size + head)
-    return Setup(f"{setup.name}-ee{num_layers}", t, forward_fn(ee), lambda: DemoCache(ee),
-                 {**_model_info(ee), "name": f"first {num_layers} of {t.config.n_layers} layers"}, c,
-                 setup.encode, setup.eos_id, setup.examples)
+    def guesses(a: Answer) -> list[int]:     # the target's own residual after layer k, through its head
+        return [int(i) for i in np.argmax(t.head(a.rows[num_layers - 1]), axis=-1)]
+
+    return dataclasses.replace(
+        setup, name=f"{setup.name}-ee{num_layers}", draft=forward_fn(ee), new_draft_cache=lambda: DemoCache(ee),
+        draft_info={**_model_info(ee), "name": f"first {num_layers} of {t.config.n_layers} layers"},
+        cost_ratio=c, guesses=guesses)
 
 
 def stored_drafts() -> dict[str, Any] | None:

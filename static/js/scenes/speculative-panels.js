@@ -50,13 +50,13 @@ export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.len
     }
     svg('line', { x1: t.speculative * U, x2: t.speculative * U, y1: 0, y2: 12, class: 'sp-done' }, s);
   });
-  const drafts = d.frames.reduce((a, f) => a + f.proposed.length, 0);
+  const drafts = d.frames.reduce((a, f) => a + f.num_drafted, 0);
   row('Speculative', t.cost_ratio > 0 ? `${num(d.frames.length)} + ${num(drafts)} × ${fixed(t.cost_ratio, 2)} = ${fixed(t.speculative, 1)}`
     : `${plural(d.frames.length, 'pass', 'passes')}`, (s) => {
     let x = 0;
     d.frames.forEach((f, i) => {
       const done = i < passes, p = t.per_pass[i];
-      for (let j = 0; j < f.proposed.length && p.draft > 0; j++) {
+      for (let j = 0; j < f.num_drafted && p.draft > 0; j++) {
         const w = t.cost_ratio * U;
         svg('rect', { x: x + w * 0.1, y: 3, width: w * 0.8, height: 6, class: `draft ${done ? '' : 'todo'}` }, s);
         x += w;

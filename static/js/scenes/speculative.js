@@ -257,7 +257,7 @@ function showText(written, fresh) {
 function drawReadouts(d, passes, written) {
   clear(view.readouts);
   const r = (label, value, unit) => readout(view.readouts, label, value, unit);
-  const drafts = d.frames.slice(0, passes).reduce((a, x) => a + x.proposed.length, 0);
+  const drafts = d.frames.slice(0, passes).reduce((a, x) => a + x.num_drafted, 0);
   const kept = d.frames.slice(0, passes).reduce((a, x) => a + x.num_accepted, 0);
   r('Big-model passes', num(passes), `for ${plural(written, 'token')}`);
   r('Tokens per pass', passes ? fixed(written / passes, 2) : '–', `plain decoding: 1`);
