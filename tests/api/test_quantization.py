@@ -23,7 +23,7 @@ def test_contract_fields(client):
     assert all({"precision", "perplexity"} <= set(r) for r in d["demo"])
 
 
-@pytest.mark.parametrize("precision", ["bf16", "fp8", "int8", "int4"])
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"])
 def test_sizes_gpus_and_speed_equal_the_cost_model(client, precision):
     d = _get(client, precision=precision)
     m, g = catalog.model("llama-3.1-70b"), catalog.gpu("h100-sxm")
@@ -124,7 +124,7 @@ def test_demo_perplexities_are_the_measurement(client):
     d = _get(client)
     q = {v["variant"]: v["perplexity"] for v in demo_quality.quality("main")["variants"]}
     assert {r["precision"]: r["perplexity"] for r in d["demo"]} == {
-        p: q[p] for p in ("fp16", "bf16", "fp8", "int8", "int4")
+        p: q[p] for p in ("fp16", "bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
     }
     assert d["demo_extra"][0]["perplexity"] == q["int4_per_channel"]
     assert d["demo_info"]["tokens"] > 30_000
@@ -142,6 +142,10 @@ def _decode(fmt: str, bits: str, scale: float | None) -> float:
         s, e, m = int(bits[0]), int(bits[1:5], 2), int(bits[5:], 2)
         v = (m / 8) * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
         return (-v if s else v) * scale
+    if fmt in ("nvfp4", "mxfp4"):  # E2M1: bias 1, subnormal 0.5 at exponent 0
+        s, e, m = int(bits[0]), int(bits[1:3], 2), int(bits[3])
+        v = m * 0.5 if e == 0 else (1 + m / 2) * 2.0 ** (e - 1)
+        return (-v if s else v) * scale
     code = int(bits, 2) - (2 ** len(bits) if bits[0] == "1" else 0)
     return code * scale
 
@@ -149,7 +153,7 @@ def _decode(fmt: str, bits: str, scale: float | None) -> float:
 def test_tile_bits_decode_to_the_stored_values(client):
     tile = _get(client)["tile"]
     widths = {p["precision"]: p["code_bits"] for p in tile["precisions"]}
-    assert widths == {"fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
+    assert widths == {"fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4, "nvfp4": 4, "mxfp4": 4}
     for p in tile["precisions"]:
         for r in range(8):
             for c in range(8):
@@ -213,3 +217,24 @@ def test_the_real_model_rows_are_the_stored_measurement(client):
     assert [x["variant"] for x in r["rows"]] == ["file_q4_1", "int8", "int4", "int3", "int2"]
     assert [x["perplexity"] for x in r["rows"]] == [v["perplexity"] for v in q["variants"]]
     assert "no FP16" in r["rows"][0]["method"] and r["rows"][0]["relative_change"] == 0
+
+
+def test_fp4_rows_count_their_scales_and_rest_the_published_needle(client):
+    """Issue 28 red pen: NVFP4 (E2M1 + an E4M3 scale per 16 + an FP32 per tensor) and MXFP4 (E2M1 + an E8M0 scale per
+    32, OCP MX v1.0) in chapter 8, bits computed from the block layout; no published LLaMA-65B row, so no needle."""
+    rows = {r["precision"]: r for r in _get(client)["rows"]}
+    assert rows["nvfp4"]["bits_per_weight"] == 4 + 8 / 16 and rows["mxfp4"]["bits_per_weight"] == 4 + 8 / 32
+    assert (
+        rows["int4"]["weights_gb"]
+        < rows["mxfp4"]["weights_gb"]
+        < rows["nvfp4"]["weights_gb"]
+        < rows["fp8"]["weights_gb"]
+    )
+    tile = {p["precision"]: p for p in _get(client)["tile"]["precisions"]}
+    n = 576 * 576 if _get(client)["tile"]["matrix_shape"] == [576, 576] else 256 * 256
+    assert tile["nvfp4"]["bits_per_weight"] == pytest.approx(4.5 + 32 / n) and tile["mxfp4"]["bits_per_weight"] == 4.25
+    for fmt in ("nvfp4", "mxfp4"):
+        d = _get(client, precision=fmt)
+        assert d["needles"]["published"] is None and d["needles"]["served"] is None
+        assert d["needles"]["demo"]["precision"] == fmt and d["needles"]["demo"]["bits_per_weight"] > 4.25 - 1e-9
+        assert "E2M1" in " ".join(d["math"]["weights_gb"]["assumptions"])

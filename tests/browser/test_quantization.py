@@ -16,7 +16,7 @@ def test_stage_draws_tile_bars_and_two_needles(page, base_url):
     page.goto(base_url + "/tour/quantization")
     page.wait_for_selector(".q-tile-svg .bit")
     assert page.locator(".q-tile-svg .hit").count() == 64
-    assert page.locator(".q-size").count() == 4 and page.locator(".q-size.on").count() == 1
+    assert page.locator(".q-size").count() == 6 and page.locator(".q-size.on").count() == 1
     assert page.locator(".q-gauge-svg .needle").count() == 3  # published, demo model, SmolLM2 (hidden if unmeasured)
     assert "INT4" in page.locator(".q-size.on").inner_text()
     cards = page.locator(".q-needles").inner_text()
@@ -59,7 +59,7 @@ def test_speed_is_compared_on_the_same_gpus(page, base_url):
     bars = page.evaluate("""() => [...document.querySelectorAll('.q-speed')].map((el) => ({
         p: el.dataset.precision, w: el.querySelector('.q-speed-bar').getBoundingClientRect().width,
         t: el.querySelector('.q-speed-track').getBoundingClientRect().width, text: el.innerText}))""")
-    assert [b["p"] for b in bars] == ["bf16", "fp8", "int8", "int4"]
+    assert [b["p"] for b in bars] == ["bf16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
     rows = {r["precision"]: r for r in d["rows"]}
     top = max(r["tokens_per_s_per_user_same_gpus"] for r in d["rows"])
     for b in bars:  # bar lengths are the tokens/s on the same GPUs, to scale
@@ -188,4 +188,31 @@ def test_this_server_now_shows_the_served_format_measured_beside_float32(page, b
     )
     assert f"+{served['relative_change'] * 100:.2f}%" in tiles
     assert f"{js_num(m['served_decode']['bytes_per_token'] / 1e6)} MB" in text and "--served" in text
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bits", "block", "scale"), [("nvfp4", "4.5", 16, "FP8 E4M3"), ("mxfp4", "4.25", 32, "E8M0")]
+)
+def test_fp4_formats_are_in_the_menu_with_their_computed_bits(page, base_url, fmt, bits, block, scale):
+    """Issue 28 red pen: NVFP4 and MXFP4 in chapter 8's menu as in chapters 4, 5, 10 and 11, each with its bits per
+    weight computed with its scales (4 + 8/16 and 4 + 8/32), a 4-bit E2M1 tile and the demo model measured in it."""
+    page.goto(base_url + "/tour/quantization")
+    page.wait_for_selector(".q-tile-svg .bit")
+    assert fmt in page.locator("#ctl-precision option").evaluate_all("(os) => os.map((o) => o.value)")
+    page.select_option("#ctl-precision", fmt)
+    page.wait_for_function("(f) => document.querySelector('.q-size.on b')?.textContent === f", arg=fmt.upper())
+    assert f"{bits} bits/weight" in page.locator(".q-size.on").inner_text()
+    d = page.evaluate(f"() => fetch('/api/quantization?precision={fmt}').then((r) => r.json())")
+    f = next(p for p in d["tile"]["precisions"] if p["precision"] == fmt)
+    assert f["code_bits"] == 4 and [n for _, n in f["fields"]] == [1, 2, 1] and f["block"] == block
+    label = page.locator(".q-tile").inner_text()
+    assert f"{scale}" in label and f"per {block} weights" in label
+    assert "E2M1" in page.locator(".q-detail").inner_text()
+    # no published LLaMA-65B figure in FP4: that needle rests and its card says so; the demo model's is measured
+    assert d["needles"]["published"] is None
+    assert page.locator(".q-gauge-svg .needle.pub").evaluate("(n) => getComputedStyle(n).visibility") == "hidden"
+    cards = page.locator(".q-needles").inner_text()
+    assert "not published" in cards and f"{d['needles']['demo']['perplexity']:.1f}" in cards
+    assert f"to {d['needles']['demo']['perplexity']:.1f} in {fmt.upper()}" in page.locator("#fact").inner_text()
+    assert f"precision={fmt}" in page.url
     assert page.console_errors == []

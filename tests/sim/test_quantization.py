@@ -21,6 +21,9 @@ def test_bits_per_weight_include_scales():
     assert q.bits_per_weight("int4", 128, symmetric=False) == 4 + 20 / 128
     assert q.bits_per_weight("int4", 0, row_length=8192) == 4 + 16 / 8192
     assert q.bits_per_weight("fp8", row_length=8192) == 8 + 32 / 8192
+    # FP4 with micro-block scales: NVFP4 E4M3 per 16 + FP32 per tensor; MXFP4 E8M0 per 32 (OCP MX v1.0)
+    assert q.bits_per_weight("nvfp4", tensor_size=576 * 576) == 4 + 8 / 16 + 32 / (576 * 576)
+    assert q.bits_per_weight("mxfp4", tensor_size=576 * 576) == 4 + 8 / 32
     assert q.bytes_per_weight("int4") == pytest.approx(0.515625)
     d = q.bytes_per_weight_math("int4")
     assert d.value == q.bytes_per_weight("int4") and d.sources and "group_size" in d.formula
@@ -221,3 +224,39 @@ def test_a_ragged_last_group_is_quantized_on_its_own():
     full = q.quantize_dequantize(w[:512], "int4", 128, axis=0)
     assert np.array_equal(wq[:512], full)  # the full groups are unchanged by the ragged one
     assert np.abs(wq[512:] - w[512:]).max() <= scale[:, 4, 0].max() / 2 + 1e-6
+
+
+# ---- FP4 (E2M1) with block scales --------------------------------------------------------------------
+
+
+def test_e2m1_rounds_to_nearest_even_and_saturates():
+    x = np.array([0.24, 0.25, 0.26, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0, -0.3, -100.0])
+    assert q.round_e2m1(x).tolist() == [0, 0, 0.5, 1, 1, 2, 2, 4, 4, 6, -0.5, -6]
+    assert sorted({abs(v) for v in q.round_e2m1(np.linspace(-9, 9, 2001))}) == list(q.E2M1_GRID)
+    assert [q.e2m1_bits(v) for v in (0.5, 1.5, 3.0, -6.0)] == ["0001", "0011", "0101", "1111"]
+
+
+def test_nvfp4_has_an_e4m3_scale_per_16_times_one_fp32_per_tensor():
+    w = _weights(3, (64, 48))
+    codes, scale = q.fp4_quantize(w, "nvfp4", axis=0)
+    s_tensor = np.float32(np.abs(w).max() / (6 * 448))
+    assert scale.shape == (48, 4, 1)  # 64 input rows = 4 blocks of 16 per output column
+    block = scale / float(s_tensor)
+    assert np.allclose(q.round_e4m3(block), block, rtol=1e-9) and block.max() <= 448
+    assert set(np.abs(codes).ravel()) <= set(q.E2M1_GRID)
+    wq = q.quantize_dequantize(w, "nvfp4", axis=0)
+    assert np.allclose(wq, (codes.T.reshape(48, 4, 16) * scale).reshape(48, 64).T, atol=1e-7)
+    # finer blocks than INT4's 128: a smaller error
+    assert (
+        q.weight_error(w, wq)["relative_rms"]
+        < q.weight_error(w, q.quantize_dequantize(w, "int4", axis=0))["relative_rms"]
+    )
+
+
+def test_mxfp4_scale_is_a_power_of_two_per_32_from_the_block_max():
+    w = _weights(4, (96, 8))
+    codes, scale = q.fp4_quantize(w, "mxfp4", axis=0)
+    assert scale.shape == (8, 3, 1)
+    amax = np.abs(w.T.reshape(8, 3, 32)).max(axis=-1, keepdims=True)
+    assert np.array_equal(scale, 2.0 ** (np.floor(np.log2(amax)) - 2))  # OCP MX v1.0: 2^(floor(log2 amax) - emax)
+    assert np.abs(codes).max() <= 6 and set(np.abs(codes).ravel()) <= set(q.E2M1_GRID)

@@ -12,7 +12,9 @@ Recipe (what `measure` does, and what demo/quality.json was made with):
             axis (matrices are [in, out]): fp16 = as shipped; bf16 = round to bfloat16; fp8 = E4M3
             with one fp32 scale per output column; int8/int4 = symmetric round-to-nearest with one
             fp16 scale per group of 128 input weights (int4_per_channel: one scale per column;
-            int3/int2: the same rounding with 3 and 2 bits, for contrast: no server stores 2-bit codes).
+            int3/int2: the same rounding with 3 and 2 bits, for contrast: no server stores 2-bit codes);
+            nvfp4/mxfp4 = FP4 E2M1 with an E4M3 scale per 16 (and an fp32 one per matrix) or an E8M0
+            scale per 32, blocks along the input axis (sim.quantization).
             Norm gains and the tied embedding/output head stay float16, as GPTQ and AWQ leave them.
   metric    perplexity = exp(mean NLL over all predicted tokens), nats. Each variant's change is also
             given per window against fp16 on the same window (paired), with its standard error, so a
@@ -54,6 +56,8 @@ VARIANTS: dict[str, tuple[str | None, int, str]] = {
     "int4_per_channel": ("int4", 0, "INT4 round-to-nearest, symmetric, one fp16 scale per column"),
     "int3": ("int3", GROUP_SIZE, "INT3 round-to-nearest, symmetric, fp16 scale per 128 weights (contrast)"),
     "int2": ("int2", GROUP_SIZE, "INT2 round-to-nearest, symmetric, fp16 scale per 128 weights (contrast)"),
+    "nvfp4": ("nvfp4", 16, "NVFP4: FP4 E2M1, an FP8 E4M3 scale per 16 weights and an FP32 scale per matrix"),
+    "mxfp4": ("mxfp4", 32, "MXFP4 (OCP MX v1.0): FP4 E2M1, a power-of-two E8M0 scale per 32 weights"),
 }
 
 
@@ -117,7 +121,7 @@ def _bits(variant: str, model: DemoModel) -> float:
     """Stored bits per quantized weight, scales included, averaged over every layer matrix [in, out]."""
     precision, group, _ = VARIANTS[variant]
     shapes = [getattr(w, f).shape for w in model.layers for f in ("wq", "wk", "wv", "wo", "w1", "w2", "w3")]
-    bits = sum(i * o * bits_per_weight(precision or "fp16", group, row_length=i) for i, o in shapes)
+    bits = sum(i * o * bits_per_weight(precision or "fp16", group, row_length=i, tensor_size=i * o) for i, o in shapes)
     return bits / sum(i * o for i, o in shapes)
 
 

@@ -40,16 +40,22 @@ class NumberFormat:
     math: str  # tensor-core format the GEMMs run in: "bf16", "fp8", "int8" or "fp4"
     note: str  # what the format is, with its scale layout
     source: str = ""
+    tensor_scale_bits: float = 0  # bits of one scale shared by a whole tensor (NVFP4's second-level FP32)
 
     @property
     def bytes_per_value(self) -> float:
-        """Bytes per stored value, scales included (INT4 with group 128: 4.125 bits = 0.515625 B)."""
+        """Bytes per stored value, scales included (INT4 with group 128: 4.125 bits = 0.515625 B). A per-tensor
+        scale is left out here (32 bits over millions of weights); `bits_in_tensor` counts it."""
         scale = self.scale_bits / self.group if self.group else 0.0
         return (self.bits + scale) / 8.0
 
     @property
     def bits_per_value(self) -> float:
         return self.bytes_per_value * 8.0
+
+    def bits_in_tensor(self, values: int) -> float:
+        """Stored bits per value in one tensor of `values` weights: payload, block scales and the tensor's own."""
+        return self.bits_per_value + self.tensor_scale_bits / values
 
 
 FORMATS: Mapping[str, NumberFormat] = MappingProxyType(
@@ -85,6 +91,7 @@ FORMATS: Mapping[str, NumberFormat] = MappingProxyType(
             "NVFP4: FP4 E2M1 values with one FP8 E4M3 scale per 16 (4.5 bits), W4A4 on Blackwell FP4 tensor cores",
             "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision "
             "Inference' (2025): 16-value micro-blocks, E4M3 scale per block, plus one FP32 per-tensor scale",
+            tensor_scale_bits=32,
         ),
         "mxfp4": NumberFormat(
             "mxfp4",

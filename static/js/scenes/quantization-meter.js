@@ -5,7 +5,8 @@ import { svg, h, clear } from '../lib/svg.js';
 import { num, fixed, pct } from '../lib/format.js';
 import { tween } from '../lib/tween.js';
 
-export const LABEL = { fp16: 'FP16', bf16: 'BF16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', int3: 'INT3', int2: 'INT2', fp4: 'FP4' };
+export const LABEL = { fp16: 'FP16', bf16: 'BF16', fp8: 'FP8', int8: 'INT8', int4: 'INT4', int3: 'INT3', int2: 'INT2', fp4: 'FP4',
+  nvfp4: 'NVFP4', mxfp4: 'MXFP4' };
 export const signed = (x, digits = 1) => `${x >= 0 ? '+' : '−'}${pct(Math.abs(x), digits)}`;
 const GAUGE_MIN = -0.02, GAUGE_MAX = 0.12; // the meter reads −2% to +12% perplexity vs the same model at 16 bits
 
@@ -33,15 +34,17 @@ function drawGauge(panels, state, d) {
   const g = state.gauge;
   const pub = d.needles.published, demo = d.needles.demo;
   g.others.replaceChildren();
-  for (const o of pub.others) {
+  // no published LLaMA-65B perplexity in this format (FP4): that needle hides and its card says so
+  g.pubNeedle.style.visibility = pub ? 'visible' : 'hidden';
+  for (const o of pub ? pub.others : []) {
     const a = angleOf(o.relative_change);
     const [x1, y1] = pt(a, R - 2), [x2, y2] = pt(a, R + 10);
     svg('line', { x1, y1, x2, y2, class: 'other' }, g.others).appendChild(svg('title', { text: `${o.method}, ${o.source_key}: ${o.perplexity}` }));
   }
   const served = d.needles.served;
-  const from = { ...state.needles }, to = { pub: pub.relative_change, demo: demo.relative_change, served: served ? served.relative_change : 0 };
+  const from = { ...state.needles }, to = { pub: pub ? pub.relative_change : 0, demo: demo.relative_change, served: served ? served.relative_change : 0 };
   state.needles = to;
-  g.pubNeedle.classList.toggle('estimate', !!pub.estimate);
+  g.pubNeedle.classList.toggle('estimate', !!pub?.estimate);
   // SmolLM2, served here, against its file's own 4-bit weights: off the scale at INT4 (re-rounded twice), said so
   g.servedNeedle.style.visibility = served ? 'visible' : 'hidden';
   g.servedNeedle.dataset.change = served ? String(served.relative_change) : '';
@@ -54,9 +57,9 @@ function drawGauge(panels, state, d) {
     setNeedle(g.demoNeedle, from.demo + (to.demo - from.demo) * u, R - 30);
     setNeedle(g.servedNeedle, from.served + (to.served - from.served) * u, R - 46);
   });
-  g.note.textContent = pub.others.length ? `Grey marks: the other published ${LABEL[pub.precision]} results for ${pub.model} ` +
+  g.note.textContent = pub && pub.others.length ? `Grey marks: the other published ${LABEL[pub.precision]} results for ${pub.model} ` +
     `(${[...new Set(pub.others.map((o) => o.method.split(' ')[0]))].join(', ')}; one scale per row or per ${pub.group_size || 128} weights).` : '';
-  g.svg.setAttribute('aria-label', `Perplexity meter: published ${pub.model} ${signed(pub.relative_change)}, demo model ${signed(demo.relative_change, 2)}` +
+  g.svg.setAttribute('aria-label', `Perplexity meter: ${pub ? `published ${pub.model} ${signed(pub.relative_change)}` : `no published ${d.published_model} figure in ${LABEL[d.precision]}`}, demo model ${signed(demo.relative_change, 2)}` +
     (served ? `, SmolLM2 on this server ${signed(served.relative_change, 1)} against its file's 4-bit weights` : ''));
 }
 
@@ -107,13 +110,23 @@ function needleCard(parent, cls, title, big, lines, badge) {
 function drawNeedleCards(panel, d) {
   const host = clear(panel);
   const p = d.needles.published, m = d.needles.demo, info = d.demo_info;
-  const src = h('p', { class: 'q-line' });
-  src.append('Source: ');
-  h('a', { href: p.url, text: p.source, rel: 'noopener', target: '_blank' }, src);
-  const base = h('p', { class: `q-line q-baseline${Math.abs(p.baseline - p.reference_baseline) > 1e-9 ? ' differs' : ''}`, text: p.baseline_note });
-  needleCard(host, 'pub', `${p.model}, WikiText-2 (published)`,
-    `${fixed(p.baseline, 2)} → ${fixed(p.perplexity, 2)}  (${signed(p.relative_change)})`,
-    [`${LABEL[p.precision] || p.precision}: ${p.method}${p.group_size ? `, groups of ${p.group_size}` : ''}`, base, src], p.estimate ? 'estimate' : '');
+  if (p) {
+    const src = h('p', { class: 'q-line' });
+    src.append('Source: ');
+    h('a', { href: p.url, text: p.source, rel: 'noopener', target: '_blank' }, src);
+    const base = h('p', { class: `q-line q-baseline${Math.abs(p.baseline - p.reference_baseline) > 1e-9 ? ' differs' : ''}`, text: p.baseline_note });
+    needleCard(host, 'pub', `${p.model}, WikiText-2 (published)`,
+      `${fixed(p.baseline, 2)} → ${fixed(p.perplexity, 2)}  (${signed(p.relative_change)})`,
+      [`${LABEL[p.precision] || p.precision}: ${p.method}${p.group_size ? `, groups of ${p.group_size}` : ''}`, base, src], p.estimate ? 'estimate' : '');
+  } else {
+    // the nearest published FP4 rows (the table below) use one scale per row, far coarser than these blocks
+    const near = d.published.filter((r) => r.precision === 'fp4' && r.method.includes('E2M1'));
+    needleCard(host, 'pub q-pub-none', `${d.published_model}, WikiText-2 (published)`, 'not published',
+      [`No table this chapter cites measured ${d.published_model} in ${LABEL[d.precision]}, so that needle rests; ` +
+        'the demo model below is measured here with its weights really rounded to it.',
+      ...near.map((r) => `Nearest published: ${r.model}, ${r.method.split(',')[0]} with ${r.group_size ? `a scale per ${r.group_size}` : 'one scale per row'}: ` +
+        `${fixed(r.baseline, 2)} → ${fixed(r.perplexity, 2)} (${signed(r.relative_change)}; ${r.source.split(',')[0]}).`)]);
+  }
   const all = [...d.demo, ...d.demo_extra.filter((x) => x.variant !== 'int4_per_channel')];
   const demoRows = h('p', { class: 'q-line q-demo-rows' });
   demoRows.textContent = all.map((x) => `${LABEL[x.variant] || x.variant.toUpperCase()} ${fixed(x.perplexity, 1)}`).join(' · ');

@@ -14,7 +14,7 @@ const VARIANTS = {
   narrow: { name: 'narrow', cw: 2.5, ch: 12, gapX: 4, gapY: 4, font: 10 },
 };
 const WIDTHS = { narrow: 640 }; // stage width (px) under which the phone tile is drawn
-const TILE_FORMAT = { bf16: 'bf16', fp8: 'fp8', int8: 'int8', int4: 'int4' };
+const TILE_FORMAT = { bf16: 'bf16', fp8: 'fp8', int8: 'int8', int4: 'int4', nvfp4: 'nvfp4', mxfp4: 'mxfp4' };
 const MATH_KEYS = [['weights_gb', 'Model size'], ['gpus_needed', 'GPUs needed'], ['tokens_per_s_per_user', 'Tokens/s per chat'],
   ['tokens_per_s_per_user_same_gpus', 'Tokens/s per chat, same GPUs'],
   ['cost_per_million_tokens_usd', 'Cost per million tokens'], ['demo_perplexity', 'Demo perplexity']];
@@ -159,6 +159,9 @@ function drawTile(d) {
     ['ghost', 'the same tile at 16 bits']]);
   t.scaleLbl.textContent = !f.scales ? 'No scale: each number stands alone.'
     : f.precision === 'fp8' ? `▲ one fp32 scale per column of ${d.tile.matrix_shape[0]} weights`
+      : f.precision === 'nvfp4' ? `▲ one FP8 E4M3 scale per ${f.block} weights of a column, times one FP32 scale for the matrix ` +
+        `(${fixed(f.bits_per_weight, 4)} bits each)`
+      : f.precision === 'mxfp4' ? `▲ one power-of-two (E8M0) scale per ${f.block} weights of a column (${fixed(f.bits_per_weight, 3)} bits each)`
       : `▲ one fp16 scale per ${d.tile.group_size} weights of a column (+${fixed(16 / d.tile.group_size, 3)} bits each)`;
   const from = view.bits, to = f.code_bits;
   view.anim.forEach((a) => a.cancel());
@@ -205,7 +208,8 @@ function describe(d) {
   let at = 0;
   for (const [, n] of f.fields) { groups.push(bits.slice(at, at + n)); at += n; }
   const scale = f.scales ? ` × scale ${num(f.scales[c], 3)}` : '';
-  const code = f.fields[0][0] === 'code' ? ` (code ${parseInt(bits, 2) >= 2 ** (bits.length - 1) ? parseInt(bits, 2) - 2 ** bits.length : parseInt(bits, 2)})` : '';
+  const code = f.fields[0][0] === 'code' ? ` (code ${parseInt(bits, 2) >= 2 ** (bits.length - 1) ? parseInt(bits, 2) - 2 ** bits.length : parseInt(bits, 2)})`
+    : f.block ? ` (E2M1 ${num(q / f.scales[c], 2)})` : '';
   view.tile.detail.textContent = `Weight [${r + 1}, ${c + 1}] = ${num(w, 4)} → stored as ${groups.join(' ')}${code}${scale} = ${num(q, 4)}` +
     ` (error ${signed((q - w) / (Math.abs(w) || 1), 1)}). Matrix RMS error ${pct(f.error.relative_rms, 2)}.`;
   view.tile.hits.forEach((hit, k) => {
@@ -230,7 +234,7 @@ function drawSizes(d) {
     const div = h('div', { class: `q-size${on ? ' on' : ''}`, 'aria-current': on ? 'true' : null }, host);
     const head = h('div', { class: 'q-size-head' }, div);
     h('b', { text: LABEL[row.precision] }, head);
-    h('span', { text: `${num(row.weights_gb)} GB · ${fixed(row.bits_per_weight, row.bits_per_weight % 1 ? 3 : 0)} bits/weight` }, head);
+    h('span', { text: `${num(row.weights_gb)} GB · ${Number(row.bits_per_weight.toFixed(3))} bits/weight` }, head);
     const track = h('div', { class: 'q-track' }, div);
     const bar = h('span', { class: 'q-bar' }, track);
     bar.style.width = `${(row.weights_gb / max) * 100}%`;
