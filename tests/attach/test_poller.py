@@ -116,3 +116,27 @@ def test_a_second_good_page_gives_rates(hostile):
             await p.stop()
 
     in_thread(scenario())
+
+
+def test_a_hung_target_never_delays_a_healthy_one(hostile):
+    """While /hang holds its one request (held by an event, with a deadline far past this test), the healthy target
+    keeps being polled on its own schedule."""
+    hostile.release.clear()
+    before = hostile.hits["/hang/metrics"]
+    p = Poller(parse_targets([f"ok={hostile.url}/ok hang={hostile.url}/hang"]), interval_s=0.05, timeout_s=BOUND_S)
+
+    async def scenario():
+        task = asyncio.create_task(p.run())
+        try:
+            async with asyncio.timeout(BOUND_S):
+                while p.states["ok"].polls < 4:
+                    await asyncio.sleep(0.05)
+            assert p.states["hang"].polls == 1 and p.states["hang"].status == "waiting"  # still in flight
+            assert p.states["ok"].status == "ok"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await p.stop()
+
+    in_thread(scenario())
+    assert hostile.hits["/hang/metrics"] == before + 1

@@ -1,7 +1,7 @@
 """Polls each attached server's /metrics about once a second, never letting a bad one stall anything.
 
-One asyncio task per app (started with the app, or by the first GET /api/attach) polls every target that is due,
-side by side. Each fetch is bounded: one deadline of FETCH_TIMEOUT_S for connecting and reading the whole page,
+One asyncio task per app (started with the app, or by the first GET /api/attach) polls every target on its own
+schedule, side by side: a target in flight up to its deadline never delays the others. Each fetch is bounded: one deadline of FETCH_TIMEOUT_S for connecting and reading the whole page,
 at most MAX_PAGE_BYTES read (after any gzip decoding, so a small compressed bomb is stopped too), no redirect
 followed, no proxy from the environment. Parsing (prometheus_client, up to 1 MB of text) runs on a worker thread,
 off the event loop. A request to /api/attach only reads the state kept here: it never waits for the network.
@@ -161,6 +161,7 @@ class Poller:
         t0 = time.monotonic()
         s.polls += 1
         s.last_try = t0
+        s.next_try = t0 + self.timeout_s + self.interval_s  # while in flight: not due (set again when it ends)
         try:
             text = await fetch_page(self.client(), s.target.metrics_url, self.timeout_s, self.max_bytes)
             scrape = await asyncio.to_thread(_digest, text)
@@ -188,11 +189,21 @@ class Poller:
             await asyncio.gather(*(self.poll_target(s) for s in due))
 
     async def run(self) -> None:
-        while True:
-            await self.poll_once()
-            now = time.monotonic()
-            wake = min((s.next_try for s in self.states.values()), default=now + self.interval_s)
-            await asyncio.sleep(min(max(0.05, wake - now), self.interval_s))
+        """Each target on its own schedule: a slow one (in flight up to its deadline) never delays the others."""
+        inflight: dict[str, asyncio.Task] = {}
+        try:
+            while True:
+                now = time.monotonic()
+                for name, s in self.states.items():
+                    task = inflight.get(name)
+                    if (task is None or task.done()) and s.next_try <= now:
+                        inflight[name] = asyncio.create_task(self.poll_target(s), name=f"attach-poll-{name}")
+                wake = min(s.next_try for s in self.states.values())
+                await asyncio.sleep(min(max(0.05, wake - time.monotonic()), self.interval_s))
+        finally:
+            for task in inflight.values():
+                task.cancel()
+            await asyncio.gather(*inflight.values(), return_exceptions=True)
 
     def ensure_started(self) -> None:
         """Start the polling task on the running loop, once (the app's startup, or the first request)."""
