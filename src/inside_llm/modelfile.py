@@ -172,7 +172,7 @@ def prepare(log=print) -> Path:
         log(f"building the model cache ({problem}; once, about half a minute) ...")
         smollm.build_f32_cache(path, out)
         log(f"model cache built: {out}")
-    smollm.load_q8(out, smollm.load_f32_cache(out)).forward([1, 2])  # compiles the kernels into the cache
+    list(smollm.load_q8(out, smollm.load_f32_cache(out)).generate([1, 2], 2))  # compiles the kernels (and decode's)
     log(f"int8 kernels compiled: {numba_cache_dir()}")
     return out
 

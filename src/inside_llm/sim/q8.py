@@ -1,23 +1,25 @@
-"""Int8 weight blocks (Q8_0's layout) and the numba kernels that multiply by them: what the server decodes from.
+"""Int8 weight rows and the numba kernels that multiply by them: what the server decodes from.
 
 Format ("q8"): a matrix W [in, out] used as y = x @ W is stored as codes q [out, in] int8 (one row per output
-feature, contiguous along the input) and scales s [out, in/32] float32: W[k, j] = q[j, k] * s[j, k // 32].
-Each block of 32 input weights of one output row is rounded symmetrically to the nearest of 255 levels
-(s = max|w| / 127), as llama.cpp's Q8_0 does (there with an fp16 scale). 1.125 bytes per weight, against 4 for
-float32: a decode step reads 151 MB instead of 538 MB. The tied head, Q8_0 in the GGUF file, is re-blocked
-exactly (its dequantized values are d*q with max |q| = 127, so the same d and q come back); the layer matrices
-are Q4_1 in the file and change by at most half a step of 1/254 of their block's largest weight.
+feature, contiguous along the input) and scales s [out] float32: W[k, j] = q[j, k] * s[j]. Each output row is
+rounded symmetrically to the nearest of 255 levels (s = max|w| / 127). About 1 byte per weight, against 4 for
+float32: a decode step reads 135 MB instead of 538 MB.
 
-Measured on this project's questions (docs/benchmarks.md): per-output-row scales gave the float32 path's
-greedy answer on 6 of 12 questions for 32 tokens and +1.2% perplexity (chapter 8's "int8" row); per-32
-scales 7 of 12, with the first difference later, and the head stays exact. So: per-32 blocks.
+Per-32-input block scales (Q8_0's layout, 151 MB a step) were measured first: 7 of 12 test questions kept the
+float32 path's greedy answer for 32 tokens against 6 of 12 with per-row scales, but numba/LLVM does not
+vectorise the 32-long scaling loops (10x slower conversion), so per-row scales it is: +1.26% perplexity by
+chapter 8's harness (docs/benchmarks.md, design-as-built).
 
 Kernel (matmul): output rows are split in tiles of 4 over the threads (numba prange: both cores work on one
 step); each tile's 4 weight rows are converted to float32 once (code x scale, in L1) and every one of the N
 input rows is then dotted with them. Every output element is computed by the same instructions in the same
 order whatever N is and whichever thread takes its tile, so a row's result is bit-identical alone or in any
 batch: batching cannot change an answer. The float conversion is done once per weight per step, so N rows
-share it (and the weight read).
+share it (and the weight read). Measured and not kept (2-core AVX2 EPYC, one thread, alternating in one run):
+converting each code where it is used instead of through the buffer (1.2-1.7x faster while the weights sit in
+cache, 1.6x slower streaming the model's 135 MB from memory); int16 activations times int8 codes summed in
+int32 (numba's LLVM emits no vpmaddwd for it: 2.3x slower); explicit 8-lane sums in a fixed order, which would
+make the bits independent of the compiler (not vectorised: 10x slower).
 
 Compiled with cache=True: the first process compiles (~10 s on 2 cores) and writes the machine code to
 NUMBA_CACHE_DIR (modelfile points it at the model cache folder); later processes load it in milliseconds.
@@ -96,6 +98,107 @@ def _matmul(x, q, s, out, pieces):
     for p in prange(pieces):
         buf = np.empty((4, x.shape[1]), np.float32)
         _tiles(x, q, s, out, p * ntiles // pieces, (p + 1) * ntiles // pieces, buf)
+
+
+# ---- the rest of a served layer, compiled too (sim/smollm.ServedSmolLM) ------------------------------
+# Between its 4 matrix products a layer made ~20 numpy calls on tiny arrays (norms, RoPE, attention over a few
+# dozen keys, SiLU): at batch 1 that Python and numpy overhead was a third of a step's CPU time. Each function
+# below does one of those steps in one call; every row's result depends on that row alone (the same loop
+# for each row), so batching still changes no answer.
+
+
+@njit(**_KW)
+def rms_norm_rows(x, w, eps):
+    """x [N, D] scaled to unit root-mean-square, times w [D] (transformer_ops.rms_norm; float64 sum)."""
+    n_rows, d = x.shape
+    out = np.empty((n_rows, d), np.float32)
+    for n in range(n_rows):
+        ss = 0.0
+        for i in range(d):
+            ss += np.float64(x[n, i]) * np.float64(x[n, i])
+        r = np.float32(1.0 / np.sqrt(ss / d + eps))
+        for i in range(d):
+            out[n, i] = x[n, i] * r * w[i]
+    return out
+
+
+@njit(**_KW)
+def split_rope(qkv, cos, sin, n_heads, n_kv, hd):
+    """qkv [N, (H + 2 Hkv) hd] -> q [H, N, hd], k, v [Hkv, N, hd], q and k rotated by RoPE's interleaved
+    pairs at the angles cos, sin [N, hd/2] (transformer_ops.apply_rope)."""
+    n_rows = qkv.shape[0]
+    q = np.empty((n_heads, n_rows, hd), np.float32)
+    k = np.empty((n_kv, n_rows, hd), np.float32)
+    v = np.empty((n_kv, n_rows, hd), np.float32)
+    half = hd // 2
+    for n in range(n_rows):
+        for h in range(n_heads + n_kv):
+            base = h * hd
+            for i in range(half):
+                x0 = qkv[n, base + 2 * i]
+                x1 = qkv[n, base + 2 * i + 1]
+                c = cos[n, i]
+                s = sin[n, i]
+                if h < n_heads:
+                    q[h, n, 2 * i] = x0 * c - x1 * s
+                    q[h, n, 2 * i + 1] = x0 * s + x1 * c
+                else:
+                    k[h - n_heads, n, 2 * i] = x0 * c - x1 * s
+                    k[h - n_heads, n, 2 * i + 1] = x0 * s + x1 * c
+        vbase = (n_heads + n_kv) * hd
+        for h in range(n_kv):
+            for i in range(hd):
+                v[h, n, i] = qkv[n, vbase + h * hd + i]
+    return q, k, v
+
+
+@njit(**_KW)
+def attend_one(q, k, v, p, lo, window, out):
+    """One query per head, q [H, 1, hd], over keys/values k, v [Hkv, S, hd] at positions lo.. lo+S-1, the query
+    at position p; key j visible iff p - window < j <= p (transformer_ops.attend). Writes out [H hd]."""
+    n_heads, _, hd = q.shape
+    n_kv, n_keys, _ = k.shape
+    group = n_heads // n_kv
+    scale = np.float32(hd**-0.5)
+    w = np.empty(n_keys, np.float32)
+    acc = np.empty(hd, np.float32)
+    for h in range(n_heads):
+        kh = h // group
+        top = -np.inf
+        for j in range(n_keys):
+            lag = p - (lo + j)
+            if lag < 0 or lag >= window:
+                w[j] = -np.inf
+                continue
+            d = np.float32(0.0)
+            for i in range(hd):
+                d += q[h, 0, i] * k[kh, j, i]
+            w[j] = d * scale
+            top = max(top, w[j])
+        total = np.float32(0.0)
+        for j in range(n_keys):
+            e = np.float32(np.exp(w[j] - top)) if w[j] > -np.inf else np.float32(0.0)
+            w[j] = e
+            total += e
+        acc[:] = 0.0
+        for j in range(n_keys):
+            wj = w[j] / total
+            for i in range(hd):
+                acc[i] += wj * v[kh, j, i]
+        for i in range(hd):
+            out[h * hd + i] = acc[i]
+
+
+@njit(**_KW)
+def swiglu(gu, ffn):
+    """gu [N, 2F] (gate, then up) -> silu(gate) * up [N, F] (transformer_ops.silu)."""
+    n_rows = gu.shape[0]
+    out = np.empty((n_rows, ffn), np.float32)
+    for n in range(n_rows):
+        for i in range(ffn):
+            g = gu[n, i]
+            out[n, i] = g * (np.float32(0.5) * (np.float32(1.0) + np.tanh(np.float32(0.5) * g))) * gu[n, ffn + i]
+    return out
 
 
 @njit(parallel=True, **_KW)

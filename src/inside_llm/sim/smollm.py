@@ -40,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import threading
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -553,6 +554,7 @@ class ServedSmolLM(SmolLM):
         r = reference
         SmolLM.__init__(self, r.name, r.config, r.tok_emb, head, layers, r.norm, r.vocab, r.meta)
         self.reference, self.weights_format = reference, "q8"
+        self._rope_memo = threading.local()  # each thread's last pos and its tables (_rope)
 
     @property
     def num_params(self) -> int:
@@ -566,7 +568,38 @@ class ServedSmolLM(SmolLM):
     def map_weights(self, fn, name: str = ""):
         raise TypeError("the served q8 model has no float32 matrices: map the reference model's")
 
+    def _rope(self, pos):
+        """rope_tables(pos) once per forward pass, not once per layer (every layer gets the same pos array)."""
+        memo = self._rope_memo
+        if getattr(memo, "pos", None) is not pos:
+            memo.tables = rope_tables(pos, self.config.head_dim, self.config.rope_theta)
+            memo.pos = pos
+        return memo.tables
+
     def _block(self, i, x, pos, spans, keep):
+        if keep:
+            return self._block_traced(i, x, pos, spans)
+        from inside_llm.sim import q8
+
+        w, c = self.layers[i], self.config
+        cos, sin = self._rope(pos)
+        q, k, v = q8.split_rope(q8.rms_norm_rows(x, w.attn_norm, c.norm_eps) @ w.qkv, cos, sin,
+                                c.n_heads, c.n_kv_heads, c.head_dim)
+        o = np.empty((len(x), c.n_heads * c.head_dim), np.float32)
+        for seq_cache, rows in spans:
+            if rows.stop - rows.start == 1:  # a decoding sequence: one query, in one compiled call
+                p0 = int(pos[rows.start])
+                seq_cache.write(i, p0, k[:, rows], v[:, rows])
+                lo = max(0, p0 + 1 - c.max_seq_len)
+                keys, values = seq_cache.read(i, lo, p0 + 1)
+                q8.attend_one(q[:, rows], keys, values, p0, lo, c.max_seq_len, o[rows.start])
+            else:
+                o[rows], _ = self._attend_cached(i, seq_cache, q[:, rows], k[:, rows], v[:, rows], pos[rows])
+        mid = x + o @ w.wo
+        return mid + q8.swiglu(q8.rms_norm_rows(mid, w.mlp_norm, c.norm_eps) @ w.gu, c.ffn_dim) @ w.w2, None
+
+    def _block_traced(self, i, x, pos, spans):
+        """_block with every intermediate kept (LayerTrace: the inside views), in numpy."""
         w, c, N = self.layers[i], self.config, len(x)
         nq, nkv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
         h = rms_norm(x, w.attn_norm, c.norm_eps)
@@ -585,8 +618,6 @@ class ServedSmolLM(SmolLM):
         hidden = silu(gate) * up
         mlp_out = hidden @ w.w2
         out = mid + mlp_out
-        if not keep:
-            return out, None
         return out, LayerTrace(x, q, k, v, att, attn_out, mid, gate, up, hidden, mlp_out, out)
 
 
