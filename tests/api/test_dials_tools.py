@@ -78,3 +78,12 @@ def test_sweep_and_solve_as_csv(client):
     r = client.get("/api/dials/solve", params={"ask": "batch", "max_ttft_ms": 2000, "format": "csv"})
     (row,) = list(csv.DictReader(io.StringIO(r.text)))
     assert int(row["batch"]) == solve.largest_batch(BASE, 2000).value
+
+
+def test_solve_within_the_dials_gives_answers_its_controls_can_show(client):
+    g = get_json(client, "/api/dials/solve", ask="gpus", users=3000, within="dials")
+    assert g["value"] == g["adopt"]["gpus"] == 32  # 24 would do, but the dials' GPU menu has no 24
+    assert get_json(client, "/api/dials/solve", ask="gpus", users=3000)["value"] == 24
+    c = get_json(client, "/api/dials/solve", ask="context", within="dials")
+    assert c["value"] == c["adopt"]["prompt_tokens"] == 65536 and c["binding"] == "prompt_limit"
+    assert_refused(client, "/api/dials/solve", {"within": "galaxy"}, "within", "must be one of any or dials")

@@ -42,3 +42,19 @@ def test_fewest_gpus_serves_every_user():
     replicas = s.params.gpus // s.params.tp
     assert replicas * s.params.batch >= 500 and serving.estimate(s.params).ttft_ms <= 5000
     assert not solve.fewest_gpus(P, 500, max_ttft_ms=1).feasible
+
+
+def test_fewest_gpus_on_a_menu_takes_the_smallest_size_that_holds_the_replicas():
+    free = solve.fewest_gpus(P, 3000)
+    assert free.value == 24 and free.text.startswith("24 GPUs: 3 replicas of tp 8")  # any whole number of replicas
+    menu = solve.fewest_gpus(P, 3000, counts=(1, 2, 4, 8, 16, 32, 64, 72, 128))
+    assert menu.value == 32 and menu.params.gpus // menu.params.tp * menu.params.batch >= 3000
+    assert not solve.fewest_gpus(P, 3000, counts=(1, 2, 4, 8, 16)).feasible  # 24 needed, the menu ends at 16
+    one = solve.fewest_gpus(replace(P, model="llama-3.1-8b"), 100)
+    assert one.text.startswith("1 GPU: 1 replica of tp 1, 100 users each")
+
+
+def test_longest_context_within_a_prompt_range_says_the_range_binds():
+    s = solve.longest_context(P, max_prompt_tokens=65536)
+    assert s.value == 65536 and s.binding == "prompt_limit" and "range asked for ends there" in s.text
+    assert solve.longest_context(P).value > 65536  # the default setup's memory holds a longer prompt

@@ -7,6 +7,7 @@ the limits", "longest context at this batch" or "fewest GPUs for N users" and na
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -87,6 +88,21 @@ class SolveParams(DialsParams):
         le=serving.MAX_GPUS * serving.MAX_BATCH,
         description=f"ask=gpus: concurrent users (requests; 1-{serving.MAX_GPUS * serving.MAX_BATCH:,}).",
     )
+    within: Literal["any", "dials"] = Field(
+        "any",
+        description="any: every setup the API takes; dials: only what chapter 11's controls can show (a GPU "
+        "count on its menu, a prompt within its slider), so an adopted answer survives in a link.",
+    )
+
+
+@cache
+def dials_limits() -> tuple[tuple[int, ...], int]:
+    """Chapter 11's GPU menu and its prompt slider's end (scenes/11-dials.toml), for `within=dials`."""
+    from ..scenes import scene_by_slug
+
+    controls = {c.name: c for c in scene_by_slug("dials").controls}
+    counts = tuple(sorted(int(v) for v, _ in controls["gpus"].options))
+    return counts, int(controls["prompt_tokens"].max)
 
 
 class SolveResponse(BaseModel):
@@ -106,12 +122,13 @@ def get_solve(p: Annotated[SolveParams, Query()]) -> Any:
     sp = serving_params(p)
     ttft = p.max_ttft_ms or None
     tps = p.min_tokens_per_s_per_user or None
+    counts, max_prompt = dials_limits() if p.within == "dials" else (None, None)
     if p.ask == "batch":
         s = solve.largest_batch(sp, ttft, tps)
     elif p.ask == "context":
-        s = solve.longest_context(sp)
+        s = solve.longest_context(sp, max_prompt)
     else:
-        s = solve.fewest_gpus(sp, p.users, ttft, tps)
+        s = solve.fewest_gpus(sp, p.users, ttft, tps, counts)
     if p.format == "csv":
         return _csv([table.estimate_row(s.params)] if s.params is not None else [], "solve")
     adopt = figures = None

@@ -48,6 +48,7 @@ WHY = {
     "ttft": "the time to first token would pass the limit",
     "tokens_per_s_per_user": "each user's tokens/s would fall below the limit",
     "batch_limit": f"the dials stop at {MAX_BATCH:,} sequences",
+    "prompt_limit": "the prompt-length range asked for ends there",
 }
 
 
@@ -83,10 +84,12 @@ def largest_batch(
     return Solution("batch", True, lo, replace(p, batch=lo), binding, f"Batch {lo:,}: beyond it {WHY[binding]}.")
 
 
-def longest_context(p: ServingParams) -> Solution:
-    """The longest prompt (output length as in p) whose batch of p.batch sequences fits in memory."""
+def longest_context(p: ServingParams, max_prompt_tokens: int | None = None) -> Solution:
+    """The longest prompt (output length as in p, at most max_prompt_tokens when given: a control's range) whose
+    batch of p.batch sequences fits in memory."""
     cfg, _ = resolve(p)
-    window = cfg.model.max_position_embeddings - p.output_tokens
+    model_window = cfg.model.max_position_embeddings - p.output_tokens
+    window = model_window if max_prompt_tokens is None else min(model_window, max_prompt_tokens)
     if window < 1 or not memory_per_gpu(cfg, p.batch, 1 + p.output_tokens).fits:
         return Solution(
             "context", False, None, None, "memory",
@@ -99,8 +102,8 @@ def longest_context(p: ServingParams) -> Solution:
             lo = mid
         else:
             hi = mid - 1
-    binding = "context_window" if lo == window else "memory"
-    why = f"{cfg.model.name}'s window ends there" if binding == "context_window" else WHY["memory"]
+    binding = "memory" if lo < window else "context_window" if window == model_window else "prompt_limit"
+    why = f"{cfg.model.name}'s window ends there" if binding == "context_window" else WHY[binding]
     text = f"Prompts of {lo:,} tokens (+{p.output_tokens:,} out) at batch {p.batch:,}: beyond that {why}."
     return Solution("context", True, lo, replace(p, prompt_tokens=lo), binding, text)
 
@@ -110,8 +113,12 @@ def fewest_gpus(
     users: int,
     max_ttft_ms: float | None = None,
     min_tokens_per_s_per_user: float | None = None,
+    counts: tuple[int, ...] | None = None,
 ) -> Solution:
-    """The fewest GPUs (replicas of tp GPUs, pp = 1) that serve `users` concurrent requests within both limits."""
+    """The fewest GPUs (replicas of tp GPUs, pp = 1) that serve `users` concurrent requests within both limits.
+
+    counts: the server sizes allowed (a GPU menu, e.g. the dials'); the answer is then the smallest of them that
+    holds enough replicas (and is a multiple of tp). None: any whole number of replicas up to MAX_GPUS."""
     if not 1 <= users <= MAX_GPUS * MAX_BATCH:
         raise SimError("users", f"The users must be between 1 and {MAX_GPUS * MAX_BATCH:,}, not {users!r}.")
     best: tuple[int, int, int, int, str] | None = None  # (gpus, tp, replicas, batch, binding)
@@ -128,18 +135,23 @@ def fewest_gpus(
             continue
         replicas = math.ceil(users / s.value)
         gpus = replicas * tp
+        if counts is not None:
+            gpus = min((c for c in counts if c >= gpus and c % tp == 0), default=MAX_GPUS + 1)
+            replicas = gpus // tp
         if gpus > MAX_GPUS:
             last = "gpu_limit"
             continue
         if best is None or (gpus, tp) < best[:2]:
             best = (gpus, tp, replicas, math.ceil(users / replicas), s.binding)
     if best is None:
-        why = {"gpu_limit": f"more than the dials' {MAX_GPUS} GPUs would be needed"}.get(last, WHY.get(last, last))
+        top = MAX_GPUS if counts is None else max(counts)
+        why = {"gpu_limit": f"more than {top} GPUs would be needed"}.get(last, WHY.get(last, last))
         return Solution("gpus", False, None, None, last, f"Infeasible for {users:,} users: {why}.")
     gpus, tp, replicas, batch, binding = best
     adopt = replace(p, gpus=gpus, tp=tp, pp=1, batch=batch)
     text = (
-        f"{gpus} GPUs: {replicas} replica{'s' if replicas > 1 else ''} of tp {tp}, {batch:,} users each "
+        f"{gpus} GPU{'s' if gpus > 1 else ''}: {replicas} replica{'s' if replicas > 1 else ''} of tp {tp}, {batch:,} "
+        f"user{'s' if batch > 1 else ''} each "
         f"(a replica takes no more because {WHY[binding]})."
     )
     return Solution("gpus", True, gpus, adopt, binding, text)

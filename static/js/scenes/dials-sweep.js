@@ -171,6 +171,7 @@ export function createSweep(parent, ctx, pin = null) {
     q.set('max_ttft_ms', ttft.value || '0');
     q.set('min_tokens_per_s_per_user', tps.value || '0');
     q.set('users', users.value || '1');
+    q.set('within', 'dials'); // an answer the controls can show (and a link can keep)
     answer.textContent = 'Solving…';
     adoptBtn.hidden = true;
     try {
