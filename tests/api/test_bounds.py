@@ -151,6 +151,10 @@ def _is_stream(method: str, path: str) -> bool:
 
 
 def _call(method: str, path: str, name: str, value):
+    if "{" + name + "}" in path:  # a path parameter: sent in the path, as a client would
+        from urllib.parse import quote
+
+        return CLIENT.request(method, path.replace("{" + name + "}", quote(str(value), safe="")))
     if name.startswith("body."):
         return CLIENT.request(method, path, json={name[5:]: value})
     if _is_stream(method, path):
