@@ -173,6 +173,8 @@ def test_pin_a_is_in_the_url_and_comes_back_after_a_reload(page, base_url):
     first = page.locator(".readout .vs").first.inner_text()
     assert first.startswith("A ") and " · B " in first
     assert page.locator("#dials-pin-note").inner_text() == "Pinned A: weights BF16 (B FP8)."
+    href = page.locator("#dials-csv-a").get_attribute("href")  # A's numbers leave the page too
+    assert "precision=bf16" in href and "batch=64" in href and href.endswith("&format=csv")
     page.locator("#dials-pin").click()  # unpin: the URL lets A go
     page.wait_for_function("() => !new URL(location.href).searchParams.has('a')")
     assert page.locator(".readout .vs").first.is_hidden()

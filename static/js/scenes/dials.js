@@ -98,7 +98,7 @@ export function update(data, params) {
   view.curve.update(data);
   view.chat.update(data);
   if (view.explain) view.explain.update();
-  if (view.download) view.download.update(params);
+  if (view.download) view.download.update(params, view.pin ? view.pin.params : null);
   if (view.sweep) view.sweep.update(params);
   if (view.pin) showPin();
   if (view.open) showMath(view.open);
@@ -299,6 +299,7 @@ function pinChanged() {
   if (!view) return;
   showPin();
   if (view.sweep) view.sweep.refresh();
+  if (view.download && view.params) view.download.update(view.params, view.pin.params);
   if (view.params) document.dispatchEvent(new CustomEvent('inside-llm:url')); // tour.js writes `a` into the address
 }
 
