@@ -120,10 +120,30 @@ def test_same_url_same_bytes_and_etag(client):
         ("seats", 0, "1"),
         ("rate", MAX_RATE + 1, f"{MAX_RATE:g}"),
         ("rate", 0, "0"),
+        ("shared_prefix", 1.5, "1"),
+        ("shared_prefix", -0.1, "0"),
     ],
 )
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
     assert_refused(client, "/api/batching", {name: value}, name, bound)
+
+
+def test_shared_prefix_not_a_number_gets_422_in_words(client):
+    assert_refused(client, "/api/batching", {"shared_prefix": "half"}, "shared_prefix", "number")
+
+
+def test_a_shared_system_prompt_is_served_from_the_prefix_cache(client):
+    """Half the chats begin with one system prompt: all but the first admission find its pages cached."""
+    d = client.get("/api/batching", params={"shared_prefix": 0.5, "requests": 40}).json()
+    assert d["params"]["shared_prefix"] == 0.5
+    for p in d["policies"]:
+        pc = p["prefix_cache"]
+        assert pc["query_tokens"] >= 20 * 256 and 0.9 < pc["hit_rate"] < 1
+    none = client.get("/api/batching", params={"requests": 40}).json()
+    assert all(
+        p["prefix_cache"] == {"query_tokens": 0, "hit_tokens": 0, "hit_rate": 0.0, "num_evictions": 0}
+        for p in none["policies"]
+    )
 
 
 def test_bad_workload_and_unknown_names_get_422(client):

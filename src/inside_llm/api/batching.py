@@ -18,7 +18,7 @@ from ..sim import catalog, costmodel
 from ..sim.derivation import derive, math_dict
 from ..sim.serve.clocks import CostModelClock
 from ..sim.serve.records import BatchingResult
-from ..sim.serve.simulate import MAX_RATE, MAX_SEATS, simulate_batching
+from ..sim.serve.simulate import MAX_RATE, MAX_SEATS, SYSTEM_PROMPT_TOKENS, simulate_batching
 from .common import MAX_REQUESTS, Workload, seed_field
 from .measured import Measured, MeasuredHeader, cpu_info
 
@@ -45,6 +45,13 @@ class BatchingParams(BaseModel):
         "average), alpaca (19 / 58) or fixed (161 / 338).",
     )
     seed: int = seed_field("lengths and arrivals")
+    shared_prefix: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description=f"Share of requests that begin with one {SYSTEM_PROMPT_TOKENS}-token system prompt "
+        "(0-1); the prefix cache lets them share its KV pages.",
+    )
 
 
 @dataclass
@@ -151,6 +158,7 @@ def batching_json(p: BatchingParams) -> bytes:
         max_frames=MAX_FRAMES,
         max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
         max_seq_len=MAX_SEQ_LEN,
+        shared_prefix=p.shared_prefix,
     )
     fields = {**vars(result), "params": p.model_dump(), "engine": eng}
     return RESPONSE.dump_json(BatchingResponse(**fields))

@@ -18,6 +18,15 @@ Vocabulary follows vLLM (vllm/v1/core/block_pool.py, kv_cache_manager.py):
   contiguous region of slots, first fit over an address-ordered list of holes, so free memory can
   be split into holes too small for the next request (external fragmentation).
 Units: tokens == slots; one slot holds one token's keys and values for every layer.
+- Prefix caching, as vLLM does it (vllm/v1/core/block_pool.py, kv_cache_utils.py): a full page can carry
+  a `block_hash`, chained with its parent's (hash of the page's tokens and the hash of the page before),
+  so equal hashes mean equal prefixes. `BlockPool.cached_block_hash_to_block` maps hashes to pages; a
+  page whose last user leaves keeps its hash and sits in the free queue as *evictable*; a new request
+  whose leading hashes are cached takes those pages (ref_cnt += 1, out of the free queue if they were
+  there) instead of computing them; a page handed out from the free queue loses its hash (evicted), and
+  the free queue is least recently freed first, so eviction is LRU. The caller gives each request's
+  hashes (`set_block_hashes`); `cached_prefix_tokens` is vLLM's get_computed_blocks. A request with no
+  hashes behaves exactly as without caching.
 - `ReservedManager` puts ContiguousAllocator behind the same interface: at its first allocation a request
   reserves a region sized by a reservation policy (`reservation_slots`: contiguous = max_seq_len,
   pow2 = next power of two of the final length, oracle = exactly the final length).
@@ -27,7 +36,7 @@ The scheduler over these managers is serve/scheduler.py; chapter 6's simulation 
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,22 +65,28 @@ def check_pool(capacity_field: str, capacity_tokens: int, block_size: int, max_s
 
 @dataclass(slots=True)
 class Block:
-    """One physical page: its id and how many block tables hold it. (How full it is follows from the
-    tokens its requests hold: KVCacheManager.block_fill.)"""
+    """One physical page: its id, how many block tables hold it, and its prefix hash once it is full and
+    cached (None otherwise). (How full it is follows from the tokens its requests hold: block_fill.)"""
 
     block_id: int
     ref_cnt: int = 0
+    block_hash: int | None = None
 
 
 class BlockPool:
-    """All `num_blocks` blocks and the free queue. Invariant: a block is in the free queue iff ref_cnt == 0."""
+    """All `num_blocks` blocks, the free queue and the prefix cache. Invariants: a block is in the free queue
+    iff ref_cnt == 0; a block is in cached_block_hash_to_block iff it has a block_hash (in use, or free and
+    evictable)."""
 
     def __init__(self, num_blocks: int):
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
         self.num_blocks = num_blocks
         self.blocks: list[Block | None] = [None] * num_blocks  # made when first handed out
-        self.free_block_queue: deque[int] = deque(range(num_blocks))
+        # block ids, least recently freed first; an OrderedDict so a cache hit can take one from the middle
+        self.free_block_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self.cached_block_hash_to_block: dict[int, Block] = {}
+        self.num_evictions = 0  # cached pages handed out again (their hash dropped)
 
     @property
     def num_free_blocks(self) -> int:
@@ -85,17 +100,41 @@ class BlockPool:
         """Pop `num_blocks` blocks from the head of the free queue (ref_cnt -> 1), or None if too few."""
         if num_blocks > len(self.free_block_queue):
             return None
-        popleft, blocks = self.free_block_queue.popleft, self.blocks
+        popitem, blocks = self.free_block_queue.popitem, self.blocks
         out = []
         for _ in range(num_blocks):
-            i = popleft()
+            i = popitem(last=False)[0]
             block = blocks[i]
             if block is None:
                 block = blocks[i] = Block(i, 1)
             else:
                 block.ref_cnt = 1
+                if block.block_hash is not None:  # evict: the least recently freed cached page goes first
+                    del self.cached_block_hash_to_block[block.block_hash]
+                    block.block_hash = None
+                    self.num_evictions += 1
             out.append(block)
         return out
+
+    def get_cached_block(self, block_hash: int) -> Block | None:
+        return self.cached_block_hash_to_block.get(block_hash)
+
+    def touch(self, blocks: list[Block]) -> None:
+        """A new user of cached blocks: ref_cnt += 1, and out of the free queue if nobody held them."""
+        for block in blocks:
+            if block.ref_cnt == 0:
+                del self.free_block_queue[block.block_id]
+            block.ref_cnt += 1
+
+    def cache_block(self, block: Block, block_hash: int) -> None:
+        """Register a full block under its hash (a page already cached under that hash stays the one found)."""
+        if block.block_hash is None and block_hash not in self.cached_block_hash_to_block:
+            block.block_hash = block_hash
+            self.cached_block_hash_to_block[block_hash] = block
+
+    @property
+    def num_cached_blocks(self) -> int:
+        return len(self.cached_block_hash_to_block)
 
     def free_blocks(self, blocks: list[Block]) -> None:
         """Drop one reference from each block; blocks reaching ref_cnt 0 go to the free queue's tail.
@@ -105,8 +144,8 @@ class BlockPool:
         """
         for block in reversed(blocks):
             block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                self.free_block_queue.append(block.block_id)
+            if block.ref_cnt == 0:  # a cached block keeps its hash: evictable, reusable until handed out
+                self.free_block_queue[block.block_id] = None
 
 
 class KVCacheManager:
@@ -120,6 +159,48 @@ class KVCacheManager:
         self.req_to_blocks: dict[int, list[Block]] = {}
         self.num_tokens_of: dict[int, int] = {}  # tokens each request's table was last grown to hold
         self.held = np.zeros(num_requests, dtype=np.int64)
+        self.block_hashes: dict[int, list[int]] = {}  # prefix caching: each request's full-page hashes
+        self.num_query_tokens = self.num_hit_tokens = 0  # prefix-cache lookups at admission, in tokens
+
+    def set_block_hashes(self, request_id: int, block_hashes: list[int]) -> None:
+        """The chained hashes of request_id's leading full pages (the pages that may be shared)."""
+        self.block_hashes[request_id] = block_hashes
+
+    def cached_blocks(self, request_id: int) -> list[Block]:
+        """The longest run of request_id's leading pages already in the cache (vLLM's get_computed_blocks)."""
+        out, get = [], self.pool.cached_block_hash_to_block.get
+        for h in self.block_hashes.get(request_id, ()):
+            block = get(h)
+            if block is None:
+                break
+            out.append(block)
+        return out
+
+    def cached_prefix_tokens(self, request_id: int) -> int:
+        """Tokens of request_id a new allocation would find computed already (0 without hashes)."""
+        return len(self.cached_blocks(request_id)) * self.block_size if request_id in self.block_hashes else 0
+
+    def allocate_cached(self, request_id: int, num_tokens: int) -> int | None:
+        """allocate() for a request that holds nothing yet, reusing its cached leading pages: the tokens
+        found computed (a multiple of block_size), or None, taking nothing, if memory is short. Counts
+        the lookup (num_query_tokens: its hashed tokens; num_hit_tokens: those found)."""
+        hits = self.cached_blocks(request_id)
+        bs = self.block_size
+        new = -(-num_tokens // bs) - len(hits)
+        evictable = sum(1 for b in hits if b.ref_cnt == 0)  # leave the free queue when taken
+        if new + evictable > self.pool.num_free_blocks:
+            return None
+        self.pool.touch(hits)
+        table = self.req_to_blocks[request_id] = list(hits)
+        self.num_query_tokens += len(self.block_hashes.get(request_id, ())) * bs
+        self.num_hit_tokens += len(hits) * bs
+        if new > 0:
+            table += self.pool.get_new_blocks(new)
+        self.num_tokens_of[request_id] = num_tokens
+        if len(self.held):
+            self.held[request_id] = len(table)
+        self.cache_full_blocks(request_id)
+        return len(hits) * bs
 
     def allocate(self, request_id: int, num_tokens: int) -> list[Block] | None:
         """Grow request_id's block table to hold `num_tokens` tokens in total (not new tokens).
@@ -133,6 +214,8 @@ class KVCacheManager:
             table = self.req_to_blocks[request_id] = []
         elif num_tokens <= len(table) * bs:  # fast path: the last page has room
             self.num_tokens_of[request_id] = num_tokens
+            if request_id in self.block_hashes:
+                self.cache_full_blocks(request_id)
             return []
         need = -(-num_tokens // bs) - len(table)  # num_blocks_for, inlined: the scheduler's hottest call
         new = self.pool.get_new_blocks(need) if need > 0 else []
@@ -145,7 +228,17 @@ class KVCacheManager:
             table += new
             if len(self.held):
                 self.held[request_id] = len(table)
+        if request_id in self.block_hashes:
+            self.cache_full_blocks(request_id)
         return new
+
+    def cache_full_blocks(self, request_id: int) -> None:
+        """Register request_id's pages that are full (within the tokens it holds) and hashed. As in vLLM's
+        allocate_slots, a page is cached when it is allocated for tokens computed in this step."""
+        hashes, table = self.block_hashes.get(request_id, ()), self.req_to_blocks[request_id]
+        full = min(len(hashes), self.num_tokens_of[request_id] // self.block_size)
+        for i in range(full):
+            self.pool.cache_block(table[i], hashes[i])
 
     def free(self, request_id: int) -> int:
         """Return all of request_id's blocks to the pool; the number of blocks freed."""

@@ -99,9 +99,22 @@ class TraceRequests:
 
 
 @dataclass
+class PrefixCache:
+    """The prefix cache over the run: at each admission of a request that begins with the shared system
+    prompt, its hashed tokens are looked up (query) and those found computed are not prefilled (hit).
+    """
+
+    query_tokens: int
+    hit_tokens: int
+    hit_rate: float  # hit / query (0 when nothing was looked up)
+    num_evictions: int  # cached pages handed out to other tokens (LRU)
+
+
+@dataclass
 class PolicyRun(RunMetrics):
     name: str
     num_kv_blocks: int
+    prefix_cache: PrefixCache
     math: dict[str, dict]
     frames: BatchingFrames
     seat_spans: SeatSpans
@@ -286,6 +299,12 @@ def policy_run(log: StepLog, horizon_s: float, max_frames: int) -> PolicyRun:
         **vars(m),
         name=log.policy,
         num_kv_blocks=log.num_kv_blocks,
+        prefix_cache=PrefixCache(
+            query_tokens=log.prefix_query_tokens,
+            hit_tokens=log.prefix_hit_tokens,
+            hit_rate=round(log.prefix_hit_tokens / log.prefix_query_tokens, 4) if log.prefix_query_tokens else 0.0,
+            num_evictions=log.num_prefix_evictions,
+        ),
         math=metrics_math(m, log),
         frames=frames(log, sample_steps(starts, horizon_s, max_frames), starts),
         seat_spans=seat_spans(log, starts),

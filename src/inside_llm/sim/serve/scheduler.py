@@ -245,7 +245,12 @@ class Scheduler:
     def schedule_static(self) -> tuple[np.ndarray, ...]:
         if not self.running:  # form a batch; it prefills whole prompts in its first step
             while len(self.running) < self.seats and (rid := self.head()) is not None:
-                if self.kv.allocate(rid, int(self.prompt[rid] + self.output[rid])) is None:
+                tokens = int(self.prompt[rid] + self.output[rid])
+                if rid in self.kv.block_hashes:  # prefix caching: its cached leading pages count as computed
+                    if (hit := self.kv.allocate_cached(rid, tokens)) is None:
+                        break
+                    self.computed[rid] = hit
+                elif self.kv.allocate(rid, tokens) is None:
                     break
                 self.pop_head()
                 self.admit(rid)
@@ -253,25 +258,32 @@ class Scheduler:
 
     def schedule_continuous(self) -> tuple[np.ndarray, ...]:
         ids, n, computed, output, remaining, budget = self.schedule_running(self.budget)
-        admitted = []  # (id, new tokens, output tokens, prompt + output): a waiting request has computed nothing
+        admitted = []  # (id, new tokens, output tokens, tokens left to compute, tokens found computed)
         while not self.preempted and budget > 0 and len(self.running) < self.seats:
             rid = self.head()
             if rid is None:
                 break
             out = int(self.output[rid])
             tokens = int(self.prompt[rid]) + out
-            new = min(tokens, budget)
-            if self.kv.allocate(rid, new) is None:
-                break
+            if rid in self.kv.block_hashes:  # prefix caching: its cached leading pages count as computed
+                hit = self.kv.cached_prefix_tokens(rid)
+                new = min(tokens - hit, budget)
+                if self.kv.allocate_cached(rid, hit + new) is None:
+                    break
+                self.computed[rid] = hit
+            else:  # a waiting request has computed nothing
+                hit, new = 0, min(tokens, budget)
+                if self.kv.allocate(rid, new) is None:
+                    break
             self.pop_head()
             self.admit(rid)
-            admitted.append((rid, new, out, tokens))
+            admitted.append((rid, new, out, tokens - hit, hit))
             budget -= new
         if admitted:
-            a_ids, a_new, a_out, a_tokens = (np.array(c, dtype=np.int64) for c in zip(*admitted))
+            a_ids, a_new, a_out, a_left, a_hit = (np.array(c, dtype=np.int64) for c in zip(*admitted))
             ids, n = np.concatenate((ids, a_ids)), np.concatenate((n, a_new))
-            computed = np.concatenate((computed, np.zeros(len(a_ids), dtype=np.int64)))
-            output, remaining = np.concatenate((output, a_out)), np.concatenate((remaining, a_tokens))
+            computed = np.concatenate((computed, a_hit))
+            output, remaining = np.concatenate((output, a_out)), np.concatenate((remaining, a_left))
         return ids, n, computed, output, remaining
 
     def schedule(self, now: float) -> StepPlan | None:

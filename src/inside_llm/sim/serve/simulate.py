@@ -1,6 +1,12 @@
 """Run a trace through the serving core: the event loop (arrivals and step ends) that drives a Scheduler
 with a clock, and chapter 7's façade, simulate_batching (static vs continuous batching), with its bounds.
 
+A `shared_prefix` share of the requests begins with one system prompt of SYSTEM_PROMPT_TOKENS tokens
+(prepended to its prompt; the output is clipped to what max_seq_len leaves): those requests get the
+chained hashes of the system prompt's full pages, so the KV manager's prefix cache lets a later one
+reuse the pages an earlier one computed (vLLM's automatic prefix caching). The simulation knows no
+other token contents, so no other page is looked up, and shared_prefix=0 runs exactly as without a cache.
+
 Time is continuous (seconds). Events sit on a heap keyed (time, priority, seq): request arrivals
 (priority 0) and engine-step ends (priority 1), so an arrival at the instant a step ends is queued
 before the next step is planned.
@@ -8,7 +14,10 @@ before the next step is planned.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+
+import numpy as np
 
 from inside_llm.sim.serve.clocks import Executor, SimpleStepCost, StepTimeFn, describe_step_time
 from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, check_pool
@@ -21,6 +30,30 @@ ARRIVAL, STEP_END = 0, 1
 MAX_RATE = 32.0  # requests/s (the API reads these bounds from here)
 MAX_SEATS = 64
 MAX_KV_CAPACITY_TOKENS = 4_194_304
+SYSTEM_PROMPT_TOKENS = 256  # the page's choice: one system prompt, 16 pages of 16 tokens
+
+
+def with_system_prompt(trace: Trace, share: float, prefix_tokens: int) -> tuple[Trace, np.ndarray]:
+    """The trace with prefix_tokens more prompt tokens for round(share x N) requests spread evenly (request
+    i shares when floor((i + 1) x share) > floor(i x share)), and which requests those are."""
+    i = np.arange(trace.num_requests)
+    sharing = np.floor((i + 1) * share) > np.floor(i * share)
+    prompt = np.where(
+        sharing, np.minimum(trace.num_prompt_tokens + prefix_tokens, trace.max_seq_len - 1), trace.num_prompt_tokens
+    )
+    output = np.minimum(trace.num_output_tokens, trace.max_seq_len - prompt)
+    return dataclasses.replace(trace, num_prompt_tokens=prompt, num_output_tokens=output), sharing
+
+
+def prefix_block_hashes(prefix_tokens: int, block_size: int) -> list[int]:
+    """Chained hashes of the system prompt's full pages: page i's hash covers its tokens and page i-1's hash
+    (as vLLM's hash_block_tokens), so equal hashes mean equal prefixes. Its tokens are (0, i), one system
+    prompt; ints only, so the hashes are the same in every process."""
+    out, parent = [], -1
+    for page in range(prefix_tokens // block_size):
+        parent = hash((parent, 0, page))
+        out.append(parent)
+    return out
 
 
 def run(scheduler: Scheduler, executor: Executor) -> Scheduler:
@@ -57,12 +90,23 @@ def batching_run(
     max_num_batched_tokens: int,
     fast_forward: bool = True,
     record_seat_tokens: bool = False,
+    sharing: np.ndarray | None = None,
+    prefix_tokens: int = 0,
 ) -> Scheduler:
-    """One policy over one trace on a paged pool of num_blocks blocks, run to the end."""
+    """One policy over one trace on a paged pool of num_blocks blocks, run to the end. sharing: which
+    requests begin with the prefix_tokens-token system prompt (their pages may be shared)."""
     requests = Requests.of(trace.arrival_s, trace.num_prompt_tokens, trace.num_output_tokens)
     kv = KVCacheManager(BlockPool(num_blocks), block_size, len(requests))
+    if sharing is not None and sharing.any():
+        hashes = prefix_block_hashes(prefix_tokens, block_size)
+        for rid in np.flatnonzero(sharing).tolist():
+            kv.set_block_hashes(rid, hashes)
     scheduler = Scheduler(policy, requests, seats, kv, max_num_batched_tokens, fast_forward, record_seat_tokens)
-    return run(scheduler, Executor(step_time))
+    run(scheduler, Executor(step_time))
+    log = scheduler.steps
+    log.prefix_query_tokens, log.prefix_hit_tokens = kv.num_query_tokens, kv.num_hit_tokens
+    log.num_prefix_evictions = kv.pool.num_evictions
+    return scheduler
 
 
 def validate_batching(
@@ -75,8 +119,11 @@ def validate_batching(
     max_seq_len: int,
     step_time,
     policies: tuple[str, ...],
+    shared_prefix: float = 0.0,
 ) -> None:
     """ValueError naming the parameter and its bound (routers map these to 422)."""
+    if isinstance(shared_prefix, bool) or not (isinstance(shared_prefix, (int, float)) and 0 <= shared_prefix <= 1):
+        raise ValueError(f"shared_prefix must be a share in [0, 1] of the requests, got {shared_prefix!r}")
     if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate <= MAX_RATE):
         raise ValueError(f"rate must be in (0, {MAX_RATE}] requests/s, got {rate!r}")
     check_int("seats", seats, 1, MAX_SEATS)
@@ -101,11 +148,14 @@ def simulate_batching(
     max_num_batched_tokens: int = 2048,
     max_seq_len: int = 2048,
     policies: tuple[str, ...] = POLICIES,
+    shared_prefix: float = 0.0,
 ) -> BatchingResult:
     """Static vs continuous batching on one seeded Poisson trace (rate in requests/s).
 
     step_time(num_prefill_tokens, num_decode_seqs, decode_context_tokens) -> seconds (or an object
     with .seconds); default SimpleStepCost(). KV: kv_capacity_tokens // block_size blocks.
+    shared_prefix: the share of requests that begin with one system prompt of
+    min(SYSTEM_PROMPT_TOKENS, max_seq_len // 2) tokens, whose pages the prefix cache shares.
     """
     policies = tuple(policies)
     validate_batching(
@@ -118,11 +168,26 @@ def simulate_batching(
         max_seq_len,
         step_time,
         policies,
+        shared_prefix,
     )
-    trace = make_trace(workload, num_requests, seed, rate, max_seq_len)
+    trace, sharing, prefix_tokens = make_trace(workload, num_requests, seed, rate, max_seq_len), None, 0
+    if shared_prefix > 0:
+        prefix_tokens = min(SYSTEM_PROMPT_TOKENS, max_seq_len // 2)
+        trace, sharing = with_system_prompt(trace, shared_prefix, prefix_tokens)
     cost = step_time if step_time is not None else SimpleStepCost()
+    num_blocks = kv_capacity_tokens // block_size
     engines = [
-        batching_run(p, trace, seats, cost, kv_capacity_tokens // block_size, block_size, max_num_batched_tokens)
+        batching_run(
+            p,
+            trace,
+            seats,
+            cost,
+            num_blocks,
+            block_size,
+            max_num_batched_tokens,
+            sharing=sharing,
+            prefix_tokens=prefix_tokens,
+        )
         for p in policies
     ]
     horizon = max(float(e.finish_s.max()) for e in engines)
@@ -137,6 +202,7 @@ def simulate_batching(
         max_frames=max_frames,
         max_num_batched_tokens=max_num_batched_tokens,
         max_seq_len=max_seq_len,
+        shared_prefix=shared_prefix,
     )
     return BatchingResult(
         params=params,

@@ -64,3 +64,6 @@ class StepLog:
     records: list[StepRecord] = field(default_factory=list)  # one per planned step or decode run
     busy_seat_s: float = 0.0  # sum over steps of duration * occupied seats
     num_preemptions: int = 0
+    prefix_query_tokens: int = 0  # prefix cache: hashed tokens looked up at admissions
+    prefix_hit_tokens: int = 0  # of those, found computed
+    num_prefix_evictions: int = 0  # cached pages handed out again
