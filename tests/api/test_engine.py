@@ -73,3 +73,11 @@ def test_feed_streams_snapshots(client):
                 break
     assert lines[0] == "event: engine"
     assert set(json.loads(lines[-1][5:])) >= {"seats", "seats_in_use", "queued", "pages_in_use", "tokens_per_s"}
+
+
+def test_the_live_snapshot_is_never_cached(client):
+    """GET /api/engine is a reading of now: `no-store`, not the URL-keyed max-age every pure endpoint gets (a
+    browser reused an hour-old snapshot before)."""
+    r = client.get("/api/engine")
+    assert r.status_code == 200 and r.headers["cache-control"] == "no-store" and "etag" not in r.headers
+    assert {"seats", "queued", "pages", "pages_in_use"} <= set(r.json())

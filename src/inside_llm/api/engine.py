@@ -15,7 +15,8 @@ import time
 
 import anyio
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from .. import modelfile
@@ -53,8 +54,9 @@ def _engine():
 
 
 @router.get("/api/engine", response_model=EngineSnapshot, summary="The server's engine now: seats, queue, pages")
-def get_engine() -> dict:
-    return _engine().snapshot()
+def get_engine() -> JSONResponse:
+    """A live reading, so `no-store` (not the API's URL-keyed max-age: the same URL gives new numbers)."""
+    return JSONResponse(jsonable_encoder(_engine().snapshot()), headers={"cache-control": "no-store"})
 
 
 @router.get(
