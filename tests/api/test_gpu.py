@@ -160,3 +160,5 @@ def test_one_gpu_reads_as_one_and_the_overhead_names_its_source(client):
     s = client.get("/api/gpu").json()["stream"]
     assert s["overhead_ms"] == pytest.approx(80 * 0.025 + 1)
     assert s["overhead_note"].startswith("80 layers x 25 µs + 1 ms per step") and "NIM 1.8" in s["overhead_note"]
+    amd = client.get("/api/gpu", params={"gpu": "mi300x"}).json()["stream"]["overhead_note"]
+    assert amd.startswith("80 layers x 25 µs + 1.25 ms per step") and "vllm-rocm engine profile" in amd

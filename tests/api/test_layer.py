@@ -166,3 +166,17 @@ def test_an_empty_prompt_is_an_empty_picture(client):
     d = get(client, 0, "")
     assert d["num_tokens"] == 0 and d["qkv"]["q"] == [] and all(h["weights"] == [] for h in d["heads"])
     assert len(d["heads"]) == demo_model().config.n_heads
+
+
+def test_the_default_layer_and_head_look_at_content_not_a_sink(client):
+    """Issue 28: from layer ~2 most heads park their attention on the first token (named a sink on the stage); the
+    chapter opens where content attention shows: the default prompt, layer and head (scenes/03-layer.toml) send under
+    half of the later tokens' attention to the first token, and the last token spreads over several tokens."""
+    from inside_llm.scenes import scene_by_slug
+
+    ctl = {c.name: c for c in scene_by_slug("layer").controls}
+    r = client.get("/api/layer", params={"prompt": ctl["prompt"].default, "layer": ctl["layer"].default})
+    weights = r.json()["heads"][ctl["head"].default]["weights"]
+    sink = sum(row[0] for row in weights[1:]) / (len(weights) - 1)
+    assert sink < 0.5, f"head {ctl['head'].default} of layer {ctl['layer'].default} is a sink ({sink:.0%})"
+    assert sum(w > 0.1 for w in weights[-1]) >= 3

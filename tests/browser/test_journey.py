@@ -391,3 +391,25 @@ def test_chapter_2_says_both_next_tokens_for_the_question(page, base_url, smollm
     note = page.locator(".emb-note").inner_text()
     assert "next token is “<|im_end|>” (it would end its turn here)" in note
     assert "its answer starts with “The”" in note
+    # both next tokens in the readouts, side by side, each on one line at 1440 x 900 (was '45⏎% likely')
+    page.set_viewport_size({"width": 1440, "height": 900})
+    nxt = page.locator("#stage .readout.emb-next")
+    assert nxt.count() == 2
+    assert nxt.nth(0).locator(".label").inner_text().lower() == "next token, bare text"
+    assert nxt.nth(0).locator(".value").inner_text().startswith("<|im_end|>")
+    assert nxt.nth(1).locator(".label").inner_text().lower() == "as a chat"
+    assert nxt.nth(1).locator(".value").inner_text().startswith("The")
+    tops = page.evaluate("""() => [...document.querySelectorAll('#stage .readouts .readout')].map((r) => {
+        const v = r.querySelector('.value').getBoundingClientRect(), u = r.querySelector('.unit')?.getBoundingClientRect();
+        return [r.getBoundingClientRect().top, u ? Math.abs(u.bottom - v.bottom) : 0]; })""")
+    assert len({round(t) for t, _ in tops}) == 1, f"the five readouts sit in one row: {tops}"
+    assert all(gap < 12 for _, gap in tops), f"each unit on its value's line: {tops}"
+
+
+def test_chapter_2_on_a_phone_shows_the_tower_before_the_note(phone, base_url, smollm):
+    from urllib.parse import quote
+
+    open_page(phone, f"{base_url}/tour/embeddings?q={quote(QUESTION)}")
+    figure = phone.locator("#stage .emb-figure").bounding_box()
+    note = phone.locator("#stage .emb-note").bounding_box()
+    assert figure["y"] < note["y"] and figure["y"] < 844, (figure, note)

@@ -425,10 +425,14 @@ def overhead_text(cfg: EngineConfig, *, prefill_pass: bool = False) -> str:
     parts = f"{layers} layers x {eff.per_layer_overhead_s * 1e6:g} µs + {eff.step_overhead_s * 1e3:g} ms per step"
     if prefill_pass:
         parts += f" + {eff.prefill_pass_overhead_s * 1e3:g} ms prefill setup"
-    return (
+    text = (
         f"{parts}: kernel launches, norms, sampling and the scheduler, fitted on published low-batch decode "
         "latencies (NIM 1.8's one-user inter-token latency, Llama 3.3 70B FP8 on 2 x H100; vLLM at batch 8 on H200)"
     )
+    base = DEFAULT_EFFICIENCY
+    if (eff.step_overhead_s, eff.per_layer_overhead_s) != (base.step_overhead_s, base.per_layer_overhead_s):
+        text += f"; the {eff.profile} engine profile replaces a part with its own fit (docs/calibration.md)"
+    return text
 
 
 @dataclass(frozen=True)

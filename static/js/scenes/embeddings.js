@@ -109,9 +109,15 @@ function drawReadouts(d) {
   readout(view.readouts, 'Tokens', num(d.num_tokens), d.num_fallback_pieces ? `tokens · ${plural(d.num_fallback_pieces, 'piece')} in bytes` : 'tokens');
   const real = d.real_model.name.replace(/^Llama [\d.]+ /, '');
   const who = m.served === 'smollm2' ? 'SmolLM2' : 'toy';
-  readout(view.readouts, 'Numbers per token', num(m.dim), `${who} (${real}: ${num(d.real_model.hidden_size)})`);
-  readout(view.readouts, 'Layers', num(m.n_layers), `${who} (${real}: ${num(d.real_model.num_layers)})`);
-  readout(view.readouts, 'Next token', pieceLabel(d.next_token), `${pct(d.next_token.p, 0)} likely`, { cls: 'emb-next' });
+  // the served model is named in the note under the readouts; the unit only gives the big model's figure
+  const title = `${who}; ${d.real_model.name}`;
+  readout(view.readouts, 'Numbers per token', num(m.dim), `(${real}: ${num(d.real_model.hidden_size)})`, { title });
+  readout(view.readouts, 'Layers', num(m.n_layers), `(${real}: ${num(d.real_model.num_layers)})`, { title });
+  // both next tokens side by side when they differ: the bare text this tower reads, and the chat question (ch 9, 11)
+  const c = d.chat_next_token, both = c && c.id !== d.next_token.id;
+  readout(view.readouts, both ? 'Next token, bare text' : 'Next token', pieceLabel(d.next_token), both ? pct(d.next_token.p, 0)
+    : `${pct(d.next_token.p, 0)} likely`, { cls: 'emb-next' });
+  if (both) readout(view.readouts, 'As a chat', pieceLabel(c), pct(c.p, 0), { cls: 'emb-next emb-chat-next' });
 }
 
 /** The tower reads the bare words; asked as a chat question (chapters 9 and 11) the answer may start otherwise. */
