@@ -51,6 +51,7 @@ export function createController(state, els, hooks = {}) {
   let step = requestedStep(state.options);
 
   function rendered() {
+    stage.dataset.drawn = ''; // shown from the first draw on (theme.css): the skeleton mount() built never moves on screen
     if (hooks.onRender) hooks.onRender();
     renders += 1;
     document.documentElement.dataset.rendered = String(renders);
@@ -181,6 +182,7 @@ export function createController(state, els, hooks = {}) {
       const field = d && (d.loc || []).filter((x) => x !== 'query' && x !== 'body').pop();
       const shown = field && controls[field] && say(field, plainMessage(d.msg), true);
       status.textContent = shown ? `Not drawn: ${plainMessage(d.msg)}` : `Could not update: ${err.message}`;
+      stage.dataset.drawn = ''; // nothing drew: what mount() built is all there is to show
     } finally {
       stage.removeAttribute('aria-busy');
     }
