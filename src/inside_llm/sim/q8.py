@@ -102,7 +102,7 @@ def _matmul(x, q, s, out, pieces):
 
 # ---- the rest of a served layer, compiled too (sim/smollm.ServedSmolLM) ------------------------------
 # Between its 4 matrix products a layer made ~20 numpy calls on tiny arrays (norms, RoPE, attention over a few
-# dozen keys, SiLU): at batch 1 that Python and numpy overhead was a third of a step's CPU time. Each function
+# dozen keys): at batch 1 that Python and numpy overhead was a third of a step's CPU time. Each function
 # below does one of those steps in one call; every row's result depends on that row alone (the same loop
 # for each row), so batching still changes no answer.
 
@@ -124,81 +124,71 @@ def rms_norm_rows(x, w, eps):
 
 @njit(**_KW)
 def split_rope(qkv, cos, sin, n_heads, n_kv, hd):
-    """qkv [N, (H + 2 Hkv) hd] -> q [H, N, hd], k, v [Hkv, N, hd], q and k rotated by RoPE's interleaved
-    pairs at the angles cos, sin [N, hd/2] (transformer_ops.apply_rope)."""
+    """qkv [N, (H + 2 Hkv) hd] -> q [N, H, hd], k, v [N, Hkv, hd] (each token's heads contiguous), q and k
+    rotated by RoPE's interleaved pairs at the angles cos, sin [N, hd/2] (transformer_ops.apply_rope)."""
     n_rows = qkv.shape[0]
-    q = np.empty((n_heads, n_rows, hd), np.float32)
-    k = np.empty((n_kv, n_rows, hd), np.float32)
-    v = np.empty((n_kv, n_rows, hd), np.float32)
+    q = np.empty((n_rows, n_heads, hd), np.float32)
+    k = np.empty((n_rows, n_kv, hd), np.float32)
+    v = np.empty((n_rows, n_kv, hd), np.float32)
     half = hd // 2
     for n in range(n_rows):
         for h in range(n_heads + n_kv):
             base = h * hd
+            dst = q[n, h] if h < n_heads else k[n, h - n_heads]
             for i in range(half):
                 x0 = qkv[n, base + 2 * i]
                 x1 = qkv[n, base + 2 * i + 1]
                 c = cos[n, i]
                 s = sin[n, i]
-                if h < n_heads:
-                    q[h, n, 2 * i] = x0 * c - x1 * s
-                    q[h, n, 2 * i + 1] = x0 * s + x1 * c
-                else:
-                    k[h - n_heads, n, 2 * i] = x0 * c - x1 * s
-                    k[h - n_heads, n, 2 * i + 1] = x0 * s + x1 * c
+                dst[2 * i] = x0 * c - x1 * s
+                dst[2 * i + 1] = x0 * s + x1 * c
         vbase = (n_heads + n_kv) * hd
         for h in range(n_kv):
             for i in range(hd):
-                v[h, n, i] = qkv[n, vbase + h * hd + i]
+                v[n, h, i] = qkv[n, vbase + h * hd + i]
     return q, k, v
 
 
 @njit(**_KW)
 def attend_one(q, k, v, p, lo, window, out):
-    """One query per head, q [H, 1, hd], over keys/values k, v [Hkv, S, hd] at positions lo.. lo+S-1, the query
-    at position p; key j visible iff p - window < j <= p (transformer_ops.attend). Writes out [H hd]."""
-    n_heads, _, hd = q.shape
+    """One query per head, q [H, hd], over keys/values k, v [Hkv, S, hd] (contiguous) at positions lo ..
+    lo+S-1, the query at position p; key j visible iff p - window < j <= p (transformer_ops.attend). The heads
+    of one KV group read each key once. Writes out [H hd]."""
+    n_heads, hd = q.shape
     n_kv, n_keys, _ = k.shape
     group = n_heads // n_kv
     scale = np.float32(hd**-0.5)
-    w = np.empty(n_keys, np.float32)
+    w = np.empty((group, n_keys), np.float32)
     acc = np.empty(hd, np.float32)
-    for h in range(n_heads):
-        kh = h // group
-        top = -np.inf
-        for j in range(n_keys):
-            lag = p - (lo + j)
-            if lag < 0 or lag >= window:
-                w[j] = -np.inf
-                continue
-            d = np.float32(0.0)
+    first = max(0, p - window + 1 - lo)  # keys before it are outside the window
+    last = min(n_keys, p + 1 - lo)  # keys from it on are in the future
+    for kh in range(n_kv):
+        for j in range(first, last):
+            kj = k[kh, j]
+            for g in range(group):
+                qh = q[kh * group + g]
+                d = np.float32(0.0)
+                for i in range(hd):
+                    d += qh[i] * kj[i]
+                w[g, j] = d * scale
+        for g in range(group):
+            top = -np.inf
+            for j in range(first, last):
+                top = max(top, w[g, j])
+            total = np.float32(0.0)
+            for j in range(first, last):
+                e = np.float32(np.exp(w[g, j] - top))
+                w[g, j] = e
+                total += e
+            acc[:] = 0.0
+            for j in range(first, last):
+                wj = w[g, j] / total
+                vj = v[kh, j]
+                for i in range(hd):
+                    acc[i] += wj * vj[i]
+            h = kh * group + g
             for i in range(hd):
-                d += q[h, 0, i] * k[kh, j, i]
-            w[j] = d * scale
-            top = max(top, w[j])
-        total = np.float32(0.0)
-        for j in range(n_keys):
-            e = np.float32(np.exp(w[j] - top)) if w[j] > -np.inf else np.float32(0.0)
-            w[j] = e
-            total += e
-        acc[:] = 0.0
-        for j in range(n_keys):
-            wj = w[j] / total
-            for i in range(hd):
-                acc[i] += wj * v[kh, j, i]
-        for i in range(hd):
-            out[h * hd + i] = acc[i]
-
-
-@njit(**_KW)
-def swiglu(gu, ffn):
-    """gu [N, 2F] (gate, then up) -> silu(gate) * up [N, F] (transformer_ops.silu)."""
-    n_rows = gu.shape[0]
-    out = np.empty((n_rows, ffn), np.float32)
-    for n in range(n_rows):
-        for i in range(ffn):
-            g = gu[n, i]
-            out[n, i] = g * (np.float32(0.5) * (np.float32(1.0) + np.tanh(np.float32(0.5) * g))) * gu[n, ffn + i]
-    return out
+                out[h * hd + i] = acc[i]
 
 
 @njit(parallel=True, **_KW)

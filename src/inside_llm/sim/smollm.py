@@ -587,16 +587,18 @@ class ServedSmolLM(SmolLM):
                                 c.n_heads, c.n_kv_heads, c.head_dim)
         o = np.empty((len(x), c.n_heads * c.head_dim), np.float32)
         for seq_cache, rows in spans:
+            qs, ks, vs = q[rows].transpose(1, 0, 2), k[rows].transpose(1, 0, 2), v[rows].transpose(1, 0, 2)
             if rows.stop - rows.start == 1:  # a decoding sequence: one query, in one compiled call
                 p0 = int(pos[rows.start])
-                seq_cache.write(i, p0, k[:, rows], v[:, rows])
+                seq_cache.write(i, p0, ks, vs)
                 lo = max(0, p0 + 1 - c.max_seq_len)
-                keys, values = seq_cache.read(i, lo, p0 + 1)
-                q8.attend_one(q[:, rows], keys, values, p0, lo, c.max_seq_len, o[rows.start])
+                keys, values = (np.ascontiguousarray(a) for a in seq_cache.read(i, lo, p0 + 1))
+                q8.attend_one(q[rows.start], keys, values, p0, lo, c.max_seq_len, o[rows.start])
             else:
-                o[rows], _ = self._attend_cached(i, seq_cache, q[:, rows], k[:, rows], v[:, rows], pos[rows])
+                o[rows], _ = self._attend_cached(i, seq_cache, qs, ks, vs, pos[rows])
         mid = x + o @ w.wo
-        return mid + q8.swiglu(q8.rms_norm_rows(mid, w.mlp_norm, c.norm_eps) @ w.gu, c.ffn_dim) @ w.w2, None
+        gu = q8.rms_norm_rows(mid, w.mlp_norm, c.norm_eps) @ w.gu
+        return mid + (silu(gu[:, : c.ffn_dim]) * gu[:, c.ffn_dim :]) @ w.w2, None
 
     def _block_traced(self, i, x, pos, spans):
         """_block with every intermediate kept (LayerTrace: the inside views), in numpy."""
