@@ -188,6 +188,12 @@ class DemoOut(BaseModel):
         "a pass costing its weight reads; speedup = plain / speculative"
     )
     frames: list[DemoFrame]
+    drafts: list[dict[str, Any]] = Field(
+        description="the same prompt and gamma drafted three ways: this run's draft first, then the target "
+        "drafting for itself with its first fifth and first four fifths of its layers (early exit, read through "
+        "its own head); each with its steps (drafted, kept, missed, tokens), acceptance, alpha, c, GPU time in "
+        "big-model passes and speedup = num_tokens / GPU time"
+    )
     measured_speedup: float | None = Field(
         description=(
             "greedy wall time / speculative wall time of the demo models on this server's CPU (x; the one wall-clock "

@@ -292,7 +292,34 @@ def run_demo(prompt: str, gamma: int, max_new_tokens: int, setup: Setup | None =
         "gpu_time": gpu_time(frames, n_out, c),
         "draft_choice": stored_drafts() if setup.cost_ratio == 0 and not setup.same_model else None,
         "frames": frames, "math": _demo_math(counts, gamma, c, target, setup.draft_info),
+        "drafts": [draft_summary(setup, spec, n_out)]
+                  + [draft_summary(s, replay(a, gamma, n, s.guesses(a)), n_out) for s in self_drafts(setup)],
     }
+
+
+SELF_DRAFT_SHARES = (0.2, 0.8)  # self-drafts: the target's first fifth and first four fifths of its layers
+
+
+def self_drafts(setup: Setup) -> list[Setup]:
+    """The target drafting for itself: its own first layers, then its head (early exit), shallow and deep."""
+    n = setup.target.config.n_layers
+    ks = sorted({max(1, round(f * n)) for f in SELF_DRAFT_SHARES} - {n})
+    return [early_exit_setup(setup, k) for k in ks]
+
+
+def draft_summary(setup: Setup, spec: list[dict], num_tokens: int) -> dict[str, Any]:
+    """One draft's run on the prompt, for the side-by-side: its steps (drafted, kept, missed, tokens written),
+    acceptance, alpha, c and GPU time in big-model passes (a check costs one pass, a draft pass c)."""
+    counts, c = _counts(spec), setup.cost_ratio
+    steps = [{"drafted": f["num_drafted"], "kept": f["num_accepted"], "missed": f["rejected"] is not None,
+              "tokens": len(f["emitted"])} for f in spec]
+    gpu = sum(1 + f["num_drafted"] * c for f in spec)
+    kind = "lookup" if setup.guesses is None else ("self" if setup.name.rsplit("-ee", 1)[-1].isdigit() else "model")
+    return {"name": setup.draft_info["name"], "kind": kind, "cost_ratio": c,
+            "acceptance_rate": counts["acceptance_rate"], "alpha_estimate": counts["alpha_estimate"],
+            "num_target_passes": counts["num_target_passes"], "num_draft_passes": counts["num_draft_passes"],
+            "tokens_per_target_pass": num_tokens / counts["num_target_passes"],
+            "gpu_time": gpu, "speedup": num_tokens / gpu, "steps": steps}
 
 
 def _counts(spec: list[dict]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 // scenes/speculative-panels.js: chapter 9's side panels: pass ledger, speed-up vs γ curve, measured vs predicted on this CPU.
 
 import { svg, h, clear, root } from '../lib/svg.js';
-import { num, fixed, plural } from '../lib/format.js';
+import { num, fixed, plural, pct } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { widthClass } from '../lib/scene-kit.js';
 
@@ -23,54 +23,88 @@ function section(parent, cls, label) {
   return parent.querySelector(`:scope > .${cls}`) || h('section', { class: cls, 'aria-label': label }, parent);
 }
 
-// ---- GPU time: one bar per pass, plain vs speculative, on one time axis --------------------------
+// ---- GPU time: the same answer drafted three ways, and the formula, on one time axis --------------
+const DRAFT_LABEL = { lookup: 'Prompt lookup', self: 'Self-draft', model: 'Draft model' };
+
+/** A draft's row label: what drafts, in words. */
+export function draftLabel(x) {
+  return x.kind === 'self' ? `Self-draft: its ${x.name}` : DRAFT_LABEL[x.kind] || x.name;
+}
+
 /**
- * Two rows on one axis of GPU time (unit: one big-model pass, which costs its weight reads). Plain decoding:
- * one full bar per token. Speculative: per pass, its draft passes (c each) then one big-model bar split into
- * the tokens it kept. Up to `passes` passes (and `written` tokens) are drawn solid, the rest faint.
+ * Rows on one axis of GPU time (unit: one big-model pass, which costs its weight reads). The big model alone:
+ * one bar per token. Each draft (d.drafts: this run's, then the model drafting for itself with its first
+ * layers): per check, its draft passes (c each; the kept ones green, the first miss red, the rest grey), then
+ * one big-model bar split into the tokens it wrote (kept green, its own blue). Last, the formula at the
+ * chosen α, γ, c: N / E checks, each γ·c + 1 long, ending at N / speed-up. The first draft's row is drawn
+ * solid up to `passes` checks (the run on the bench), the rest faint.
  */
-export function drawLedger(box, d, written = d.num_tokens, passes = d.frames.length) {
+export function drawLedger(box, data, written, passes) {
+  const d = data.demo;
+  written = written ?? d.num_tokens;
+  passes = passes ?? d.frames.length;
   clear(box);
-  const t = d.gpu_time, U = 10, gap = 0.12 * U;
-  const W = Math.max(t.plain, t.speculative) * U;
-  h('p', { class: 'sp-ledger-head', 'data-secondary': '', text: 'GPU time, one bar per pass (a pass costs its weight reads; ' +
-    (t.cost_ratio > 0 ? `a draft pass costs c = ${fixed(t.cost_ratio, 2)} of a big-model pass)`
-      : `the draft is a ${d.draft_model.name}: it reads no weights, c = 0)`) }, box);
-  const row = (label, count, draw) => {
-    const r = h('div', { class: 'sp-ledger-row' }, box);
-    h('span', { class: 'sp-ledger-label', text: label }, r);
-    const s = svg('svg', { viewBox: `0 0 ${W} 12`, preserveAspectRatio: 'none', class: 'sp-ledger-bar',
-      role: 'img', 'aria-label': `${label}: ${count}` }, r);
+  const N = d.num_tokens, U = 10, gap = 0.12 * U;
+  const formulaT = N / data.speedup;
+  const W = Math.max(N, formulaT, ...d.drafts.map((x) => x.gpu_time)) * U;
+  h('p', { class: 'sp-ledger-head', text: `The same ${plural(N, 'token')}, drafted three ways on one time axis ` +
+    '(one unit = one big-model pass, which costs its weight reads; a draft pass costs c of one):' }, box);
+  const row = (cls, label, sub, count, draw) => {
+    const r = h('div', { class: `sp-ledger-row ${cls}` }, box);
+    const l = h('span', { class: 'sp-ledger-label' }, r);
+    h('b', { text: label }, l);
+    if (sub) h('small', { text: sub }, l);
+    const s = svg('svg', { viewBox: `0 -4 ${W} 16`, preserveAspectRatio: 'none', class: 'sp-ledger-bar',
+      role: 'img', 'aria-label': `${label}${sub ? ` (${sub})` : ''}: ${count}` }, r);
     draw(s);
     h('span', { class: 'sp-ledger-count', text: count }, r);
   };
-  row('Plain decoding', `${plural(d.num_tokens, 'pass', 'passes')}`, (s) => {
-    for (let j = 0; j < d.num_tokens; j++) {
-      svg('rect', { x: j * U + gap / 2, y: 0, width: U - gap, height: 12, class: `pass ${j < written ? 'own' : 'todo'}` }, s);
+  row('plain', 'Big model alone', `one pass per token: ${plural(N, 'pass', 'passes')}`, '1×', (s) => {
+    for (let j = 0; j < N; j++) {
+      svg('rect', { x: j * U + gap / 2, y: 0, width: U - gap, height: 12, class: 'pass own' }, s);
     }
-    svg('line', { x1: t.speculative * U, x2: t.speculative * U, y1: 0, y2: 12, class: 'sp-done' }, s);
   });
-  const drafts = d.frames.reduce((a, f) => a + f.num_drafted, 0);
-  row('Speculative', t.cost_ratio > 0 ? `${num(d.frames.length)} + ${num(drafts)} × ${fixed(t.cost_ratio, 2)} = ${fixed(t.speculative, 1)}`
-    : `${plural(d.frames.length, 'pass', 'passes')}`, (s) => {
-    let x = 0;
-    d.frames.forEach((f, i) => {
-      const done = i < passes, p = t.per_pass[i];
-      for (let j = 0; j < f.num_drafted && p.draft > 0; j++) {
-        const w = t.cost_ratio * U;
-        svg('rect', { x: x + w * 0.1, y: 3, width: w * 0.8, height: 6, class: `draft ${done ? '' : 'todo'}` }, s);
-        x += w;
-      }
-      const n = f.emitted.length, bw = (U - gap) / n;
-      f.emitted.forEach((_, j) => {
-        const cls = !done ? 'todo' : j < f.num_accepted ? 'kept' : 'own';
-        svg('rect', { x: x + gap / 2 + j * bw + (j ? 0.3 : 0), y: 0, width: bw - (j ? 0.3 : 0), height: 12, class: `pass ${cls}` }, s);
+  d.drafts.forEach((x, i) => {
+    const live = i === 0 ? passes : x.steps.length;
+    row(`draft ${x.kind}`, draftLabel(x), `c = ${fixed(x.cost_ratio, 2)} · ${pct(x.acceptance_rate, 0)} of guesses kept`,
+      `${fixed(x.speedup, 2)}×`, (s) => {
+        let at = 0;
+        x.steps.forEach((st, k) => {
+          const done = k < live, w = x.cost_ratio * U;
+          for (let j = 0; j < st.drafted && w > 0; j++) {
+            const state = j < st.kept ? 'kept' : j === st.kept && st.missed ? 'miss' : 'dropped';
+            svg('rect', { x: at + w * 0.1, y: 2, width: w * 0.8, height: 8, class: `draft ${done ? state : 'todo'}` }, s);
+            at += w;
+          }
+          if (st.missed && done) svg('rect', { x: at, y: -4, width: U * 0.28, height: 3, class: 'miss-mark' }, s);
+          const bw = (U - gap) / st.tokens;
+          for (let j = 0; j < st.tokens; j++) {
+            const cls = !done ? 'todo' : j < st.kept ? 'kept' : 'own';
+            svg('rect', { x: at + gap / 2 + j * bw + (j ? 0.3 : 0), y: 0, width: bw - (j ? 0.3 : 0), height: 12, class: `pass ${cls}` }, s);
+          }
+          at += U;
+        });
       });
-      x += U;
-    });
   });
-  h('p', { class: 'sp-ledger-sum', 'data-secondary': '', text: `Same ${plural(d.num_tokens, 'token')}: ${fixed(t.plain, 0)} pass-times plain, ` +
-    `${fixed(t.speculative, 1)} speculative, ${fixed(t.speedup, 1)}× sooner on a GPU (the dashed line: where speculative ends).` }, box);
+  const g = data.gamma, c = data.cost_ratio, E = data.expected_tokens_per_pass;
+  row('formula', `The formula at α = ${fixed(data.alpha, 2)}`, `γ = ${g}, c = ${fixed(c, 2)}: ${fixed(E, 2)} tokens a check`,
+    `${fixed(data.speedup, 2)}×`, (s) => {
+      const step = (g * c + 1) * U;
+      for (let at = 0, k = 0; at < formulaT * U - 1e-6; at += step, k++) {
+        const left = formulaT * U - at;  // the last check is a fraction: N / E checks in all
+        const f = Math.min(1, left / step);
+        svg('rect', { x: at + gap / 2, y: 2, width: Math.max(0, g * c * U * f - gap / 2), height: 8, class: 'draft expected' }, s);
+        svg('rect', { x: at + g * c * U * f + gap / 2, y: 0, width: Math.max(0, U * f - gap), height: 12, class: 'pass expected' }, s);
+      }
+    });
+  const best = d.drafts.reduce((a, x) => (x.speedup > a.speedup ? x : a), d.drafts[0]);
+  const selfs = d.drafts.filter((x) => x.kind === 'self');
+  const slow = selfs.length > 1 && selfs.every((x) => x.speedup < 1);
+  h('p', { class: 'sp-ledger-sum', 'data-secondary': '', text: `Every row writes the same answer. ${draftLabel(best)} finishes first here ` +
+    `(${fixed(best.gpu_time, 1)} pass-times against ${num(N)}).` + (slow ? ` Both self-drafts are slower than the big model ` +
+    `alone: its ${selfs[0].name} cost ${fixed(selfs[0].cost_ratio, 2)} of a pass and keep ${pct(selfs[0].acceptance_rate, 0)}, ` +
+    `its ${selfs[selfs.length - 1].name} keep ${pct(selfs[selfs.length - 1].acceptance_rate, 0)} but cost ` +
+    `${fixed(selfs[selfs.length - 1].cost_ratio, 2)}; a model must be trained to stop early (LayerSkip) for a self-draft to pay.` : '') }, box);
 }
 
 // ---- the formula: speed-up vs γ for the chosen α and c -------------------------------------------

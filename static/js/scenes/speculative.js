@@ -23,12 +23,12 @@ export function mount(stage, context) {
     transport: transport(bar, { onPlay: run, hush: () => [view.readouts] }),
     next: button(bar, '▶', 'Next pass', () => showStep(Math.min(numSteps(view.data) - 1, view.step + 1))),
     passLabel: h('span', { class: 'sp-pass-label' }, bar),
+    ledger: h('section', { class: 'sp-ledger', 'aria-label': 'Three drafts, one time axis' }, wrap),
     readouts: readoutRow(wrap, 'sp-readouts'),
     bench: h('section', { class: 'sp-bench', 'aria-label': 'This pass' }, wrap),
     text: h('p', { class: 'sp-text', 'aria-label': 'Prompt and answer so far' }, wrap),
     check: h('p', { class: 'sp-check', 'data-narrow-secondary': '' }, wrap),
     other: h('p', { class: 'sp-other' }, wrap),
-    ledger: h('div', { class: 'sp-ledger', 'data-narrow-secondary': '' }, wrap),
     legend: h('div', { class: 'legend sp-legend', 'data-secondary': '' }, wrap),
     panels: h('div', { class: 'sp-panels' }, wrap),
   };
@@ -59,12 +59,15 @@ export function update(data, params) {
   drawAnalytic(view.panels, data, panelOpts());
   drawMeasured(view.panels, data, panelOpts());
   const key = data.demo.measured_url;
-  if (key === view.key) return; // alpha or c moved: the run is the same, keep its animation going
+  if (key === view.key) { // alpha or c moved: the run is the same, keep its animation going; the formula row moves
+    drawLedger(view.ledger, data, view.written, view.passes);
+    return;
+  }
   view.key = key;
   view.pose = '';
   view.benchFrame = undefined;
   drawText(data.demo);
-  drawLedger(view.ledger, data.demo);
+  drawLedger(view.ledger, data);
   const d = data.demo;
   view.check.className = `sp-check ${d.matches_greedy ? 'ok' : 'bad'}`;
   view.check.textContent = d.matches_greedy
@@ -155,7 +158,9 @@ function pose(i, t) {
   drawBench(f, t, p, judged);
   const written = f ? f.start + (judged ? f.emitted.length : 0) : 0;
   showText(written, f && judged && !settled ? f : null);
-  drawLedger(view.ledger, d, written, judged ? i + 1 : Math.max(0, i));
+  view.written = written;
+  view.passes = judged ? i + 1 : Math.max(0, i);
+  drawLedger(view.ledger, view.data, written, view.passes);
   drawReadouts(d, judged ? i + 1 : Math.max(0, i), written);
   view.passLabel.textContent = f ? `Pass ${num(i + 1)} of ${num(d.frames.length)}` : `Prompt · ${num(d.frames.length)} passes ahead`;
 }
