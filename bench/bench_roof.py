@@ -8,11 +8,14 @@ one decode step actually reads, so a loaded machine shows up as a low roof, not 
 - decode: the float32 reference (16-column panels, OpenBLAS, one thread: what the server ran before) and the
   served int8 form (sim/q8.py, numba on all threads; also pinned to one), at batch 1, 2 and 8, rounds
   alternating format by format; tokens/s over all sequences, the best round (other people's work only slows
-  a round down), the CPU time per step beside it;
+  a round down), and the least CPU time per step of the rounds beside it;
 - cold start (a fresh process: import, check and load the cache, first token) and its RSS after answering:
   twice on a linked copy of the cache, first without the record of a passed check (every file's checksum is
   read, as every start did before smollm.verify_cache) and then with it (file stamps compared); the ratio
   note gives the second's CPU time over the first's.
+
+Each ratio is given twice: tokens/s (wall) and CPU time per token (time.process_time over every thread),
+which other people's work on a shared 2-core machine inflates far less.
 
 Targets (issue 25): int8 single stream >= 2.5x the float32 path in the same run and >= 50% of the roof for
 the bytes it reads; batch 8 >= 4x batch 1 and >= 350 tokens/s; batch 2 never below batch 1; cold start
@@ -156,8 +159,7 @@ def run() -> list[dict]:
                 for b in BATCHES if name != "int8 1 thread" else (1,):
                     tps, cpu = decode(model, b, ids)
                     k = (name, b)
-                    if k not in best or tps > best[k][0]:
-                        best[k] = [tps, cpu]
+                    best[k] = [max(tps, best[k][0]), min(cpu, best[k][1])] if k in best else [tps, cpu]
             roofs.append(roof(head))
         numba.set_num_threads(threads)
     r1, r2 = max(r[0] for r in roofs), max(r[1] for r in roofs)
@@ -190,6 +192,25 @@ def run() -> list[dict]:
     rows.append(_row("int8 batch 2 / batch 1", best[("int8", 2)][0] / q1, "x", "target >= 1"))
     rows.append(_row("int8 batch 8 / batch 1", best[("int8", 8)][0] / q1, "x", "target >= 4"))
     rows.append(_row("float32 batch 8 / batch 1", best[("float32", 8)][0] / f1, "x", "the reference, same run"))
+    # CPU time, which other people's work on a shared machine inflates far less than wall time
+    cpu = {k: v[1] / k[1] for k, v in best.items()}  # CPU s per token (all threads), the least of the rounds
+    rows.append(
+        _row(
+            "float32 / int8 CPU per token, single stream",
+            cpu[("float32", 1)] / cpu[("int8 1 thread", 1)],
+            "x",
+            f"{cpu[('float32', 1)] * 1e3:.1f} vs {cpu[('int8 1 thread', 1)] * 1e3:.1f} CPU-ms, one thread each; "
+            "target >= 2.5",
+        )
+    )
+    rows.append(
+        _row(
+            "int8 batch 8 / batch 1, tokens per CPU-second",
+            cpu[("int8", 1)] / cpu[("int8", 8)],
+            "x",
+            f"{cpu[('int8', 8)] * 1e3:.1f} vs {cpu[('int8', 1)] * 1e3:.1f} CPU-ms per token; target >= 4",
+        )
+    )
     full, c = cold_starts()
     rows.append(
         _row(
