@@ -38,6 +38,18 @@ def test_readouts_and_the_shared_clock(page, base_url):
     assert page.console_errors == []
 
 
+def test_a_shared_system_prompt_shows_its_prefix_cache_hits(page, base_url):
+    page.goto(base_url + "/tour/batching?shared_prefix=0.5&requests=40")
+    rendered(page)
+    row = page.locator(".bt-table tr", has_text="Prefix cache hits").inner_text()
+    assert re.search(r"Prefix cache hits\s+9\d\.\d% of 5,120 tokens\s+9\d\.\d% of 5,120 tokens", row), row
+    assert "256-token system prompt" in page.locator("p.bt-engine").first.inner_text()
+    page.goto(base_url + "/tour/batching?requests=40")
+    rendered(page)
+    assert page.locator(".bt-table tr", has_text="Prefix cache hits").count() == 0
+    assert page.console_errors == []
+
+
 def test_measured_panel_shows_tokens_per_second_for_three_batches(page, base_url):
     page.goto(base_url + "/tour/batching?step=1")
     rendered(page)

@@ -99,6 +99,7 @@ def engine(seats: int) -> dict:
         "block_size": BLOCK_SIZE,
         "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS,
         "max_seq_len": MAX_SEQ_LEN,
+        "system_prompt_tokens": SYSTEM_PROMPT_TOKENS,
         "decode_step_ms_batch_1": round(b1.seconds * 1e3, 3),
         "decode_step_ms_all_seats": round(full.seconds * 1e3, 3),
         "prefill_step_ms_2048_tokens": round(step_seconds(2048, 0, 0).seconds * 1e3, 3),

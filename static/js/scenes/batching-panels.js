@@ -31,12 +31,20 @@ export function drawPanels(els, d) {
     `${duration(c.latency_ms_p50)} / ${duration(c.latency_ms_p99)}`);
   row('Seat utilisation', pct(s.seat_utilization, 1), pct(c.seat_utilization, 1));
   row('All requests done after', duration(s.makespan_s * 1e3), duration(c.makespan_s * 1e3));
+  if (d.params.shared_prefix > 0) { // the prefix cache: pages of the shared system prompt found computed
+    const hits = (p) => `${pct(p.prefix_cache.hit_rate, 1)} of ${num(p.prefix_cache.query_tokens)} tokens`;
+    row('Prefix cache hits', hits(s), hits(c));
+  }
   const e = d.engine;
   els.engine.textContent = `Simulated engine: ${e.model} (${e.precision.toUpperCase()}) on one ${e.gpu}. Every step ` +
     `lasts what the cost model says for its batch: a decode step takes ${fixed(e.decode_step_ms_batch_1, 1)} ms for ` +
     `one chat and ${fixed(e.decode_step_ms_all_seats, 1)} ms for all ${d.params.seats} seats. KV pool ` +
     `${num(e.kv_capacity_tokens)} tokens in ${e.block_size}-token pages; ${num(d.params.requests)} requests arrive ` +
-    `at random, ${num(d.params.rate)} per second on average.`;
+    `at random, ${num(d.params.rate)} per second on average.` + (d.params.shared_prefix > 0
+    ? ` ${pct(d.params.shared_prefix, 0)} of them begin with one ${num(e.system_prompt_tokens)}-token ` +
+      'system prompt: its full pages are hashed, and a chat that finds them cached shares them instead of ' +
+      'computing them again (prefix caching, as vLLM).'
+    : '');
   clear(els.math);
   const box = h('details', { class: 'math bt-mathbox' }, els.math);
   h('summary', { text: 'How are these computed?' }, box);
