@@ -216,3 +216,15 @@ def test_fp4_formats_are_in_the_menu_with_their_computed_bits(page, base_url, fm
     assert f"to {d['needles']['demo']['perplexity']:.1f} in {fmt.upper()}" in page.locator("#fact").inner_text()
     assert f"precision={fmt}" in page.url
     assert page.console_errors == []
+
+
+def test_on_a_phone_the_16_bit_box_label_is_hidden_rather_than_unreadable(phone, base_url):
+    """The dashed box's sentence shrinks to fit its empty part; on a 390 px phone that was ~4 px text: hidden instead
+    (the legend's dashed swatch names the box)."""
+    phone.goto(base_url + "/tour/quantization")
+    phone.wait_for_selector(".q-tile-svg .bit")
+    settled(phone, "() => +document.querySelector('.q-tile-svg .hit').getAttribute('width')")
+    px = phone.evaluate("""() => { const t = document.querySelector('.q-tile-svg .q-ghost-label');
+        return [getComputedStyle(t).visibility, t.getBoundingClientRect().height]; }""")
+    assert px[0] == "hidden", px
+    assert "the same tile at 16 bits" in phone.locator(".q-bit-legend").inner_text()

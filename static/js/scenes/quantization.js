@@ -191,7 +191,11 @@ function layoutBits(bits) {
   t.ghostLbl.setAttribute('x', used + free / 2);
   t.ghostLbl.textContent = `at 16 bits the same ${t.n * t.n} weights fill the whole box (${fixed(16 / bits, 1)}× the bits)`;
   // the sentence fits the empty part: about 0.55 em per character
-  t.ghostLbl.setAttribute('font-size', Math.min(v.ch * 1.1, (0.92 * free) / (0.55 * t.ghostLbl.textContent.length)).toFixed(1));
+  const size = Math.min(v.ch * 1.1, (0.92 * free) / (0.55 * t.ghostLbl.textContent.length));
+  t.ghostLbl.setAttribute('font-size', size.toFixed(1));
+  // drawn under 8 px (a phone) nobody reads it: the legend's dashed swatch says the same
+  const px = size * ((t.s.clientWidth || t.W) / t.W);
+  if (px < 8) t.ghostLbl.style.visibility = 'hidden';
 }
 
 function largest(m) {
