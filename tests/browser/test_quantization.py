@@ -228,3 +228,21 @@ def test_on_a_phone_the_16_bit_box_label_is_hidden_rather_than_unreadable(phone,
         return [getComputedStyle(t).visibility, t.getBoundingClientRect().height]; }""")
     assert px[0] == "hidden", px
     assert "the same tile at 16 bits" in phone.locator(".q-bit-legend").inner_text()
+
+
+def test_every_menu_format_counts_its_scales_as_its_bar_does(page, base_url):
+    """Issue 28 red pen: the menu's INT8 said 'group 128' while its bar said 8 bits/weight (INT4 g128: 4.125). Each
+    option's words now match the bits its bar gives, scales included."""
+    page.goto(base_url + "/tour/quantization")
+    page.wait_for_selector(".q-size")
+    options = dict(page.locator("#ctl-precision option").evaluate_all("(os) => os.map((o) => [o.value, o.text])"))
+    bars = dict(
+        page.locator(".q-size").evaluate_all(
+            "(rows) => rows.map((r) => [r.querySelector('b').textContent, r.querySelector('.q-size-head span').textContent])"
+        )
+    )
+    assert "per channel (8 bits)" in options["int8"] and "8 bits/weight" in bars["INT8"]
+    assert "group 128" in options["int4"] and "4.125 bits/weight" in bars["INT4"]
+    assert "blocks of 16" in options["nvfp4"] and "4.5 bits/weight" in bars["NVFP4"]
+    assert "blocks of 32" in options["mxfp4"] and "4.25 bits/weight" in bars["MXFP4"]
+    assert page.console_errors == []
