@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from pagekit import open_page
 
 from inside_llm.sim import catalog
 
@@ -139,3 +140,13 @@ def test_stage_explains_the_average_rate_from_the_response(page, base_url):
         .startswith(f"Why {s1['effective_tb_s']:.2f} of {s1['peak_tb_s']:.2f} TB/s?")
     )
     assert page.console_errors == []
+
+
+def test_on_a_phone_no_readout_unit_breaks_over_two_lines(phone, base_url):
+    """Screenshot fix: 'TB/s · peak 3.35' broke as 'peak 3.3' / '5' in a phone's readout tile (now 'TB/s of 3.35')."""
+    open_page(phone, base_url + "/tour/gpu")
+    lines = phone.evaluate(
+        "() => [...document.querySelectorAll('#stage .readout .unit')].map((u) => [u.textContent, u.getClientRects().length])"
+    )
+    assert lines and all(n == 1 for _, n in lines), lines
+    assert any(t == "TB/s of 3.35" for t, _ in lines), lines

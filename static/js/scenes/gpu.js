@@ -89,7 +89,7 @@ function drawReadouts(d) {
   readout(view.readouts, 'Read per step', value, `${unit} per GPU`,
     { title: `weights ${bytes(s.weight_bytes_per_step)} + KV cache ${bytes(s.kv_bytes_per_step)}` });
   readout(view.readouts, 'One decode step', ...splitUnit(duration(s.step_ms)), `${s.bound}-bound`);
-  readout(view.readouts, 'Average rate', fixed(s.effective_tb_s, 2), `TB/s\u00a0·\u00a0peak\u00a0${num(s.peak_tb_s)}`); // one unbroken unit
+  readout(view.readouts, 'Average rate', fixed(s.effective_tb_s, 2), `TB/s of ${num(s.peak_tb_s)}`); // short: a phone's tile never splits it
   readout(view.readouts, 'Tokens per second', num(s.tokens_per_s), d.batch === 1 ? 'one chat' : `${num(d.batch)} chats`);
 }
 
