@@ -122,6 +122,8 @@ def test_same_url_same_bytes_and_etag(client):
         ("rate", 0, "0"),
         ("shared_prefix", 1.5, "1"),
         ("shared_prefix", -0.1, "0"),
+        ("max_num_batched_tokens", 63, "64"),
+        ("max_num_batched_tokens", 8193, "8,192"),
     ],
 )
 def test_out_of_bounds_gets_422_naming_field_and_bound(client, name, value, bound):
@@ -144,6 +146,18 @@ def test_a_shared_system_prompt_is_served_from_the_prefix_cache(client):
         p["prefix_cache"] == {"query_tokens": 0, "hit_tokens": 0, "hit_rate": 0.0, "num_evictions": 0}
         for p in none["policies"]
     )
+
+
+def test_a_smaller_token_budget_delays_first_tokens_and_speeds_the_others(client):
+    """vLLM's max_num_batched_tokens: fewer tokens per step cut prompts into more pieces (later first tokens)
+    and keep each step shorter for the chats decoding beside them (faster tokens after the first)."""
+    q = {"rate": 8, "seats": 32}
+    small = client.get("/api/batching", params={**q, "max_num_batched_tokens": 64}).json()
+    big = client.get("/api/batching", params={**q, "max_num_batched_tokens": 2048}).json()
+    assert small["engine"]["max_num_batched_tokens"] == 64 and big["engine"]["max_num_batched_tokens"] == 2048
+    s, b = small["policies"][1], big["policies"][1]
+    assert s["ttft_ms_p50"] > b["ttft_ms_p50"] and s["tpot_ms_p99"] < b["tpot_ms_p99"]
+    assert small["policies"][0]["ttft_ms_p50"] == big["policies"][0]["ttft_ms_p50"]  # static prefills whole prompts
 
 
 def test_bad_workload_and_unknown_names_get_422(client):

@@ -28,7 +28,8 @@ MIN_RATE = 0.01  # slower arrivals overflow the trace's clock (5e-324 req/s gave
 MAX_FRAMES = 150
 MAX_SEQ_LEN = 2048
 BLOCK_SIZE = 16
-MAX_NUM_BATCHED_TOKENS = 2048
+MAX_NUM_BATCHED_TOKENS = 2048  # the default token budget per step (vLLM's max_num_batched_tokens)
+BUDGET_BOUNDS = (64, 8192)
 MODEL_ID, GPU_ID = "llama-3.1-8b", "h100-sxm"
 
 
@@ -51,6 +52,13 @@ class BatchingParams(BaseModel):
         le=1,
         description=f"Share of requests that begin with one {SYSTEM_PROMPT_TOKENS}-token system prompt "
         "(0-1); the prefix cache lets them share its KV pages.",
+    )
+    max_num_batched_tokens: int = Field(
+        MAX_NUM_BATCHED_TOKENS,
+        ge=BUDGET_BOUNDS[0],
+        le=BUDGET_BOUNDS[1],
+        description=f"Tokens one continuous-batching step computes at most ({BUDGET_BOUNDS[0]}-{BUDGET_BOUNDS[1]}; "
+        "vLLM's max_num_batched_tokens): longer prompts are prefilled in chunks beside the decodes.",
     )
 
 
@@ -146,7 +154,7 @@ def engine(seats: int) -> dict:
 @lru_cache(maxsize=64)
 def batching_json(p: BatchingParams) -> bytes:
     """The response body for one parameter set (pure: same params, same bytes)."""
-    eng = engine(p.seats)
+    eng = {**engine(p.seats), "max_num_batched_tokens": p.max_num_batched_tokens}
     result = simulate_batching(
         rate=p.rate,
         num_requests=p.requests,
@@ -157,7 +165,7 @@ def batching_json(p: BatchingParams) -> bytes:
         kv_capacity_tokens=eng["kv_capacity_tokens"],
         block_size=BLOCK_SIZE,
         max_frames=MAX_FRAMES,
-        max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
+        max_num_batched_tokens=p.max_num_batched_tokens,
         max_seq_len=MAX_SEQ_LEN,
         shared_prefix=p.shared_prefix,
     )

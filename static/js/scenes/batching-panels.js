@@ -27,6 +27,8 @@ export function drawPanels(els, d) {
     `${fixed(ratio, 1)}×`);
   row('Time to first token, p50 / p99', `${duration(s.ttft_ms_p50)} / ${duration(s.ttft_ms_p99)}`,
     `${duration(c.ttft_ms_p50)} / ${duration(c.ttft_ms_p99)}`);
+  row('Time per output token, p50 / p99', `${duration(s.tpot_ms_p50)} / ${duration(s.tpot_ms_p99)}`,
+    `${duration(c.tpot_ms_p50)} / ${duration(c.tpot_ms_p99)}`);
   row('Latency, p50 / p99', `${duration(s.latency_ms_p50)} / ${duration(s.latency_ms_p99)}`,
     `${duration(c.latency_ms_p50)} / ${duration(c.latency_ms_p99)}`);
   row('Seat utilisation', pct(s.seat_utilization, 1), pct(c.seat_utilization, 1));
@@ -38,8 +40,10 @@ export function drawPanels(els, d) {
   const e = d.engine;
   els.engine.textContent = `Simulated engine: ${e.model} (${e.precision.toUpperCase()}) on one ${e.gpu}. Every step ` +
     `lasts what the cost model says for its batch: a decode step takes ${fixed(e.decode_step_ms_batch_1, 1)} ms for ` +
-    `one chat and ${fixed(e.decode_step_ms_all_seats, 1)} ms for all ${d.params.seats} seats. KV pool ` +
-    `${num(e.kv_capacity_tokens)} tokens in ${e.block_size}-token pages; ${num(d.params.requests)} requests arrive ` +
+    `one chat and ${fixed(e.decode_step_ms_all_seats, 1)} ms for all ${d.params.seats} seats. A continuous step ` +
+    `computes at most ${num(e.max_num_batched_tokens)} tokens, so a longer prompt is prefilled in pieces beside the ` +
+    `decodes (vLLM's max_num_batched_tokens). KV pool ${num(e.kv_capacity_tokens)} tokens in ` +
+    `${e.block_size}-token pages; ${num(d.params.requests)} requests arrive ` +
     `at random, ${num(d.params.rate)} per second on average.` + (d.params.shared_prefix > 0
     ? ` ${pct(d.params.shared_prefix, 0)} of them begin with one ${num(e.system_prompt_tokens)}-token ` +
       'system prompt: its full pages are hashed, and a chat that finds them cached shares them instead of ' +
