@@ -47,13 +47,13 @@ export function drawLedger(box, data, written, passes) {
   const N = d.num_tokens, U = 10, gap = 0.12 * U;
   const formulaT = N / data.speedup;
   const W = Math.max(N, formulaT, ...d.drafts.map((x) => x.gpu_time)) * U;
-  h('p', { class: 'sp-ledger-head', text: `The same ${plural(N, 'token')}, drafted three ways on one time axis ` +
+  h('p', { class: 'sp-ledger-head', 'data-secondary': '', text: `The same ${plural(N, 'token')}, drafted three ways on one time axis ` +
     '(one unit = one big-model pass, which costs its weight reads; a draft pass costs c of one):' }, box);
   const row = (cls, label, sub, count, draw) => {
     const r = h('div', { class: `sp-ledger-row ${cls}` }, box);
     const l = h('span', { class: 'sp-ledger-label' }, r);
     h('b', { text: label }, l);
-    if (sub) h('small', { text: sub }, l);
+    if (sub) h('small', { 'data-secondary': '', text: sub }, l); // a slide keeps the rows, the page their details
     const s = svg('svg', { viewBox: `0 -4 ${W} 16`, preserveAspectRatio: 'none', class: 'sp-ledger-bar',
       role: 'img', 'aria-label': `${label}${sub ? ` (${sub})` : ''}: ${count}` }, r);
     draw(s);

@@ -32,6 +32,7 @@ export function mount(stage, context) {
     legend: h('div', { class: 'legend sp-legend', 'data-secondary': '' }, wrap),
     panels: h('div', { class: 'sp-panels' }, wrap),
   };
+  view.readouts.setAttribute('data-narrow-secondary', ''); // the ledger above carries the same counts
   view.benchHead = h('p', { class: 'sp-bench-head', text: 'Running the draft and the big model on this server…' }, view.bench);
   view.chips = h('div', { class: 'sp-chips' }, view.bench);
   view.passBar = h('div', { class: 'sp-passbar', 'aria-hidden': 'true' }, view.bench);
@@ -277,6 +278,8 @@ function legend() {
     ['sw-rejected', 'first mistake: rejected'],
     ['sw-dropped', 'guesses after the mistake: thrown away'],
     ['sw-own', 'the big model’s own token (the fix, or a free bonus)'],
-    ['sw-draft', 'one draft pass (in the GPU-time bars)'],
+    ['sw-draft', 'one draft pass (in the time axis: c of a big-model pass)'],
+    ['sw-miss', 'a check’s first miss (tick above its pass)'],
+    ['sw-expected', 'the formula’s average check (dashed)'],
   ]);
 }
