@@ -51,9 +51,9 @@ def test_a_shared_system_prompt_shows_its_prefix_cache_hits(page, base_url):
 
 
 def test_the_token_budget_is_a_dial_named_in_the_engine_note(page, base_url):
-    page.goto(base_url + "/tour/batching?max_num_batched_tokens=128&requests=40")
+    page.goto(base_url + "/tour/batching?max_num_batched_tokens=256&requests=40")
     rendered(page)
-    assert "computes at most 128 tokens" in page.locator("p.bt-engine").first.inner_text()
+    assert "computes at most 256 tokens" in page.locator("p.bt-engine").first.inner_text()
     assert page.locator(".bt-table tr", has_text="Time per output token").count() == 1
     assert page.console_errors == []
 

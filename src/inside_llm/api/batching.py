@@ -29,7 +29,7 @@ MAX_FRAMES = 150
 MAX_SEQ_LEN = 2048
 BLOCK_SIZE = 16
 MAX_NUM_BATCHED_TOKENS = 2048  # the default token budget per step (vLLM's max_num_batched_tokens)
-BUDGET_BOUNDS = (64, 8192)
+BUDGET_BOUNDS = (256, 8192)  # below 256 a 1,000-request run costs over 20% more CPU than at the default
 MODEL_ID, GPU_ID = "llama-3.1-8b", "h100-sxm"
 
 
