@@ -112,6 +112,12 @@ class PagedKV:
         self.store.k[layer][pages, :, slots] = k.transpose(1, 0, 2)  # [T, Hkv, hd] at (page, slot)
         self.store.v[layer][pages, :, slots] = v.transpose(1, 0, 2)
 
+    def pages(self, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(k, v [num_blocks, Hkv, block_size, hd] of every page, this sequence's page table, block_size): the
+        served model's attention reads its keys in place (sim/q8.attend_one) instead of a gathered copy."""
+        table = np.asarray(self.store.manager.block_table(self.seq_id), np.int64)
+        return self.store.k[layer], self.store.v[layer], table, self.store.block_size
+
     def read(self, layer: int, lo: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """Gather keys and values [Hkv, end-lo, hd] of positions lo..end-1 from this sequence's pages."""
         bs = self.store.block_size

@@ -95,10 +95,13 @@ def test_layer_steps_equal_the_numpy_reference_and_each_row_is_its_own():
     np.testing.assert_allclose(k, want_k, atol=1e-6)
     np.testing.assert_array_equal(v, qkv[:, nq + nkv :].reshape(N, Hkv, hd).transpose(1, 0, 2))
 
-    keys = rng.standard_normal((Hkv, 12, hd)).astype(np.float32)
+    keys = rng.standard_normal((Hkv, 12, hd)).astype(np.float32)  # positions 0..11
     values = rng.standard_normal((Hkv, 12, hd)).astype(np.float32)
-    for p, lo, window in ((11, 0, 100), (11, 0, 5), (14, 3, 6)):  # all keys seen; a window; keys from lo
-        out = np.empty(nq, np.float32)
-        q8.attend_one(np.ascontiguousarray(q[:, 0]), keys, values, p, lo, window, out)
-        want, _ = attend(q[:, :1], keys, values, np.array([p]), np.arange(lo, lo + 12), window)
-        np.testing.assert_allclose(out, want[0], rtol=1e-5, atol=1e-6)
+    table = np.array([2, 0, 1])  # positions 0-3 in page 2, 4-7 in page 0, 8-11 in page 1
+    kp, vp = (np.stack([a[:, 4 * table.tolist().index(b) :][:, :4] for b in range(3)]) for a in (keys, values))
+    for p, window in ((11, 100), (11, 5), (9, 3)):  # every key seen; a window; a query before the last key
+        want, _ = attend(q[:, :1], keys[:, : p + 1], values[:, : p + 1], np.array([p]), np.arange(p + 1), window)
+        for k_, v_, t_, page in ((keys[None], values[None], np.zeros(1, np.int64), 12), (kp, vp, table, 4)):
+            out = np.empty(nq, np.float32)
+            q8.attend_one(np.ascontiguousarray(q[:, 0]), k_, v_, t_, page, p, window, out)
+            np.testing.assert_allclose(out, want[0], rtol=1e-5, atol=1e-6)

@@ -170,21 +170,23 @@ def split_rope(qkv, cos, sin, n_heads, n_kv, hd):
 
 
 @njit(**_KW)
-def attend_one(q, k, v, p, lo, window, out):
-    """One query per head, q [H, hd], over keys/values k, v [Hkv, S, hd] (contiguous) at positions lo ..
-    lo+S-1, the query at position p; key j visible iff p - window < j <= p (transformer_ops.attend). The heads
-    of one KV group read each key once. Writes out [H hd]."""
+def attend_one(q, k, v, table, page, p, window, out):
+    """One query per head, q [H, hd], at position p, over the keys/values of positions p - window < j <= p
+    (transformer_ops.attend), read where they lie: position j is slot j % page of page table[j // page] of
+    k, v [pages, Hkv, page, hd] (a KV cache's own buffers, no gathered copy). The heads of one KV group read
+    each key once. Writes out [H hd]."""
     n_heads, hd = q.shape
-    n_kv, n_keys, _ = k.shape
+    n_kv = k.shape[1]
     group = n_heads // n_kv
     scale = np.float32(hd**-0.5)
+    first = max(0, p - window + 1)
+    n_keys = p + 1 - first
     w = np.empty((group, n_keys), np.float32)
     acc = np.empty(hd, np.float32)
-    first = max(0, p - window + 1 - lo)  # keys before it are outside the window
-    last = min(n_keys, p + 1 - lo)  # keys from it on are in the future
     for kh in range(n_kv):
-        for j in range(first, last):
-            kj = k[kh, j]
+        for j in range(n_keys):
+            pos = first + j
+            kj = k[table[pos // page], kh, pos % page]
             for g in range(group):
                 qh = q[kh * group + g]
                 d = np.float32(0.0)
@@ -193,17 +195,18 @@ def attend_one(q, k, v, p, lo, window, out):
                 w[g, j] = d * scale
         for g in range(group):
             top = -np.inf
-            for j in range(first, last):
+            for j in range(n_keys):
                 top = max(top, w[g, j])
             total = np.float32(0.0)
-            for j in range(first, last):
+            for j in range(n_keys):
                 e = np.float32(np.exp(w[g, j] - top))
                 w[g, j] = e
                 total += e
             acc[:] = 0.0
-            for j in range(first, last):
+            for j in range(n_keys):
+                pos = first + j
                 wj = w[g, j] / total
-                vj = v[kh, j]
+                vj = v[table[pos // page], kh, pos % page]
                 for i in range(hd):
                     acc[i] += wj * vj[i]
             h = kh * group + g

@@ -588,12 +588,10 @@ class ServedSmolLM(SmolLM):
         o = np.empty((len(x), c.n_heads * c.head_dim), np.float32)
         for seq_cache, rows in spans:
             qs, ks, vs = q[rows].transpose(1, 0, 2), k[rows].transpose(1, 0, 2), v[rows].transpose(1, 0, 2)
-            if rows.stop - rows.start == 1:  # a decoding sequence: one query, in one compiled call
+            if rows.stop - rows.start == 1 and hasattr(seq_cache, "pages"):  # decoding: one query, one call
                 p0 = int(pos[rows.start])
                 seq_cache.write(i, p0, ks, vs)
-                lo = max(0, p0 + 1 - c.max_seq_len)
-                keys, values = (np.ascontiguousarray(a) for a in seq_cache.read(i, lo, p0 + 1))
-                q8.attend_one(q[rows.start], keys, values, p0, lo, c.max_seq_len, o[rows.start])
+                q8.attend_one(q[rows.start], *seq_cache.pages(i), p0, c.max_seq_len, o[rows.start])
             else:
                 o[rows], _ = self._attend_cached(i, seq_cache, qs, ks, vs, pos[rows])
         mid = x + o @ w.wo

@@ -128,6 +128,11 @@ class KVCache:
         """Keys and values [Hkv, end-lo, hd] of layer `layer` at positions lo..end-1."""
         return self.k[layer][:, lo:end], self.v[layer][:, lo:end]
 
+    def pages(self, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Layer `layer`'s keys and values where they lie, as one page: (k, v [1, Hkv, capacity, hd], the page
+        table [0], the page size): what sim/q8.attend_one reads (engine.PagedKV gives its real pages)."""
+        return self.k[layer][None], self.v[layer][None], np.zeros(1, np.int64), self.k[layer].shape[1]
+
 
 class DemoModel:
     """The shipped demo transformer: float32 weights, its vocabulary, forward/generate with a KV cache."""
