@@ -100,8 +100,10 @@ export function drawLedger(box, data, written, passes) {
   const best = d.drafts.reduce((a, x) => (x.speedup > a.speedup ? x : a), d.drafts[0]);
   const selfs = d.drafts.filter((x) => x.kind === 'self');
   const slow = selfs.length > 1 && selfs.every((x) => x.speedup < 1);
-  h('p', { class: 'sp-ledger-sum', 'data-secondary': '', text: `Every row writes the same answer. ${draftLabel(best)} finishes first here ` +
-    `(${fixed(best.gpu_time, 1)} pass-times against ${num(N)}).` + (slow ? ` Both self-drafts are slower than the big model ` +
+  h('p', { class: 'sp-ledger-sum', 'data-secondary': '', text: 'Every row writes the same answer. ' + (best.speedup > 1.005
+    ? `${draftLabel(best)} finishes first here (${fixed(best.gpu_time, 1)} pass-times against ${num(N)}).`
+    : `No draft beats the big model alone on this question${d.drafts[0].kind === 'lookup' ? ': the answer does not ' +
+      'repeat its words, so lookup finds little to copy' : ''} (${fixed(best.gpu_time, 1)} pass-times against ${num(N)}).`) + (slow ? ` Both self-drafts are slower than the big model ` +
     `alone: its ${selfs[0].name} cost ${fixed(selfs[0].cost_ratio, 2)} of a pass and keep ${pct(selfs[0].acceptance_rate, 0)}, ` +
     `its ${selfs[selfs.length - 1].name} keep ${pct(selfs[selfs.length - 1].acceptance_rate, 0)} but cost ` +
     `${fixed(selfs[selfs.length - 1].cost_ratio, 2)}; a model must be trained to stop early (LayerSkip) for a self-draft to pay.` : '') }, box);
