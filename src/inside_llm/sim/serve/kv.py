@@ -158,6 +158,7 @@ class KVCacheManager:
         self.block_size = block_size
         self.req_to_blocks: dict[int, list[Block]] = {}
         self.num_tokens_of: dict[int, int] = {}  # tokens each request's table was last grown to hold
+        self.tokens = np.zeros(num_requests, dtype=np.int64)  # the same, as a column (with num_requests)
         self.held = np.zeros(num_requests, dtype=np.int64)
         self.block_hashes: dict[int, list[int]] = {}  # prefix caching: each request's full-page hashes
         self.num_query_tokens = self.num_hit_tokens = 0  # prefix-cache lookups at admission, in tokens
@@ -197,6 +198,8 @@ class KVCacheManager:
         if new > 0:
             table += self.pool.get_new_blocks(new)
         self.num_tokens_of[request_id] = num_tokens
+        if len(self.tokens):
+            self.tokens[request_id] = num_tokens
         if len(self.held):
             self.held[request_id] = len(table)
         self.cache_full_blocks(request_id)
@@ -214,6 +217,8 @@ class KVCacheManager:
             table = self.req_to_blocks[request_id] = []
         elif num_tokens <= len(table) * bs:  # fast path: the last page has room
             self.num_tokens_of[request_id] = num_tokens
+            if len(self.tokens):
+                self.tokens[request_id] = num_tokens
             if request_id in self.block_hashes:
                 self.cache_full_blocks(request_id)
             return []
@@ -224,6 +229,8 @@ class KVCacheManager:
                 del self.req_to_blocks[request_id]
             return None
         self.num_tokens_of[request_id] = num_tokens
+        if len(self.tokens):
+            self.tokens[request_id] = num_tokens
         if new:
             table += new
             if len(self.held):
@@ -236,7 +243,7 @@ class KVCacheManager:
         """Register request_id's pages that are full (within the tokens it holds) and hashed. As in vLLM's
         allocate_slots, a page is cached when it is allocated for tokens computed in this step."""
         hashes, table = self.block_hashes.get(request_id, ()), self.req_to_blocks[request_id]
-        full = min(len(hashes), self.num_tokens_of[request_id] // self.block_size)
+        full = min(len(hashes), self.num_tokens_held(request_id) // self.block_size)
         for i in range(full):
             self.pool.cache_block(table[i], hashes[i])
 
@@ -244,27 +251,43 @@ class KVCacheManager:
         """Return all of request_id's blocks to the pool; the number of blocks freed."""
         table = self.req_to_blocks.pop(request_id, [])
         self.num_tokens_of.pop(request_id, None)
+        if len(self.tokens):
+            self.tokens[request_id] = 0
         self.pool.free_blocks(table)
         if len(self.held):
             self.held[request_id] = 0
         return len(table)
 
+    def num_tokens_held(self, request_id: int) -> int:
+        """Tokens request_id's table was last grown to hold (allocate_all writes only the column)."""
+        return int(self.tokens[request_id]) if len(self.tokens) else self.num_tokens_of.get(request_id, 0)
+
     def block_fill(self, request_id: int) -> list[int]:
         """Tokens held in each block of request_id's table, in order (all full but the last)."""
-        n, bs = self.num_tokens_of.get(request_id, 0), self.block_size
+        n, bs = self.num_tokens_held(request_id), self.block_size
         return [min(bs, n - i * bs) for i in range(len(self.req_to_blocks.get(request_id, ())))]
 
     def allocate_all(self, request_ids: np.ndarray, num_tokens: np.ndarray) -> bool:
         """allocate() for every request of request_ids at once (num_tokens: the total each must hold), if
-        the free blocks cover all of them; else take nothing and return False. The scheduler's batch path:
-        counted in numpy over `held` (needs num_requests), and only the requests that cross a page boundary
-        are handed blocks one by one."""
+        the free blocks cover all of them; else take nothing and return False. The scheduler's batch path
+        (needs num_requests): counted in numpy over `held`, the new blocks taken in one call and dealt to
+        the requests that cross a page boundary, in order."""
         extra = np.maximum(-(-num_tokens // self.block_size) - self.held[request_ids], 0)
         if int(extra.sum()) > self.pool.num_free_blocks:
             return False
+        self.tokens[request_ids] = num_tokens
         grow = np.flatnonzero(extra)
-        for rid, n in zip(request_ids[grow].tolist(), num_tokens[grow].tolist()):
-            self.allocate(rid, n)
+        if not len(grow):
+            return True
+        rows, needs = request_ids[grow], extra[grow]
+        new = self.pool.get_new_blocks(int(needs.sum()))  # one call for the whole batch, then dealt out in order
+        tables, hashed, at = self.req_to_blocks, self.block_hashes, 0
+        for rid, k in zip(rows.tolist(), needs.tolist()):
+            tables[rid] += new[at : at + k]  # running requests: their tables exist
+            at += k
+            if rid in hashed:
+                self.cache_full_blocks(rid)
+        self.held[rows] += needs
         return True
 
     def unusable_slots(self, next_request_id: int | None) -> int:
