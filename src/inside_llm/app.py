@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from . import __version__, modelfile
+from .api import tokens as tokens_api
 from .api.common import client_gone, model_loading, too_busy, unprocessable
 from .api.registry import ROUTERS
 from .attach.poller import Poller
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if app.state.attach is not None:
         app.router.on_startup.append(app.state.attach.ensure_started_async)
         app.router.on_shutdown.append(app.state.attach.stop)
+    app.router.on_shutdown.append(tokens_api.stop_workers)  # long texts' worker processes end with the server
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(facts.router)

@@ -39,6 +39,15 @@ class LiveServer:
     def peak_mb(self) -> float:
         return self._status("VmHWM")
 
+    def children(self) -> list[int]:
+        """Pids of the server's child processes (e.g. the long texts' tokenizer workers), whichever of its threads
+        started them (Linux lists a child under the thread that made it)."""
+        pids = []
+        for task in os.listdir(f"/proc/{self.proc.pid}/task"):
+            with open(f"/proc/{self.proc.pid}/task/{task}/children", encoding="ascii") as f:
+                pids += [int(x) for x in f.read().split()]
+        return sorted(set(pids))
+
 
 @contextmanager
 def live_server(timeout_s: float = 60, args: tuple[str, ...] = ()):

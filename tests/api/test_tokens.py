@@ -156,20 +156,35 @@ def test_long_texts_over_their_bound_get_429_with_retry_after_in_words(client):
     assert short.status_code == 200
 
 
+def _status_mb(pid: int, key: str) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith(key + ":")) / 1024
+
+
+def _reset_peak(pid: int) -> None:
+    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+
+
 def test_100k_emoji_cost_a_bounded_request_and_16_at_once_leave_healthz_fast():
     """The report's H1 on a real server: 100,000 emoji in a POST took +1.08 GB and 63 MB on the wire; 8 at once
-    +4.64 GB. Now one costs <= 100 MB of peak RSS and <= 2 MB on the wire, and of 16 at once two run and the
-    rest get a 429 at once, while /healthz keeps answering: its 90th percentile stays under a second on a
-    machine shared by many test runs (about 20 ms on a quiet one; `make bench` -> holds prints it)."""
+    +4.64 GB. Now one costs <= 100 MB of peak RSS (the server's and its tokenizer worker's, summed) and <= 2 MB on
+    the wire, and of 16 at once two run (in worker processes) and the rest get a 429 at once, while /healthz keeps
+    answering: its 90th percentile stays under a second on a machine shared by many test runs (20-35 ms at load 2
+    here; `make bench` -> holds prints it beside the 50 ms goal)."""
     body = json.dumps({"text": "🦙" * 100_000}, ensure_ascii=False).encode()  # 400 KB, inside both caps
     headers = {"content-type": "application/json", "accept-encoding": "gzip"}
     p90 = lambda ms: sorted(ms)[len(ms) * 9 // 10]  # noqa: E731
     with live_server() as srv, httpx.Client(base_url=srv.url, timeout=120) as c:
         assert c.post("/api/tokens", json={"text": "warm up 🦙"}).status_code == 200  # vocabularies loaded
-        base = srv.rss_mb()
-        srv.reset_peak()
+        assert c.post("/api/tokens", json={"text": "warm up 🦙 " * 1000}).status_code == 200  # a worker started
+        pids = [srv.proc.pid, *srv.children()]
+        assert len(pids) >= 2, "a long text is tokenized in a worker process"
+        base = sum(_status_mb(p, "VmRSS") for p in pids)
+        for p in pids:
+            _reset_peak(p)
         r = c.post("/api/tokens", content=body, headers=headers)
-        growth = srv.peak_mb() - base
+        growth = sum(_status_mb(p, "VmHWM") for p in pids) - base  # each one's peak: at least the sum's
         assert r.status_code == 200 and r.json()["num_tokens"] == 300_000
         assert int(r.headers["content-length"]) <= 2_000_000, "on the wire"
         assert growth <= 100, f"peak RSS grew {growth:.0f} MB"
@@ -185,3 +200,25 @@ def test_100k_emoji_cost_a_bounded_request_and_16_at_once_leave_healthz_fast():
         busy = next(a for a in answers if a.status_code == 429)
         assert int(busy.headers["retry-after"]) >= 1 and "at most 2 at once" in busy.json()["detail"]
         assert len(probe.ms) >= 5 and p90(probe.ms) < 1000, sorted(probe.ms)
+
+
+def test_a_long_text_is_tokenized_in_a_worker_and_answers_the_same(client, monkeypatch):
+    """Issue 23's H1: a long text's pure-Python second never holds the server's GIL (it runs in a worker process);
+    the bytes it sends back are exactly what this process would have written, for every encoding."""
+    from inside_llm.api import tokens
+
+    calls = []
+    real = tokens._workers
+
+    def counted_workers():
+        calls.append(1)
+        return real()
+
+    monkeypatch.setattr(tokens, "_workers", counted_workers)
+    text = "To be, or not to be 🦙 " * 300  # over LONG_TEXT_CHARS
+    for encoding in ("cl100k_base", "llama3"):
+        r = client.post("/api/tokens", json={"text": text, "encoding": encoding})
+        here = tokens._tokenize(tokens.TokensParams(text=text, encoding=encoding)).model_dump_json().encode()
+        assert r.status_code == 200 and r.content == here, encoding
+    assert len(calls) == 2, "both long texts went to the worker processes"
+    assert client.post("/api/tokens", json={"text": "short"}).status_code == 200 and len(calls) == 2

@@ -1,7 +1,15 @@
-"""Chapter 1, tokens: GET/POST /api/tokens -> every token with its spans, counts and the chat view."""
+"""Chapter 1, tokens: GET/POST /api/tokens -> every token with its spans, counts and the chat view.
+
+A long text (over LONG_TEXT_CHARS) is tokenized in a worker process (at most LONG_TEXTS.n at once, the rest a
+429), which hands back the finished JSON bytes: its second of pure-Python work never holds this process's GIL,
+so the event loop (/healthz, every page) keeps answering while it runs (issue 23, H1)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
+import threading
+from concurrent.futures.process import BrokenProcessPool
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
@@ -126,13 +134,54 @@ def reference(encoding: str) -> dict:
 
 LONG_TEXT_CHARS = 5_000  # a text longer than this takes one of LONG_TEXTS' slots (about 0.1-1 s of CPU each)
 LONG_TEXTS = Slots(2, "long texts are being tokenized")
+_pool: concurrent.futures.ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
-def tokenize_text(p: TokensParams) -> TokensResponse:
+def _workers() -> concurrent.futures.ProcessPoolExecutor:
+    """The worker processes for long texts, one per slot, started on first use (spawned: a clean interpreter,
+    never a fork of this threaded server)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            _pool = concurrent.futures.ProcessPoolExecutor(max_workers=LONG_TEXTS.n, mp_context=ctx)
+        return _pool
+
+
+def stop_workers() -> None:
+    """At shutdown: the worker processes end with the server (app.py's shutdown hook)."""
+    with _pool_lock:
+        pool = _pool
+    if pool is not None:
+        _forget_workers(pool)
+
+
+def _forget_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is pool:
+            _pool = None
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _tokenize_bytes(text: str, encoding: str) -> bytes:
+    """In a worker process: the whole response body, as bytes (cheap to send back, nothing to rebuild here)."""
+    return _tokenize(TokensParams(text=text, encoding=encoding)).model_dump_json().encode()
+
+
+def tokens_json(p: TokensParams) -> bytes:
+    """The response body: a short text here, a long one in a worker process (Busy when both are in use)."""
     if len(p.text) <= LONG_TEXT_CHARS:
-        return _tokenize(p)
+        return _tokenize(p).model_dump_json().encode()
     with LONG_TEXTS.take():  # Busy (a 429 with Retry-After) when two are in progress
-        return _tokenize(p)
+        _load(p.encoding)  # smollm2 without the model: the 422 is said here, not in the worker
+        pool = _workers()
+        try:
+            return pool.submit(_tokenize_bytes, p.text, p.encoding).result()
+        except BrokenProcessPool:  # a worker died (killed, out of memory): new workers next time, this one here
+            _forget_workers(pool)
+            return _tokenize(p).model_dump_json().encode()
 
 
 def _tokenize(p: TokensParams) -> TokensResponse:
@@ -190,17 +239,13 @@ def _tokenize(p: TokensParams) -> TokensResponse:
 )
 def get_tokens(p: Annotated[TokensParams, Query()]) -> Response:
     """Tokenize text given in the query string (see the description for the URL limit)."""
-    return _json(tokenize_text(p))
+    return Response(content=tokens_json(p), media_type="application/json")
 
 
 @router.post("/api/tokens", response_model=TokensResponse, responses=BUSY)
 def post_tokens(p: TokensParams) -> Response:
     """Tokenize text given as a JSON body (for long text)."""
-    return _json(tokenize_text(p))
-
-
-def _json(r: TokensResponse) -> Response:
-    return Response(content=r.model_dump_json(), media_type="application/json")
+    return Response(content=tokens_json(p), media_type="application/json")
 
 
 # How the fact names each vocabulary (the control's labels, without the parenthesis).
