@@ -10,6 +10,7 @@ import threading
 
 import pytest
 from pagekit import change, js_num, rendered, settled
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from stepping_scene import NUM_STEPS, use_stepping_scene
 
 from inside_llm.api.registry import CHAPTER_SLUGS, CHAPTERS
@@ -73,9 +74,22 @@ METRICS = """() => {
 NEXT_FRAMES = "() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(() => ok(true))))"
 
 
-def settled_metrics(frame):
+FITS = f"""() => {{
+  const m = ({METRICS})();
+  return m.docW <= m.docCW && m.docH <= m.docCH && m.stageW <= m.stageCW + 1 && m.stageH <= m.stageCH + 1;
+}}"""
+
+
+def settled_metrics(frame, settle_ms: float = 20_000):
+    """The frame's metrics once its fit has settled: the refit after a draw runs in a later animation frame, and a
+    scene still stepping (chapter 9 writes its checks one by one) may grow a moment before it. So wait, up to
+    settle_ms, for the content to fit; what is returned then is asserted (a stage that never fits still fails)."""
     frame.wait_for_function("() => document.documentElement.style.getPropertyValue('--fit') !== ''")
-    frame.evaluate(NEXT_FRAMES)  # the refit after the last draw runs in the next animation frame
+    frame.evaluate(NEXT_FRAMES)
+    try:
+        frame.wait_for_function(FITS, timeout=settle_ms)
+    except PlaywrightTimeoutError:
+        pass  # the caller's assertion says what overflows
     return frame.evaluate(METRICS)
 
 
