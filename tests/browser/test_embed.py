@@ -74,23 +74,23 @@ METRICS = """() => {
 NEXT_FRAMES = "() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(() => ok(true))))"
 
 
-FITS = f"""() => {{
+FITTED = f"""() => {{
   const m = ({METRICS})();
-  return m.docW <= m.docCW && m.docH <= m.docCH && m.stageW <= m.stageCW + 1 && m.stageH <= m.stageCH + 1;
+  return m.docW <= m.docCW && m.docH <= m.docCH && m.stageW <= m.stageCW + 1 && m.stageH <= m.stageCH + 1 && m;
 }}"""
 
 
 def settled_metrics(frame, settle_ms: float = 20_000):
     """The frame's metrics once its fit has settled: the refit after a draw runs in a later animation frame, and a
-    scene still stepping (chapter 9 writes its checks one by one) may grow a moment before it. So wait, up to
-    settle_ms, for the content to fit; what is returned then is asserted (a stage that never fits still fails)."""
+    scene still stepping (chapter 9 writes its checks one by one) grows a frame before each refit. So wait, up to
+    settle_ms, for a frame in which the content fits, and return that frame's own metrics (read in the same
+    evaluation: a later read can land on the next growth); a stage that never fits returns its overflow."""
     frame.wait_for_function("() => document.documentElement.style.getPropertyValue('--fit') !== ''")
     frame.evaluate(NEXT_FRAMES)
     try:
-        frame.wait_for_function(FITS, timeout=settle_ms)
+        return frame.wait_for_function(FITTED, timeout=settle_ms).json_value()
     except PlaywrightTimeoutError:
-        pass  # the caller's assertion says what overflows
-    return frame.evaluate(METRICS)
+        return frame.evaluate(METRICS)  # the caller's assertion says what overflows
 
 
 def assert_no_scrollbars(m, label):
