@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
-import time
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from inside_llm.app import create_app
 from inside_llm.headless import CHROMIUM
-from inside_llm.settings import MAX_REQUEST_HEAD_BYTES
 
 
 def pytest_report_header(config):
@@ -44,25 +40,10 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def base_url():
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=5)
+    from livekit import serve_in_thread
+
+    with serve_in_thread(create_app(), start_s=10) as url:
+        yield url
 
 
 # ---- the real model (SmolLM2-135M-Instruct): present (fetched by `make setup`) and absent ----

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
@@ -122,3 +123,28 @@ class HealthProbe:
 
     def worst(self) -> float:
         return max(self.ms)
+
+
+@contextmanager
+def serve_in_thread(app, port: int | None = None, start_s: float = 20):
+    """`app` under uvicorn on a loopback port (a free one unless given), in a thread of this process, with the
+    server's own request-head limit; yields its base URL and stops it on exit."""
+    import uvicorn
+
+    from inside_llm.settings import MAX_REQUEST_HEAD_BYTES
+
+    port = port or _free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_s
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -6,17 +6,15 @@ none attached (the shared live server) no panel is built."""
 from __future__ import annotations
 
 import socket
-import threading
-import time
 
 import pytest
-import uvicorn
 from hostile import hostile_server
+from livekit import serve_in_thread
 from pagekit import open_page
 
 from inside_llm.app import create_app
 from inside_llm.attach.targets import parse_targets
-from inside_llm.settings import MAX_REQUEST_HEAD_BYTES, Settings
+from inside_llm.settings import Settings
 
 pytestmark = pytest.mark.browser
 SGLANG = "tests/fixtures/attach/sglang_production_metrics_doc.txt"
@@ -29,22 +27,10 @@ def attached_url():
         h.pages["/sg/metrics"] = f.read()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            port, dead = s.getsockname()[1], None
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            dead = s.getsockname()[1]
+            dead = s.getsockname()[1]  # closed again: nothing listens there
         app = create_app(Settings(attach=parse_targets([f"sg={h.url}/sg gone=http://127.0.0.1:{dead}"])))
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                               h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES))  # fmt: skip
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        for _ in range(400):
-            if server.started:
-                break
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-        server.should_exit = True
-        thread.join(timeout=10)
+        with serve_in_thread(app) as url:
+            yield url
 
 
 LIVE = "() => document.querySelector('.ta')?.dataset.state === 'live'"
