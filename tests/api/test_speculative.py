@@ -148,13 +148,15 @@ def test_real_model_speculative_equals_its_own_greedy_output(client, smollm):
     d = client.get("/api/speculative").json()
     run = d["demo"]
     assert run["target_model"]["name"] == smollm.name and run["draft_model"]["name"] == "prompt lookup"
+    assert run["target_model"]["weights"] == "q8"  # the served path: int8 matrices, as the chat serves
     assert run["weights_cost_ratio"] == 0 and run["draft_model"]["num_params"] == 0
-    ids = smollm.chat_ids(d["example_prompts"]["usually_right"])
-    cache, want = KVCache(smollm.config), []
-    logits = smollm.forward(ids, cache).logits[-1]
-    while len(want) < run["num_tokens"]:  # its own greedy answer, one pass per token
+    served = smollm.served_form
+    ids = served.chat_ids(d["example_prompts"]["usually_right"])
+    cache, want = KVCache(served.config), []
+    logits = served.forward(ids, cache).logits[-1]
+    while len(want) < run["num_tokens"]:  # its own greedy answer, one pass per token, the whole prompt at once
         want.append(int(np.argmax(logits)))
-        logits = smollm.forward(want[-1:], cache).logits[-1]
+        logits = served.forward(want[-1:], cache).logits[-1]
     assert run["matches_greedy"] and [t["id"] for t in run["output_tokens"]] == want == run["greedy_output_ids"]
     # the example where lookup is usually right: most guesses kept, the GPU time at least halved (c = 0)
     assert run["acceptance_rate"] >= 0.6 and run["gpu_time"]["speedup"] >= 2

@@ -145,3 +145,59 @@ def test_replay_equals_the_real_draft_and_check_loop(prompt, gamma):
         assert got["kind"] == want["kind"] and got["num_accepted"] == want["num_accepted"]
         assert [t["id"] for t in got["proposed"]] == want["proposed"][: len(got["proposed"])]
         assert got["num_drafted"] == len(want["proposed"])
+
+
+# ---- the real model (SmolLM2) on its served int8 path -------------------------------------------------------
+
+
+def test_real_answer_is_the_served_greedy_output_from_the_stored_template_prefix(smollm):
+    """The chapter's target is the served form; a new prompt's prefill reads only its own tokens after the chat
+    template's stored opening, and its greedy answer is bit for bit the one a whole-prompt prefill gives."""
+    setup = demo.real_setup(smollm)
+    served = smollm.served_form
+    assert setup.target is served and len(setup.prefix) >= 10
+    assert served.decode(setup.prefix).startswith("<|im_start|>system")
+    ids = tuple(served.chat_ids("Name a planet."))
+    assert ids[: len(setup.prefix)] == setup.prefix
+    a = demo.answer(served, setup.eos_id, ids, 6, setup.prefix)
+    want = []
+    for t in served.generate(list(ids), 6):
+        want.append(t)
+        if t == setup.eos_id:
+            break
+    assert list(a.ids) == want
+    whole = demo.answer(served, setup.eos_id, ids, 6)  # no stored prefix: the whole prompt read here
+    assert whole.ids == a.ids and np.array_equal(whole.rows, a.rows)
+
+
+def test_real_check_pass_gives_each_position_the_bits_of_its_decode_step(smollm):
+    """One pass over several new tokens of a served sequence computes each row as a decode step alone would
+    (each query attended alone, the int8 kernel's rows independent): the check pass agrees exactly."""
+    from inside_llm.sim.transformer import KVCache
+
+    served = smollm.served_form
+    ids = served.chat_ids("Hi!")
+    new = [504, 314, 2114]
+    one = KVCache(served.config)
+    served.forward(ids, one, last_only=True)
+    steps = [served.forward([t], one, last_only=True).logits[-1] for t in new]
+    many = KVCache(served.config)
+    served.forward(ids, many, last_only=True)
+    logits, rows = served.forward_rows(new, many)
+    assert rows.shape == (served.config.n_layers, len(new), served.config.dim)
+    for got, want in zip(logits, steps, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_real_self_draft_guesses_come_from_one_head_pass_and_are_kept(smollm):
+    setup = demo.real_setup(smollm)
+    served = smollm.served_form
+    ids = tuple(served.chat_ids("Count to five."))
+    a = demo.answer(served, setup.eos_id, ids, 5, setup.prefix)
+    drafts = demo.self_drafts(setup)
+    got = [d.guesses(a) for d in drafts]
+    assert sorted(a.guesses) == [d.draft_info["layers"] for d in drafts]
+    for d, g in zip(drafts, got, strict=True):
+        k = d.draft_info["layers"]
+        assert g == [int(i) for i in np.argmax(served.head(a.rows[k - 1]), axis=-1)]
+        assert 0 < d.cost_ratio < 1 and d.draft_info["weights"] == "q8"

@@ -60,6 +60,9 @@ TENSOR_FIELDS = {"attn_norm": "attn_norm", "attn_q": "wq", "attn_k": "wk", "attn
 # the served (q8) matrices: name -> the Layer fields whose [in, out] matrices it joins along the output
 Q8_FUSED = {"qkv": ("wq", "wk", "wv"), "wo": ("wo",), "gu": ("w1", "w3"), "w2": ("w2",)}
 TOKEN_TYPE_CONTROL = 3  # llama.cpp's LLAMA_TOKEN_TYPE_CONTROL
+# a served pass attends each query of a sequence's piece of at most this many tokens alone (q8.attend_one, as
+# decoding does: batch-invariant bits); a longer piece of a prompt goes through transformer_ops.attend at once
+ROW_ATTEND_MAX = 64
 PANEL_COLS = 16  # columns per weight panel (a tuning choice, see above); must divide every output width
 
 
@@ -588,10 +591,14 @@ class ServedSmolLM(SmolLM):
         o = np.empty((len(x), c.n_heads * c.head_dim), np.float32)
         for seq_cache, rows in spans:
             qs, ks, vs = q[rows].transpose(1, 0, 2), k[rows].transpose(1, 0, 2), v[rows].transpose(1, 0, 2)
-            if rows.stop - rows.start == 1 and hasattr(seq_cache, "pages"):  # decoding: one query, one call
+            if rows.stop - rows.start <= ROW_ATTEND_MAX and hasattr(seq_cache, "pages"):
+                # decoding, a check pass or a short prefill piece: each query by decode's own call, so a row
+                # gets the same bits whether it comes alone or with others (a check pass = its decode steps)
                 p0 = int(pos[rows.start])
                 seq_cache.write(i, p0, ks, vs)
-                q8.attend_one(q[rows.start], *seq_cache.pages(i), p0, c.max_seq_len, o[rows.start])
+                kv = seq_cache.pages(i)
+                for r in range(rows.start, rows.stop):
+                    q8.attend_one(q[r], *kv, int(pos[r]), c.max_seq_len, o[r])
             else:
                 o[rows], _ = self._attend_cached(i, seq_cache, qs, ks, vs, pos[rows])
         mid = x + o @ w.wo

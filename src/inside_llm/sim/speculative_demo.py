@@ -43,7 +43,7 @@ from inside_llm.sim import speculative as sp
 from inside_llm.sim.derivation import derive
 from inside_llm.sim.draft_lookup import TokenCache, early_exit, lookup, lookup_forward
 from inside_llm.sim.result import as_json
-from inside_llm.sim.transformer import DemoModel, KVCache, load_model
+from inside_llm.sim.transformer import DemoModel, KVCache, Layer, load_model
 
 from .errors import SimError
 
@@ -107,6 +107,7 @@ class Setup:
     max_prompt_tokens: int = MAX_PROMPT_TOKENS
     max_new_tokens: int = MAX_NEW_TOKENS
     measure_rounds: int = MEASURE_ROUNDS
+    prefix: tuple[int, ...] = ()                 # ids every prompt starts with (the chat template's opening)
 
     def new_target_cache(self) -> DemoCache:
         return DemoCache(self.target)
@@ -141,14 +142,28 @@ def toy_setup() -> Setup:
 
 
 def real_setup(model: DemoModel) -> Setup:
-    """The chat model as target (its chat template, stopping at its end-of-turn), drafted by prompt lookup."""
+    """The chat model as target (its chat template, stopping at its end-of-turn), drafted by prompt lookup.
+
+    The target is the model as the server serves it: its `served_form` (int8 matrices, sim/smollm.ServedSmolLM)
+    when it has one, so the greedy answer, the check pass and every draft's guesses come from that one path.
+    """
     info = {"name": "prompt lookup", "num_params": 0, "layers": 0, "dim": 0,
             "kind": "n-grams of the prompt and the answer so far (3, then 2, then 1 token)"}
-    eos = min(model.stop_ids) if getattr(model, "stop_ids", None) else None
-    return Setup(f"{model.name}+lookup", model, lookup_forward(model.config.vocab_size), TokenCache, info, 0.0,
-                 model.chat_ids if hasattr(model, "chat_ids") else model.encode, eos,
-                 (REAL_GOOD_PROMPT, REAL_HARD_PROMPT), max_prompt_tokens=REAL_MAX_PROMPT_TOKENS,
-                 max_new_tokens=REAL_MAX_NEW_TOKENS, measure_rounds=REAL_MEASURE_ROUNDS)
+    target = getattr(model, "served_form", None) or model
+    eos = min(target.stop_ids) if getattr(target, "stop_ids", None) else None
+    encode = target.chat_ids if hasattr(target, "chat_ids") else target.encode
+    return Setup(f"{target.name}+lookup", target, lookup_forward(target.config.vocab_size), TokenCache, info, 0.0,
+                 encode, eos, (REAL_GOOD_PROMPT, REAL_HARD_PROMPT), max_prompt_tokens=REAL_MAX_PROMPT_TOKENS,
+                 max_new_tokens=REAL_MAX_NEW_TOKENS, measure_rounds=REAL_MEASURE_ROUNDS,
+                 prefix=common_prefix(encode("a"), encode("b")) if hasattr(target, "chat_ids") else ())
+
+
+def common_prefix(a: list[int], b: list[int]) -> tuple[int, ...]:
+    """The ids two prompts start with (for a chat model: its template's opening, system turn included)."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return tuple(a[:n])
 
 
 def encode_prompt(text: str, setup: Setup | None = None) -> list[int]:
@@ -202,19 +217,49 @@ class Answer:
     ids: tuple[int, ...]          # the greedy answer, one target pass per token
     check_ids: tuple[int, ...]    # the target's top token at each answer position, from ONE pass over it all
     rows: np.ndarray              # [layers, N, dim] the residual after each layer at those N positions
+    guesses: dict = dataclasses.field(default_factory=dict, compare=False)  # self-drafts' guesses, by layers
+
+
+@lru_cache(maxsize=4)
+def _prefix_cache(target: DemoModel, prefix: tuple[int, ...]) -> KVCache:
+    """The keys and values of `prefix` (the chat template's opening, the same for every question), computed once
+    per target: a new question's prefill reads only its own tokens after it (prefix caching)."""
+    kv = KVCache(target.config, len(prefix))
+    target.forward(list(prefix), kv, last_only=True)
+    return kv
+
+
+def _prefilled(target: DemoModel, ids: tuple[int, ...], prefix: tuple[int, ...], capacity: int) -> KVCache:
+    """A cache holding ids[:-1]: the stored prefix's keys and values copied when ids start with it, then
+    one pass over the rest (no logits: the greedy loop reads the last prompt token itself)."""
+    kv, done = KVCache(target.config, capacity), 0
+    if prefix and len(ids) > len(prefix) and ids[: len(prefix)] == prefix:
+        src, done = _prefix_cache(target, prefix), len(prefix)
+        for layer in range(target.config.n_layers):
+            kv.k[layer][:, :done], kv.v[layer][:, :done] = src.k[layer][:, :done], src.v[layer][:, :done]
+        kv.num_tokens = done
+    if len(ids) - 1 > done:
+        target.forward(list(ids[done:-1]), kv, last_only=True)
+    return kv
 
 
 @lru_cache(maxsize=32)
-def answer(target: DemoModel, eos_id: int | None, ids: tuple[int, ...], max_new_tokens: int) -> Answer:
-    """Greedy decoding (one pass per token), then one pass over [last prompt token + answer[:-1]] from the
-    prompt's cache: row j is the target's choice for answer token j given all before it. Shared by every
-    draft of this target (hashed by identity: one model object per process)."""
-    cache = DemoCache(target)
-    out = sp.greedy_generate(forward_fn(target), list(ids), max_new_tokens, cache, eos_id)["output_ids"]
+def answer(target: DemoModel, eos_id: int | None, ids: tuple[int, ...], max_new_tokens: int,
+           prefix: tuple[int, ...] = ()) -> Answer:
+    """Greedy decoding (one pass per token, from the prompt's cache: its stored prefix and one pass over the
+    rest), then one pass over [last prompt token + answer[:-1]] from the same cache: row j is the target's
+    choice for answer token j given all before it. Shared by every draft of this target (hashed by identity:
+    one model object per process)."""
+    cache = _prefilled(target, ids, prefix, len(ids) + max_new_tokens)
+    out, tok = [], ids[-1]
+    while len(out) < max_new_tokens:
+        tok = int(np.argmax(target.forward([tok], cache, last_only=True).logits[-1]))
+        out.append(tok)
+        if tok == eos_id:
+            break
     cache.truncate(len(ids) - 1)
-    f = target.forward([ids[-1], *out[:-1]], cache.kv, intermediates=True)
-    rows = np.stack([t.resid_out for t in f.layers])
-    return Answer(ids, tuple(out), tuple(int(i) for i in np.argmax(f.logits, axis=-1)), rows)
+    logits, rows = target.forward_rows([ids[-1], *out[:-1]], cache)
+    return Answer(ids, tuple(out), tuple(int(i) for i in np.argmax(logits, axis=-1)), rows)
 
 
 def replay(a: Answer, gamma: int, max_new_tokens: int, guesses: list[int] | None) -> list[dict]:
@@ -264,7 +309,7 @@ def run_demo(prompt: str, gamma: int, max_new_tokens: int, setup: Setup | None =
     target = setup.target
     ids = encode_prompt(prompt, setup)
     n = min(max_new_tokens, setup.max_new_tokens)
-    a = answer(target, setup.eos_id, tuple(ids), n)
+    a = answer(target, setup.eos_id, tuple(ids), n, setup.prefix)
     guesses = setup.guesses(a) if setup.guesses else None
     spec = replay(a, gamma, n, guesses)
     emitted = [t for f in spec for t in f["emitted"]]
@@ -300,11 +345,14 @@ def run_demo(prompt: str, gamma: int, max_new_tokens: int, setup: Setup | None =
 SELF_DRAFT_SHARES = (0.2, 0.8)  # self-drafts: the target's first fifth and first four fifths of its layers
 
 
+def self_draft_layers(n_layers: int) -> list[int]:
+    """How many of its n_layers layers each self-draft runs: SELF_DRAFT_SHARES of them, fewer than all."""
+    return sorted({max(1, round(f * n_layers)) for f in SELF_DRAFT_SHARES} - {n_layers})
+
+
 def self_drafts(setup: Setup) -> list[Setup]:
     """The target drafting for itself: its own first layers, then its head (early exit), shallow and deep."""
-    n = setup.target.config.n_layers
-    ks = sorted({max(1, round(f * n)) for f in SELF_DRAFT_SHARES} - {n})
-    return [early_exit_setup(setup, k) for k in ks]
+    return [early_exit_setup(setup, k) for k in self_draft_layers(setup.target.config.n_layers)]
 
 
 def draft_summary(setup: Setup, spec: list[dict], num_tokens: int) -> dict[str, Any]:
@@ -364,7 +412,8 @@ def gpu_time(frames: list[dict], num_tokens: int, c: float) -> dict[str, Any]:
 
 def _model_info(m: DemoModel) -> dict[str, Any]:
     c = m.config
-    return {"name": m.name, "num_params": m.num_params, "layers": c.n_layers, "dim": c.dim}
+    return {"name": m.name, "num_params": m.num_params, "layers": c.n_layers, "dim": c.dim,
+            "weights": getattr(m, "weights_format", "float32")}
 
 
 def _demo_math(counts: dict, gamma: int, c: float, target: DemoModel, draft: dict) -> dict:
@@ -470,15 +519,31 @@ def _measure_math(alpha, gamma, c, v, e, greedy_s, spec_s) -> dict:
 def early_exit_setup(setup: Setup, num_layers: int) -> Setup:
     """The same target drafted by its own first num_layers layers (and its head); c = their weight share."""
 
-    ee, t = early_exit(setup.target, num_layers), setup.target
-    head = t.tok_emb.size                                   # the tied output head, read by every pass
-    c = (ee.num_params - ee.tok_emb.size + head) / (t.num_params - t.tok_emb.size + head)
+    t = setup.target
+    ref = getattr(t, "reference", t)                        # parameters counted on the float32 model
+    if not 1 <= num_layers <= t.config.n_layers:
+        raise ValueError(f"num_layers must be in 1..{t.config.n_layers}")
+    per_layer = [sum(getattr(w, f).size for f in Layer.__dataclass_fields__) for w in ref.layers]
+    head = ref.tok_emb.size                                 # the tied output head, read by every pass
+    c = (sum(per_layer[:num_layers]) + ref.norm.size + head) / (sum(per_layer) + ref.norm.size + head)
+    ee_model = lru_cache(maxsize=1)(lambda: early_exit(ref, num_layers))  # built only if a draft pass runs
+
+    def draft(ids: list[int], cache: DemoCache) -> np.ndarray:
+        return ee_model().forward(ids, cache.kv).logits
+
     def guesses(a: Answer) -> list[int]:     # the target's own residual after layer k, through its head
-        return [int(i) for i in np.argmax(t.head(a.rows[num_layers - 1]), axis=-1)]
+        if num_layers not in a.guesses:      # every self-draft depth through the head in one pass, kept
+            ks = sorted({num_layers, *self_draft_layers(t.config.n_layers)})
+            n = a.rows.shape[1]
+            top = np.argmax(t.head(np.concatenate([a.rows[k - 1] for k in ks])), axis=-1)
+            a.guesses.update({k: [int(i) for i in top[j * n:(j + 1) * n]] for j, k in enumerate(ks)})
+        return a.guesses[num_layers]
 
     return dataclasses.replace(
-        setup, name=f"{setup.name}-ee{num_layers}", draft=forward_fn(ee), new_draft_cache=lambda: DemoCache(ee),
-        draft_info={**_model_info(ee), "name": f"first {num_layers} of {t.config.n_layers} layers"},
+        setup, name=f"{setup.name}-ee{num_layers}", draft=draft, new_draft_cache=lambda: DemoCache(ee_model()),
+        draft_info={"name": f"first {num_layers} of {t.config.n_layers} layers", "layers": num_layers,
+                    "num_params": sum(per_layer[:num_layers]) + ref.norm.size + head, "dim": t.config.dim,
+                    "weights": getattr(t, "weights_format", "float32")},
         cost_ratio=c, guesses=guesses)
 
 

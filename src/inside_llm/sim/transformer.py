@@ -231,6 +231,18 @@ class DemoModel:
         out.logits = self.head(x[-1:] if last_only else x)
         return out
 
+    def forward_rows(self, ids: Sequence[int], cache: KVCache) -> tuple[np.ndarray, np.ndarray]:
+        """forward(ids, cache) keeping only the residual after every layer: (logits [T, V], rows [L, T, dim])."""
+        ids = self._check_ids(ids)
+        p0 = cache.num_tokens
+        cache.reserve(p0 + len(ids))
+        pos, x, rows = np.arange(p0, p0 + len(ids)), self.tok_emb[ids], []
+        for i in range(self.config.n_layers):
+            x, _ = self._block(i, x, pos, [(cache, slice(0, len(ids)))], False)
+            rows.append(x)
+        cache.num_tokens = p0 + len(ids)
+        return self.head(x), np.stack(rows)
+
     def decode_step_batch(self, ids: Sequence[int], caches: Sequence[KVCache]) -> np.ndarray:
         """One decode step for B sequences: ids [B] (one new token each), caches [B] -> logits [B, V]."""
         return self.step([(c, [t]) for c, t in zip(caches, self._check_ids(ids), strict=True)])
