@@ -140,3 +140,63 @@ def test_a_hung_target_never_delays_a_healthy_one(hostile):
 
     in_thread(scenario())
     assert hostile.hits["/hang/metrics"] == before + 1
+
+
+def test_json_pages_beside_metrics_are_bounded_and_said_in_words(hostile):
+    """llama.cpp's /slots, /props and every engine's /v1/models get /metrics' bounds: each page that hangs, sends
+    10 MB, sends broken or wrongly shaped JSON, redirects or is switched off fails on its own, in words, while the
+    target's /metrics reading stands; the figures it would have given say why they are missing."""
+    modes = ["ok", "hang", "big", "malformed", "shape", "redirect", "off"]
+    p = Poller(parse_targets([" ".join(f"{m}={hostile.url}/llama-{m}" for m in modes)]) + parse_targets(
+        [f"vllm={hostile.url}/ok"]))  # fmt: skip
+    run(p)
+    v = {x["name"]: x for x in p.views()}
+    for m in modes:
+        assert v[m]["status"] == "ok" and v[m]["reading"].engine == "llama.cpp", m
+        assert [pg["path"] for pg in v[m]["pages"]] == ["/v1/models", "/slots", "/props"], m
+    ok = v["ok"]["reading"]
+    assert all(pg["status"] == "ok" for pg in v["ok"]["pages"])
+    assert (ok.slots_total.value, ok.slots_busy.value, ok.context_tokens.value) == (2.0, 1.0, 2048.0)
+    assert ok.served_models == ["SmolLM2-135M-Instruct.Q4_1.gguf"] and ok.kv_usage.metric.startswith("GET /slots")
+    expect = {
+        "hang": ("slow", f"within {FETCH_TIMEOUT_S:g} s"),
+        "big": ("garbled", f"more than {MAX_PAGE_BYTES / 1e6:g} MB for the JSON of GET /slots"),
+        "malformed": ("garbled", "GET /slots did not answer JSON"),
+        "shape": ("garbled", "GET /slots did not answer a list of slots"),
+        "redirect": ("refused", "redirects are not followed"),
+        "off": ("refused", "HTTP 501 instead of the JSON of GET /slots"),
+    }
+    for m, (status, words) in expect.items():
+        slots = next(pg for pg in v[m]["pages"] if pg["path"] == "/slots")
+        assert slots["status"] == status and words in slots["error"], (m, slots)
+        state = p.states[m].pages["slots"]
+        assert slots["failures"] == 1 and state.next_try - state.last_try >= p.interval_s * 2, m  # circuit open
+        r = v[m]["reading"]
+        assert r.slots_busy.value is None and f"GET /slots failed ({status})" in r.slots_busy.note, m
+        assert r.running.value == 1.0, m  # /metrics' figures stand
+    assert hostile.hits["/llama-redirect/slots"] == 1  # and the redirect's target was never asked
+    # vLLM: /v1/models only (the hostile server 404s it); llama.cpp's pages are not asked for
+    assert [(pg["path"], pg["status"]) for pg in v["vllm"]["pages"]] == [("/v1/models", "refused")]
+    assert hostile.hits["/ok/slots"] == hostile.hits["/ok/props"] == 0
+    assert v["vllm"]["reading"].slots_total.value is None and "Only llama.cpp" in v["vllm"]["reading"].slots_total.note
+
+
+def test_a_failed_page_backs_off_on_its_own_circuit(hostile):
+    p = Poller(parse_targets([f"off={hostile.url}/llama-off"]), interval_s=0.5)
+    s = p.states["off"]
+
+    async def scenario():
+        try:
+            await asyncio.wait_for(p.poll_once(), BOUND_S)
+            slots = s.pages["slots"]
+            assert slots.failures == 1 and slots.next_try - slots.last_try >= 0.5 * 2
+            before = dict(hostile.hits)
+            s.next_try = 0.0  # /metrics due again; /slots' circuit is still open
+            await asyncio.wait_for(p.poll_once(), BOUND_S)
+            assert hostile.hits["/llama-off/metrics"] == before["/llama-off/metrics"] + 1
+            assert hostile.hits["/llama-off/slots"] == before["/llama-off/slots"]  # not asked again yet
+            assert s.status == "ok" and "GET /slots failed (refused)" in s.reading.slots_busy.note
+        finally:
+            await p.stop()
+
+    in_thread(scenario())

@@ -1,5 +1,5 @@
 """'That server, now' (scenes/attach-live.js) in Chromium: with servers attached (a loopback server serving SGLang's
-and the tour's own recorded /metrics pages, and a dead port), chapters 6 and 7 draw the attached server's figures
+and the tour's own recorded /metrics pages, a llama-server's pages, and a dead port), chapters 6 and 7 draw the attached server's figures
 from GET /api/attach, each named by its engine's metric; picking the dead one shows what went wrong in words. With
 none attached (the shared live server) no panel is built."""
 
@@ -22,13 +22,16 @@ SGLANG = "tests/fixtures/attach/sglang_production_metrics_doc.txt"
 
 @pytest.fixture(scope="module")
 def attached_url():
-    """The tour with two attached servers: `sg` (SGLang's documented page) and `gone` (nothing listens)."""
+    """The tour with three attached servers: `sg` (SGLang's documented page), `gone` (nothing listens) and `ll`
+    (a llama-server: /metrics, /slots, /props, /v1/models)."""
     with hostile_server() as h, open(SGLANG, "rb") as f:
         h.pages["/sg/metrics"] = f.read()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             dead = s.getsockname()[1]  # closed again: nothing listens there
-        app = create_app(Settings(attach=parse_targets([f"sg={h.url}/sg gone=http://127.0.0.1:{dead}"])))
+        app = create_app(
+            Settings(attach=parse_targets([f"sg={h.url}/sg gone=http://127.0.0.1:{dead} ll={h.url}/llama-ok"]))
+        )
         with serve_in_thread(app) as url:
             yield url
 
@@ -70,6 +73,34 @@ def test_chapter_6_fills_the_pool_to_the_attached_servers_kv_usage(page, attache
     assert "sglang:token_usage" in panel.locator(".ta-metric").all_inner_texts()
     assert "SGLang counts tokens, not blocks" in text
     assert "no preemption count" in text
+
+
+def pick(page, name: str):
+    page.locator(".ta select").select_option(name)
+    page.wait_for_function(f"() => document.querySelector('.ta').dataset.name === '{name}' && "
+                           "document.querySelector('.ta').dataset.state === 'live'", timeout=60_000)  # fmt: skip
+
+
+def test_a_llama_server_shows_its_slots_and_what_it_holds(page, attached_url):
+    """llama.cpp: ch7 says how many of its slots are busy and their context (GET /props, /slots); ch6 fills the
+    pool to the slots' held tokens over their context, and says that is what it is (no KV ratio in /metrics)."""
+    open_page(page, attached_url + "/tour/batching?step=4")
+    page.wait_for_function(LIVE, timeout=60_000)
+    pick(page, "ll")
+    page.wait_for_function("() => document.querySelector('.ta').innerText.includes('slots busy')", timeout=60_000)
+    api = page.request.get(attached_url + "/api/attach/ll").json()["reading"]
+    panel = page.locator(".ta")
+    busy, total, ctx = (api[k]["value"] for k in ("slots_busy", "slots_total", "context_tokens"))
+    assert f"{busy:,.0f} of {total:,.0f} slots busy, {ctx:,.0f} tokens of context each" in panel.inner_text()
+    assert "GET /props: total_slots" in panel.locator(".ta-metric").all_inner_texts()
+    assert "llama.cpp" in panel.locator(".ta-sub").inner_text()
+    open_page(page, attached_url + "/tour/kv-cache?step=4")
+    page.wait_for_function(LIVE, timeout=60_000)
+    pick(page, "ll")
+    page.wait_for_function("() => document.querySelector('.ta').innerText.includes('context held')", timeout=60_000)
+    assert panel.locator(".ta-used").count() == round(api["kv_usage"]["value"] * 128)
+    assert "of its slots’ context held in their KV cells" in panel.inner_text()
+    assert "GET /slots: n_prompt_tokens / n_ctx" in panel.locator(".ta-metric").all_inner_texts()
 
 
 def test_no_panel_when_nothing_is_attached(page, base_url):

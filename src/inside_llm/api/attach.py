@@ -1,6 +1,7 @@
 """GET /api/attach and /api/attach/{name}: the servers this tour's operator attached (`inside-llm serve --attach
 NAME=URL`), each as the poller last read it (attach/poller.py): its status and what went wrong in words, and its
-/metrics mapped onto one Reading (attach/engines.py) whose figures name the metric they came from.
+/metrics mapped onto one Reading (attach/engines.py) whose figures name the metric they came from, with what its JSON
+pages add (GET /v1/models; llama.cpp's /slots and /props: attach/endpoints.py), and each such page's own status.
 
 No parameter of these routes names a URL: a visitor picks an attached server by its name only, and any query
 parameter is refused (422 in words), so nothing a request carries reaches the network. An unknown name is a 404
@@ -16,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from ..attach.engines import Reading
-from ..attach.poller import FETCH_TIMEOUT_S, MAX_PAGE_BYTES, POLL_INTERVAL_S, STATUSES
+from ..attach.poller import FETCH_TIMEOUT_S, MAX_PAGE_BYTES, PAGES, POLL_INTERVAL_S, STATUSES
 from ..attach.targets import NAME_RULE
 from ..sim.result import as_json
 
@@ -26,6 +27,18 @@ HOW = (
     "The operator attaches servers when starting the tour: inside-llm serve --attach NAME=URL (repeatable), "
     "or INSIDE_LLM_ATTACH='NAME=URL ...'. A page can only pick one by its name."
 )
+
+
+class PageRead(BaseModel):
+    path: Literal[tuple(PAGES.values())] = Field(  # type: ignore[valid-type]
+        description="The JSON page beside /metrics: /v1/models (every engine), /slots and /props (llama.cpp)."
+    )
+    status: Literal[STATUSES] = Field(description="As the server's status, for this page alone.")  # type: ignore[valid-type]
+    error: str | None = Field(description="What went wrong, in words (null when ok).")
+    failures: int = Field(description="Failures in a row; its next try waits interval x 2^failures (no unit).")
+    checked_s_ago: float | None = Field(description="Seconds since it was last asked for.")
+    last_ok_s_ago: float | None = Field(description="Seconds since it last answered well.")
+    retry_in_s: float | None = Field(description="Seconds until its next try while its circuit is open.")
 
 
 class AttachedServer(BaseModel):
@@ -43,6 +56,7 @@ class AttachedServer(BaseModel):
     last_ok_s_ago: float | None = Field(description="Seconds since the last good page.")
     retry_in_s: float | None = Field(description="Seconds until the next try while the circuit is open.")
     reading: Reading | None = Field(description="The server's figures, each naming its metric.")
+    pages: list[PageRead] = Field(description="The JSON pages beside /metrics asked for so far, each with its status.")
 
 
 class AttachList(BaseModel):

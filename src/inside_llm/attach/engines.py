@@ -11,7 +11,8 @@ own engine writes vLLM v1's names, so it reads as vLLM v1.
 no rate); histogram quantiles over the observations between the scrapes, as
 `histogram_quantile(q, rate(x_bucket[window]))` does, or since the server started when none fell in the window.
 Each figure names the metric it came from and says, in words, what it means on that engine or why it is missing.
-Pure: no network here (poller.py fetches).
+The figures from the JSON pages beside /metrics (/v1/models, llama.cpp's /slots and /props) are added by
+endpoints.py. Pure: no network here (poller.py fetches).
 """
 
 from __future__ import annotations
@@ -53,6 +54,16 @@ class Reading:
     preemptions: Figure = about("Preemptions since the server started (requests pushed out of the batch).")
     prefix_cache_hit_rate: Figure = about("Fraction (0-1) of prompt tokens found in the prefix cache.")
     finished_requests: Figure = about("Requests finished since the server started.")
+    # from the JSON pages beside /metrics (endpoints.py): GET /v1/models for every engine, /slots and /props on
+    # llama.cpp
+    served_models: list[str] = about("The model ids GET /v1/models lists (empty until it is read).", default=())
+    context_tokens: Figure = about("The longest context one request may use, tokens (GET /v1/models, or llama.cpp's "
+                                   "/slots or /props: one slot's).", default=Figure(None, None, "Not read yet."))  # fmt: skip
+    slots_total: Figure = about("llama.cpp: its slots, the requests it can run at once (GET /props total_slots).",
+                                default=Figure(None, None, "Not read yet."))  # fmt: skip
+    slots_busy: Figure = about("llama.cpp: slots working on a request now (GET /slots is_processing).",
+                               default=Figure(None, None, "Not read yet."))  # fmt: skip
+    build: str | None = about("The engine's build, where it says (llama.cpp's GET /props build_info).", default=None)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,13 @@ A target that fails (nothing answers, too slow, an HTTP error or a redirect, a p
 from no known engine) is marked with what went wrong, in words, and its circuit opens: the next try waits
 POLL_INTERVAL_S x 2^failures, at most MAX_BACKOFF_S; one good page closes it. The last good reading stays
 (marked stale) so a page can show what the server said before it went quiet.
+
+After a good /metrics page, the JSON pages beside it are read the same way (the same deadline, size cap, no
+redirect), side by side: GET /v1/models from every engine, GET /slots and /props from llama.cpp's llama-server.
+/slots is read on every poll, /v1/models and /props every PAGE_REFRESH_S (they change only on a restart). Each has
+its own circuit (interval x 2^failures, at most MAX_BACKOFF_S) and its own status and error in words; a page that
+fails never fails the target (its /metrics reading stands), and the figures it would have given say why they are
+missing. endpoints.py maps them onto the Reading.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from . import endpoints
 from .engines import Reading, read
 from .exposition import Garbled, Scrape, parse
 from .targets import Target
@@ -31,12 +39,53 @@ MAX_PAGE_BYTES = 1 << 20
 MAX_BACKOFF_S = 30.0
 WINDOW_S = 10.0  # rates and windowed quantiles: the newest scrape against the oldest within this many seconds
 STATUSES = ("waiting", "ok", "down", "slow", "refused", "garbled", "unknown")
+PAGES = {"models": "/v1/models", "slots": "/slots", "props": "/props"}  # beside /metrics
+LLAMACPP_PAGES = ("slots", "props")  # read only from llama.cpp
+PAGE_REFRESH_S = {"models": 30.0, "props": 30.0, "slots": 0.0}  # 0: every poll
+READERS = {"models": endpoints.models_page, "slots": endpoints.slots_page, "props": endpoints.props_page}
 
 
 class TargetError(Exception):
     def __init__(self, status: str, message: str):
         super().__init__(message)
         self.status, self.message = status, message
+
+
+@dataclass
+class PageState:
+    """One JSON page beside /metrics (GET /v1/models, /slots, /props): its own status, error and circuit."""
+
+    key: str
+    path: str
+    status: str = "waiting"
+    error: str | None = "Not read yet."
+    failures: int = 0
+    next_try: float = 0.0
+    last_try: float | None = None
+    last_ok: float | None = None
+    data: object = None  # the last good page, read (endpoints.ModelsPage, SlotsPage, PropsPage)
+
+    def view(self, now: float) -> dict:
+        age = lambda t: None if t is None else round(now - t, 3)  # noqa: E731
+        return {
+            "path": self.path,
+            "status": self.status,
+            "error": self.error,
+            "failures": self.failures,
+            "checked_s_ago": age(self.last_try),
+            "last_ok_s_ago": age(self.last_ok),
+            "retry_in_s": round(max(0.0, self.next_try - now), 3) if self.failures else None,
+        }
+
+    def why(self) -> str | None:
+        """Why its figures are missing, in words (None when it is fine or not tried yet)."""
+        if self.status in ("ok", "waiting"):
+            return None
+        return f"GET {self.path} failed ({self.status}): {self.error}"
+
+
+def _pages() -> dict[str, PageState]:
+    return {k: PageState(k, path) for k, path in PAGES.items()}
 
 
 @dataclass
@@ -51,6 +100,7 @@ class TargetState:
     last_ok: float | None = None
     reading: Reading | None = None
     history: deque = field(default_factory=deque)  # (monotonic time, Scrape), oldest first
+    pages: dict[str, PageState] = field(default_factory=_pages)
 
     def view(self, now: float) -> dict:
         age = lambda t: None if t is None else round(now - t, 3)  # noqa: E731
@@ -65,15 +115,18 @@ class TargetState:
             "last_ok_s_ago": age(self.last_ok),
             "retry_in_s": round(max(0.0, self.next_try - now), 3) if self.failures else None,
             "reading": self.reading,
+            "pages": [p.view(now) for p in self.pages.values() if p.last_try is not None],
         }
 
 
 async def fetch_page(client: httpx.AsyncClient, url: str, timeout_s: float = FETCH_TIMEOUT_S,
-                     max_bytes: int = MAX_PAGE_BYTES) -> str:  # fmt: skip
-    """The page at `url` as text, within `timeout_s` and `max_bytes`; TargetError (status, words) otherwise."""
+                     max_bytes: int = MAX_PAGE_BYTES, what: str = "its metrics",
+                     accept: str = "text/plain") -> str:  # fmt: skip
+    """The page at `url` as text, within `timeout_s` and `max_bytes`; TargetError (status, words) otherwise.
+    `what` names the page in the words of an error ("its metrics", "GET /slots")."""
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("GET", url, headers={"accept": "text/plain"}) as r:
+            async with client.stream("GET", url, headers={"accept": accept}) as r:
                 if r.is_redirect:
                     raise TargetError(
                         "refused",
@@ -81,15 +134,15 @@ async def fetch_page(client: httpx.AsyncClient, url: str, timeout_s: float = FET
                         "followed (the operator names the exact URL).",
                     )
                 if r.status_code != 200:
-                    raise TargetError("refused", f"It answered HTTP {r.status_code} instead of its metrics.")
+                    raise TargetError("refused", f"It answered HTTP {r.status_code} instead of {what}.")
                 declared = r.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
-                    raise TargetError("garbled", _too_big(max_bytes))
+                    raise TargetError("garbled", _too_big(max_bytes, what))
                 buf = bytearray()
                 async for chunk in r.aiter_bytes():
                     buf += chunk
                     if len(buf) > max_bytes:
-                        raise TargetError("garbled", _too_big(max_bytes))
+                        raise TargetError("garbled", _too_big(max_bytes, what))
     except TimeoutError:
         raise TargetError("slow", f"It did not send its whole page within {timeout_s:g} s.") from None
     except httpx.ConnectError:
@@ -101,13 +154,20 @@ async def fetch_page(client: httpx.AsyncClient, url: str, timeout_s: float = FET
     return buf.decode("utf-8", errors="replace")
 
 
-def _too_big(max_bytes: int) -> str:
-    return f"It sent more than {max_bytes / 1e6:g} MB for its metrics; reading stopped there."
+def _too_big(max_bytes: int, what: str = "its metrics") -> str:
+    return f"It sent more than {max_bytes / 1e6:g} MB for {what}; reading stopped there."
 
 
 def _digest(text: str) -> Scrape:
     try:
         return parse(text)
+    except Garbled as e:
+        raise TargetError("garbled", str(e)) from None
+
+
+def _json_page(key: str, path: str, text: str) -> object:
+    try:
+        return READERS[key](endpoints.parse_json(text, path))
     except Garbled as e:
         raise TargetError("garbled", str(e)) from None
 
@@ -161,7 +221,7 @@ class Poller:
         t0 = time.monotonic()
         s.polls += 1
         s.last_try = t0
-        s.next_try = t0 + self.timeout_s + self.interval_s  # while in flight: not due (set again when it ends)
+        s.next_try = t0 + 2 * self.timeout_s + self.interval_s  # in flight: not due (set again when it ends)
         try:
             text = await fetch_page(self.client(), s.target.metrics_url, self.timeout_s, self.max_bytes)
             scrape = await asyncio.to_thread(_digest, text)
@@ -170,6 +230,7 @@ class Poller:
                 s.history.popleft()
             then = s.history[0] if s.history else None
             reading = await asyncio.to_thread(_read, scrape, then, t)
+            reading = await self.read_pages(s, reading)
         except Exception as e:  # TargetError in words; anything else is still this target's failure, never the loop's
             if not isinstance(e, TargetError):
                 e = TargetError("unknown", f"Reading its page failed ({type(e).__name__}).")
@@ -180,6 +241,38 @@ class Poller:
         s.history.append((t, scrape))
         s.status, s.error, s.failures, s.reading, s.last_ok = "ok", None, 0, reading, t
         s.next_try = t0 + self.interval_s
+
+    async def read_pages(self, s: TargetState, reading: Reading) -> Reading:
+        """The JSON pages beside /metrics that are due, side by side, each bounded; the reading with what they add.
+        A page that fails says why in its own state and in the figures it would have given."""
+        keys = [k for k in PAGES if k not in LLAMACPP_PAGES or reading.engine == "llama.cpp"]
+        now = time.monotonic()
+        due = [s.pages[k] for k in keys if s.pages[k].next_try <= now]
+        if due:
+            await asyncio.gather(*(self.read_page(s, p) for p in due))
+        pages = {k: s.pages[k] for k in keys}
+        why = {k: w for k, p in pages.items() if (w := p.why())}
+        data = {k: p.data for k, p in pages.items()}
+        fresh_slots = "slots" in pages and pages["slots"].status == "ok"  # /slots is "now": a stale one is not shown
+        return endpoints.apply(reading, data["models"], data.get("slots") if fresh_slots else None,
+                               data.get("props"), why)  # fmt: skip
+
+    async def read_page(self, s: TargetState, p: PageState) -> None:
+        t0 = time.monotonic()
+        p.last_try = t0
+        try:
+            text = await fetch_page(self.client(), s.target.base_url + p.path, self.timeout_s, self.max_bytes,
+                                    f"the JSON of GET {p.path}", "application/json")  # fmt: skip
+            data = await asyncio.to_thread(_json_page, p.key, p.path, text)
+        except Exception as e:  # a page's failure is its own, never the target's
+            if not isinstance(e, TargetError):
+                e = TargetError("garbled", f"Reading GET {p.path} failed ({type(e).__name__}).")
+            p.failures += 1
+            p.status, p.error = e.status, e.message
+            p.next_try = time.monotonic() + min(self.interval_s * 2**p.failures, MAX_BACKOFF_S)
+            return
+        p.data, p.status, p.error, p.failures, p.last_ok = data, "ok", None, 0, time.monotonic()
+        p.next_try = t0 + PAGE_REFRESH_S[p.key]
 
     async def poll_once(self) -> None:
         """Every target that is due, side by side."""

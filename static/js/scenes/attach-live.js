@@ -114,9 +114,12 @@ function show(p, v) {
     Object.assign(d, { engine: r.engine, running: value(r.running) ?? '', waiting: value(r.waiting) ?? '',
       kv: value(r.kv_usage) ?? '' });
   }
+  const models = r ? (r.models.length ? r.models : r.served_models || []) : [];
   p.sub.textContent = r
-    ? `${v.name}: ${r.engine_name}${r.models.length ? `, serving ${r.models.join(', ')}` : ''}. Its own /metrics, ` +
-      'read by this tour’s server once a second and mapped onto the figures this chapter draws.'
+    ? `${v.name}: ${r.engine_name}${models.length ? `, serving ${models.join(', ')}` : ''}` +
+      `${r.build ? ` (build ${r.build})` : ''}. Its own /metrics` +
+      `${r.engine === 'llama.cpp' ? ', /slots and /props' : ''}, read by this tour’s server once a second and ` +
+      'mapped onto the figures this chapter draws.'
     : `${v.name}: not read yet.`;
   p.status.textContent = statusWords(v);
   draw(p);
@@ -170,7 +173,16 @@ function drawLanes(p, r) {
   p.readouts.textContent = `${num(value(r.running) ?? 0)} running (dark) · ${num(value(r.waiting) ?? 0)} waiting ` +
     `(pale) · ${value(r.generation_tokens_per_s) === null ? '–' : num(value(r.generation_tokens_per_s))} tokens/s ` +
     `written · time to first token p50 ${ms(r.ttft_p50_s)}, p95 ${ms(r.ttft_p95_s)} · between tokens p50 ` +
-    `${ms(r.itl_p50_s)}, p95 ${ms(r.itl_p95_s)}.`;
+    `${ms(r.itl_p50_s)}, p95 ${ms(r.itl_p95_s)}${slotWords(r)}.`;
+}
+
+// llama.cpp: its fixed slots (GET /props, /slots); nothing for engines without slots
+function slotWords(r) {
+  if (!r.slots_total || value(r.slots_total) === null) return '';
+  const busy = value(r.slots_busy);
+  const ctx = value(r.context_tokens);
+  return ` · ${busy === null ? '–' : num(busy)} of ${num(value(r.slots_total))} slots busy` +
+    `${ctx === null ? '' : `, ${num(ctx)} tokens of context each`}`;
 }
 
 // ---- chapter 6: the KV pool, filled to the fraction in use --------------------------------------------------
@@ -184,13 +196,15 @@ function drawPool(p, r) {
     const cell = width / cols, cellH = Math.max(10, Math.min(cell, 18));
     const rows = Math.ceil(CELLS / cols);
     const used = Math.round(Math.min(1, Math.max(0, kv)) * CELLS);
+    const what = (r.kv_usage.metric || '').startsWith('GET /slots')
+      ? 'of its slots’ context held in their KV cells' : 'of its KV cache in use';
     const root = svg('svg', { viewBox: `0 0 ${width} ${rows * cellH}`, width: '100%', class: 'ta-svg', role: 'img',
-      'aria-label': `${p.view.name}: ${pct(kv)} of its KV cache in use` }, p.picture);
+      'aria-label': `${p.view.name}: ${pct(kv)} ${what}` }, p.picture);
     for (let b = 0; b < CELLS; b++) {
       svg('rect', { x: (b % cols) * cell + 0.5, y: Math.floor(b / cols) * cellH + 0.5, width: cell - 1,
         height: cellH - 1, rx: 1.5, class: b < used ? 'ta-used' : 'ta-free' }, root);
     }
-    p.readouts.textContent = `${pct(kv)} of its KV cache in use (each cell is 1/${CELLS} of the pool) · ` +
+    p.readouts.textContent = `${pct(kv)} ${what} (each cell is 1/${CELLS} of the pool) · ` +
       `${num(value(r.running) ?? 0)} requests running, ${num(value(r.waiting) ?? 0)} waiting · prefix-cache hit rate ` +
       `${value(r.prefix_cache_hit_rate) === null ? '–' : pct(value(r.prefix_cache_hit_rate))} · ` +
       `${value(r.preemptions) === null ? 'no preemption count' : `${fixed(value(r.preemptions), 0)} preempted so far`}.`;
@@ -203,6 +217,9 @@ function names(p, r) {
     ? [['running', r.running], ['waiting', r.waiting], ['tokens/s written', r.generation_tokens_per_s],
         ['time to first token', r.ttft_p50_s], ['between tokens', r.itl_p50_s]]
     : [['KV usage', r.kv_usage], ['prefix-cache hit rate', r.prefix_cache_hit_rate], ['preempted', r.preemptions]];
+  if (p.opts.kind === 'lanes' && r.slots_total && value(r.slots_total) !== null) {
+    rows.push(['slots', r.slots_total], ['slots busy', r.slots_busy]);
+  }
   p.metrics.append('Where each figure comes from: ');
   rows.forEach(([what, f], k) => {
     if (k) p.metrics.append(' · ');
