@@ -88,3 +88,19 @@ def test_a_second_serve_process_attaches_to_the_first(smollm):
         assert (r["running"]["value"], r["waiting"]["value"]) == (engine["seats_in_use"], engine["queued"]) == (0, 0)
         assert r["kv_usage"]["value"] == engine["pages_in_use"] / engine["pages"]
         assert r["ttft_p50_s"]["value"] > 0 and r["ttft_p50_s"]["metric"] == "vllm:time_to_first_token_seconds"
+
+
+def test_llama_servers_json_pages_are_in_the_answer(hostile):
+    """A llama-server's /v1/models, /slots and /props: each page's status in `pages`, what they add in `reading`;
+    one switched off (HTTP 501) says so in words while its /metrics figures stand."""
+    targets = parse_targets([f"ll={hostile.url}/llama-ok off={hostile.url}/llama-off"])
+    with TestClient(create_app(Settings(attach=targets))) as c:
+        ll = wait_for(lambda: c.get("/api/attach/ll").json(), lambda j: j["status"] == "ok" and j["pages"], "ll")
+        assert {p["path"]: p["status"] for p in ll["pages"]} == {"/v1/models": "ok", "/slots": "ok", "/props": "ok"}
+        r = ll["reading"]
+        assert (r["slots_total"]["value"], r["slots_busy"]["value"], r["context_tokens"]["value"]) == (2, 1, 2048)
+        assert r["served_models"] == ["SmolLM2-135M-Instruct.Q4_1.gguf"] and r["build"] == "b1234-abcdef0"
+        off = wait_for(lambda: c.get("/api/attach/off").json(), lambda j: j["status"] == "ok" and j["pages"], "off")
+        slots = next(p for p in off["pages"] if p["path"] == "/slots")
+        assert slots["status"] == "refused" and "HTTP 501" in slots["error"] and slots["failures"] >= 1
+        assert off["reading"]["running"]["value"] == 1 and "HTTP 501" in off["reading"]["slots_busy"]["note"]
