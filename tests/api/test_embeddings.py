@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from inside_llm.api.demo_model import MAX_PROMPT_TOKENS, served_model
-from inside_llm.api.embeddings import LENS_TOKENS, embeddings_json, facts
+from inside_llm.api.embeddings import DRAWN_COLUMNS, embeddings_json, facts
+from inside_llm.api.packed import unpack
 from inside_llm.sim import catalog
 from inside_llm.sim.lens import drawn_floors
 from inside_llm.sim.transformer_ops import log_softmax
@@ -33,9 +34,12 @@ def test_floor_zero_holds_the_embedding_table_rows_of_the_prompts_ids(client, mo
     ids = m.encode(PROMPT)
     assert [t["id"] for t in d["tokens"]] == ids and d["num_tokens"] == len(ids)
     assert d["model"]["served"] == s.served and d["model"]["requested"] == model
-    rows = np.array(d["floors"][0]["vectors"])
-    assert rows.shape == (len(ids), m.config.dim)
-    np.testing.assert_allclose(rows, m.tok_emb[ids], rtol=1e-3, atol=1e-6)
+    rows = unpack(d["floors"][0]["vectors"])
+    assert rows.shape == (len(ids), m.config.dim) and len(ids) <= DRAWN_COLUMNS
+    # packed: within half a unit (the floor's colour scale / 16) of the float32 rows
+    unit = d["floors"][0]["vectors"]["unit"]
+    assert unit == pytest.approx(d["floors"][0]["scale"] / 16, rel=1e-3)
+    np.testing.assert_allclose(rows, m.tok_emb[ids], rtol=0, atol=unit / 2 * 1.001)
     assert d["model"]["n_layers"] == m.config.n_layers and d["model"]["dim"] == m.config.dim
 
 
@@ -51,9 +55,11 @@ def test_every_floor_has_norm_and_change_and_the_drawn_ones_their_vectors(client
         np.testing.assert_allclose(f["change"], expect, rtol=1e-3)
         np.testing.assert_allclose(f["norm"], np.linalg.norm(tr.resid_out, axis=-1), rtol=1e-3)
         if f["drawn"]:
-            np.testing.assert_allclose(f["vectors"], tr.resid_out, rtol=1e-3, atol=1e-3 * f["scale"])
+            # within half a unit (scale / 16) of the float32 vectors; float16's 2^-11 beyond 2,048 units
+            unit = f["vectors"]["unit"]
+            np.testing.assert_allclose(unpack(f["vectors"]), tr.resid_out, rtol=2**-11, atol=unit / 2 * 1.001)
         else:
-            assert f["vectors"] == []
+            assert f["vectors"] is None
         assert f["scale"] > 0
     for f, x in zip(d["floors"], [fw.embeddings] + [t.resid_out for t in fw.layers], strict=True):
         # a typical token's range: one outsized token saturates
@@ -74,7 +80,7 @@ def test_logit_lens_every_floor_for_the_last_token_and_drawn_floors_for_all(clie
     for f, x in zip(d["floors"], xs, strict=True):
         assert f["lens"][-1] is not None, "the last token's lens on every floor"
         assert all(
-            (g is not None) == ((f["drawn"] and t >= T - LENS_TOKENS) or t == T - 1) for t, g in enumerate(f["lens"])
+            (g is not None) == ((f["drawn"] and t >= T - DRAWN_COLUMNS) or t == T - 1) for t, g in enumerate(f["lens"])
         )
         logp = log_softmax(m.head(x[-1:]))[0]
         want = np.argsort(-logp)[:3]
@@ -82,12 +88,17 @@ def test_logit_lens_every_floor_for_the_last_token_and_drawn_floors_for_all(clie
         np.testing.assert_allclose([g["p"] for g in f["lens"][-1]], np.exp(logp[want]), rtol=2e-3, atol=1e-9)
 
 
-def test_a_long_prompt_gets_the_lens_for_the_columns_the_stage_draws(client):
+def test_a_long_prompt_gets_the_vectors_and_lens_for_the_columns_the_stage_draws(client):
     prompt = " ".join(["word"] * 40)
     d = get(client, prompt, "toy")
     T = d["num_tokens"]
-    assert T > LENS_TOKENS
-    assert [g is not None for g in d["floors"][1]["lens"]] == [t >= T - LENS_TOKENS for t in range(T)]
+    assert T > DRAWN_COLUMNS
+    assert [g is not None for g in d["floors"][1]["lens"]] == [t >= T - DRAWN_COLUMNS for t in range(T)]
+    m = served_model("toy").model
+    x = m.forward(m.encode(prompt), intermediates=True).layers[0].resid_out
+    v = d["floors"][1]["vectors"]
+    assert (v["rows"], v["cols"]) == (DRAWN_COLUMNS, m.config.dim)
+    np.testing.assert_allclose(unpack(v), x[-DRAWN_COLUMNS:], rtol=2**-11, atol=v["unit"] / 2 * 1.001)
 
 
 def test_a_piece_that_is_part_of_a_character_is_sent_as_bytes(client):
@@ -148,7 +159,9 @@ def test_an_empty_prompt_is_an_empty_picture_not_an_error(client):
     """The page asks while the box is cleared; that must not log a failed request."""
     d = get(client, "")
     assert d["num_tokens"] == 0 and d["next_token"] is None and d["tokens"] == []
-    assert len(d["floors"]) == served_model().model.config.n_layers + 1 and all(f["vectors"] == [] for f in d["floors"])
+    assert len(d["floors"]) == served_model().model.config.n_layers + 1 and all(
+        f["vectors"] is None for f in d["floors"]
+    )
 
 
 def test_same_url_same_bytes_with_etag(client):
@@ -177,5 +190,7 @@ def test_the_bare_text_may_end_the_turn_while_the_chat_template_answers(client, 
     ids = smollm.chat_ids("Why is the sky blue?")
     logits = smollm.forward(ids, last_only=True).logits[-1]
     assert c["id"] == int(np.argmax(logits)) and c["text"] == "The" and 0 < c["p"] <= 1
+    # read on from the chat template's system turn (kept once): the same probability as one full pass
+    assert c["p"] == pytest.approx(float(np.exp(log_softmax(logits[None])[0].max())), rel=2e-3)
     toy = client.get("/api/embeddings", params={"prompt": "To be", "model": "toy"}).json()
     assert toy["chat_next_token"] is None

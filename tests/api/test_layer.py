@@ -10,7 +10,9 @@ import pytest
 
 from inside_llm.api.demo_model import MAX_PROMPT_TOKENS, served_model
 from inside_llm.api.layer import MAX_LAYER, facts
+from inside_llm.api.packed import unpack
 from inside_llm.sim import catalog
+from inside_llm.sim.transformer_ops import rms_norm
 
 PROMPT = "To be, or not to be, that is the"
 MODELS = ("smollm2", "toy")
@@ -64,16 +66,25 @@ def test_qkv_and_mlp_are_the_layers_real_activations(client):
     c = demo_model().config
     d, tr = get(client), trace(0)
     T = d["num_tokens"]
-    q, k, v = (np.array(d["qkv"][n]) for n in "qkv")
+    q, k, v = (unpack(d["qkv"][n]) for n in "qkv")
     assert q.shape == (T, c.n_heads * c.head_dim) and k.shape == v.shape == (T, c.n_kv_heads * c.head_dim)
-    np.testing.assert_allclose(k, tr.k.transpose(1, 0, 2).reshape(T, -1), rtol=1e-3, atol=1e-3 * d["qkv"]["k_scale"])
+
+    def close(got, packed, want, scale):  # packed: within half a unit (the block's colour scale / 16)
+        assert packed["unit"] == pytest.approx(scale / 16, rel=1e-3)
+        np.testing.assert_allclose(got, want, rtol=2**-11, atol=packed["unit"] / 2 * 1.001)
+
+    for n, x, want in (("q", q, tr.q), ("k", k, tr.k), ("v", v, tr.v)):
+        close(x, d["qkv"][n], want.transpose(1, 0, 2).reshape(T, -1), d["qkv"][f"{n}_scale"])
     np.testing.assert_allclose(d["qkv"]["q_norm"], np.linalg.norm(tr.q, axis=-1).T, rtol=1e-3)
-    hidden = np.array(d["mlp"]["hidden"])
+    hidden = unpack(d["mlp"]["hidden"])
     assert hidden.shape == (T, c.ffn_dim), "the MLP stretches each vector ffn_dim wide"
-    np.testing.assert_allclose(hidden, tr.mlp_hidden, rtol=1e-2, atol=1e-2 * d["mlp"]["hidden_scale"])
-    out = np.array(d["mlp"]["out"])
+    close(hidden, d["mlp"]["hidden"], tr.mlp_hidden, d["mlp"]["hidden_scale"])
+    out = unpack(d["mlp"]["out"])
     assert out.shape == (T, c.dim), "... and squeezes it back to dim"
-    np.testing.assert_allclose(out, tr.mlp_out, rtol=1e-3, atol=1e-3 * d["mlp"]["out_scale"])
+    close(out, d["mlp"]["out"], tr.mlp_out, d["mlp"]["out_scale"])
+    m = demo_model()
+    want_in = rms_norm(tr.resid_mid, m.layers[0].mlp_norm, c.norm_eps)
+    close(unpack(d["mlp"]["input"]), d["mlp"]["input"], want_in, d["mlp"]["input_scale"])
     np.testing.assert_allclose(d["residual"]["out_norm"], np.linalg.norm(tr.resid_out, axis=-1), rtol=1e-3)
     assert d["math"]["kv_numbers_per_token"]["value"] == 2 * c.n_kv_heads * c.head_dim
 
@@ -104,7 +115,7 @@ def test_each_model_opens_its_own_layers_with_its_own_heads(client, model):
     d = get(client, c.n_layers - 1, model=model)
     assert d["model"]["served"] == s.served and d["layer"] == c.n_layers - 1
     assert len(d["heads"]) == c.n_heads and len(d["groups"]) == c.n_kv_heads
-    assert np.array(d["qkv"]["q"]).shape == (d["num_tokens"], c.n_heads * c.head_dim)
+    assert unpack(d["qkv"]["q"]).shape == (d["num_tokens"], c.n_heads * c.head_dim)
     tr = trace(c.n_layers - 1, model=model)
     np.testing.assert_allclose(d["heads"][-1]["weights"][-1], tr.attn[-1, -1], rtol=1e-3, atol=1e-6)
     assert d["model"]["choices"]["toy"] == {
@@ -164,7 +175,7 @@ def test_measured_kv_cache_vs_recompute(client):
 
 def test_an_empty_prompt_is_an_empty_picture(client):
     d = get(client, 0, "")
-    assert d["num_tokens"] == 0 and d["qkv"]["q"] == [] and all(h["weights"] == [] for h in d["heads"])
+    assert d["num_tokens"] == 0 and unpack(d["qkv"]["q"]).size == 0 and all(h["weights"] == [] for h in d["heads"])
     assert len(d["heads"]) == demo_model().config.n_heads
 
 

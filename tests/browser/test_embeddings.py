@@ -168,3 +168,24 @@ def test_typing_after_an_empty_prompt_draws_again(page, base_url):
     page.wait_for_function(f"() => ({SHOWN})() === {n}")
     assert page.locator("#stage-status").inner_text() == ""
     assert "selected" in page.locator("#stage .emb-token").last.get_attribute("class")
+
+
+def test_the_page_decodes_the_packed_vectors_as_the_server_packed_them(page, base_url):
+    """static/js/lib/packed.js gives the numbers api/packed.unpack gives (each within the stated tolerance of the
+    float32 vectors: tests/api/test_embeddings.py), outliers (float16) included."""
+    import numpy as np
+
+    from inside_llm.api.packed import unpack
+
+    prompt = "Juliet is the sun, and Romeo"
+    open_page(page, base_url + f"/tour/embeddings?autoplay=0&prompt={quote(prompt)}")
+    d = api(page, base_url, prompt=prompt)
+    got = page.evaluate(
+        """async (floors) => {
+          const { rows } = await import('/static/js/lib/packed.js');
+          return floors.map((p) => rows(p).map((r) => Array.from(r)));
+        }""",
+        [f["vectors"] for f in d["floors"] if f["drawn"]],
+    )
+    for f, js in zip([f for f in d["floors"] if f["drawn"]], got, strict=True):
+        np.testing.assert_allclose(np.array(js, np.float32), unpack(f["vectors"]), rtol=1e-6, atol=0)

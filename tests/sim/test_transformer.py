@@ -87,6 +87,19 @@ def test_kv_cached_incremental_decoding_equals_full_recompute(main, ids):
     assert cache.nbytes == len(ids) * c.n_layers * 2 * c.n_kv_heads * c.head_dim * 4
 
 
+def test_upto_runs_the_first_layers_only_and_skips_the_head(main, ids):
+    """What chapters 2 and 3 ask for: the layers up to the one opened, no output head."""
+    full = main.forward(ids[:8], intermediates=True)
+    part = main.forward(ids[:8], intermediates=True, upto=2)
+    assert len(part.layers) == 2 and part.logits.size == 0
+    for a, b in zip(part.layers, full.layers[:2], strict=True):
+        np.testing.assert_array_equal(a.resid_out, b.resid_out)
+        np.testing.assert_array_equal(a.attn, b.attn)
+    every = main.forward(ids[:8], intermediates=True, upto=main.config.n_layers)
+    np.testing.assert_array_equal(every.layers[-1].resid_out, full.layers[-1].resid_out)
+    assert every.logits.size == 0
+
+
 def test_multi_token_cached_forward_equals_one_at_a_time(main, ids):
     """The target's single verify pass in speculative decoding, and rollback of rejected tokens."""
     prefix, new = ids[:12], ids[12:17]

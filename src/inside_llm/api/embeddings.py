@@ -3,10 +3,11 @@
 `model=smollm2` (the default) reads the prompt with SmolLM2-135M-Instruct when its file is on this
 server; without it, and for `model=toy`, the toy model trained here serves, and the response says which
 served and why (`model.served`, `model.note`). For each drawn floor (every floor of the toy; a handful of
-SmolLM2's 31, listed in `drawn_floors`): every token's vector. For every floor: each vector's length, how
-much the layer changed it, and the logit lens (final norm + tied head applied there: the top-3 next-token
-guesses) for the last 24 tokens (the most columns the stage draws) on drawn floors and for the last token on all. Beside it, the real scale from
-the catalog (Llama 3.1 70B). A pure function of the URL; the CPU timings live at
+SmolLM2's 31, listed in `drawn_floors`): the vectors of the last DRAWN_COLUMNS tokens (the most columns the stage
+draws), packed as text (api/packed.py: one base-64 digit per number, within 1/32 of the floor's colour scale).
+For every floor: each vector's length, how much the layer changed it, and the logit lens (final norm + tied head
+applied there: the top-3 next-token guesses) for the drawn columns on drawn floors and for the last token on all.
+Beside it, the real scale from the catalog (Llama 3.1 70B). A pure function of the URL; the CPU timings live at
 GET /api/embeddings/measured (measured once per process) so this response stays cacheable by ETag.
 """
 
@@ -23,6 +24,7 @@ from ..model_work import WORK, Kept
 from ..sim import catalog
 from ..sim.derivation import derive, math_dict
 from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
+from ..sim.transformer import KVCache
 from . import measured
 from .common import BUSY, Math, counted
 from .demo_model import (
@@ -36,11 +38,13 @@ from .demo_model import (
     sig,
 )
 from .measured import Measured
+from .packed import Packed, pack
 
 router = APIRouter(tags=["2 · embeddings"])
 
 TOP_K = 3
-LENS_TOKENS = 24  # drawn floors get the lens for the last this-many tokens: the most columns the stage draws
+DRAWN_COLUMNS = 20  # the most token columns the stage draws (static/js/scenes/embeddings.js VARIANTS maxCols):
+# drawn floors carry the vectors and the lens of the last this-many tokens
 SCALE_QUANTILE = 0.98  # colour scale: +-this quantile of |value| (a few outliers saturate)
 
 
@@ -54,8 +58,10 @@ class Guess(BaseModel):
 class Floor(BaseModel):
     after_layer: int = Field(description="0 = the embedding rows (before any layer); l = after layer l (1-based).")
     drawn: bool = Field(description="Whether this floor is drawn (its vectors are sent).")
-    vectors: list[list[float]] = Field(
-        description="[tokens][dim] the residual stream here (4 significant digits); [] on a floor that is not drawn."
+    vectors: Packed | None = Field(
+        description=f"[columns][dim] the residual stream of the last min(tokens, {DRAWN_COLUMNS}) tokens (the "
+        "columns the stage draws), packed (unit = this floor's colour scale / 16, so within 1/32 of it); null on "
+        "a floor that is not drawn or for an empty prompt."
     )
     scale: float = Field(
         description=f"This floor's own colour scale: the {SCALE_QUANTILE:.0%} quantile of |value| in "
@@ -69,7 +75,7 @@ class Floor(BaseModel):
     lens: list[list[Guess] | None] = Field(
         description=f"[tokens] each token's top {TOP_K} logit-lens guesses (the "
         "likeliest next tokens if the model stopped here: final RMSNorm + tied head); "
-        f"computed for the last {LENS_TOKENS} tokens on drawn floors (the most columns "
+        f"computed for the last {DRAWN_COLUMNS} tokens on drawn floors (the most columns "
         "the stage draws) and the last token on the others; null elsewhere."
     )
 
@@ -109,20 +115,49 @@ def _guess(m, i: int, p: float) -> dict:
     }
 
 
+_CHAT_PREFIX: dict = {}  # id(model) -> (model, the chat template's ids before the question, their KVCache)
+
+
+def _chat_prefix(m) -> tuple[list[int], KVCache]:
+    """The chat template's tokens that come before any question (the system turn and the user's marker), read
+    through the model once per model: every chat question continues from their keys and values."""
+    got = _CHAT_PREFIX.get(id(m))
+    if got is None or got[0] is not m:
+        a, b = m.chat_ids("a"), m.chat_ids("b")
+        ids = a[: next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)]
+        cache = KVCache(m.config, capacity=max(1, len(ids)))
+        if ids:
+            m.forward(ids, cache, upto=m.config.n_layers)
+        got = _CHAT_PREFIX[id(m)] = (m, ids, cache)
+    return got[1], got[2]
+
+
 def _chat_guess(m, prompt: str) -> dict:
-    """The chat model's likeliest first answer token to prompt asked in its chat template."""
-    z = m.forward(m.chat_ids(prompt), last_only=True).logits[-1].astype(np.float64)
+    """The chat model's likeliest first answer token to prompt asked in its chat template (continuing from the
+    template's prefix, read once, when the question's tokens start with it: the same logits up to rounding)."""
+    ids = m.chat_ids(prompt)
+    pre, kept = _chat_prefix(m)
+    n = len(pre)
+    if 0 < n < len(ids) and ids[:n] == pre:
+        cache = KVCache(m.config, capacity=len(ids))
+        for layer in range(m.config.n_layers):
+            cache.k[layer][:, :n], cache.v[layer][:, :n] = kept.k[layer][:, :n], kept.v[layer][:, :n]
+        cache.num_tokens = n
+        z = m.forward(ids[n:], cache, last_only=True).logits[-1].astype(np.float64)
+    else:
+        z = m.forward(ids, last_only=True).logits[-1].astype(np.float64)
     p = np.exp(z - z.max())
     i = int(np.argmax(p))
     return _guess(m, i, p[i] / p.sum())
 
 
 def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, lens: list) -> dict:
+    scale = float(f"{colour_scale(x, SCALE_QUANTILE):.3g}")
     return {
         "after_layer": l,
         "drawn": drawn,
-        "vectors": sig(x) if drawn else [],
-        "scale": float(f"{colour_scale(x, SCALE_QUANTILE):.3g}"),
+        "vectors": pack(x[-DRAWN_COLUMNS:], scale) if drawn else None,
+        "scale": scale,
         "norm": sig(np.linalg.norm(x, axis=-1)),
         "change": None if change is None else sig(change),
         "lens": lens,
@@ -130,10 +165,10 @@ def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, len
 
 
 def _floors(m, xs: list[np.ndarray], changes: list, drawn: list[int]) -> list[dict]:
-    """Every floor; the logit lens for the last LENS_TOKENS tokens on drawn floors and for the last token on
+    """Every floor; the logit lens for the last DRAWN_COLUMNS tokens on drawn floors and for the last token on
     the others, in one pass through the output head (the largest matrix: reading it once per floor would dominate)."""
     T = len(xs[0])
-    rows = [range(max(0, T - LENS_TOKENS), T) if f in drawn else range(T - 1, T) for f in range(len(xs))]
+    rows = [range(max(0, T - DRAWN_COLUMNS), T) if f in drawn else range(T - 1, T) for f in range(len(xs))]
     ids, p = logit_lens(m, np.concatenate([x[list(r)] for x, r in zip(xs, rows, strict=True)]), TOP_K)
     out, n = [], 0
     for f, (x, c, r) in enumerate(zip(xs, changes, rows, strict=True)):
@@ -221,7 +256,7 @@ def _embeddings_json(prompt: str, model: str) -> bytes:
     ids, pieces, rows = model_tokens(s, prompt)
     drawn = drawn_floors(m.config.n_layers)
     if ids:
-        fw = m.forward(ids, intermediates=True)
+        fw = m.forward(ids, intermediates=True, upto=m.config.n_layers)  # no head: the lens below applies it
         xs = [fw.embeddings] + [t.resid_out for t in fw.layers]
         changes = [None] + [layer_change(t.resid_in, t.resid_out) for t in fw.layers]
         floors = _floors(m, xs, changes, drawn)
@@ -231,7 +266,7 @@ def _embeddings_json(prompt: str, model: str) -> bytes:
             {
                 "after_layer": i,
                 "drawn": i in drawn,
-                "vectors": [],
+                "vectors": None,
                 "scale": 0.0,
                 "norm": [],
                 "change": [] if i else None,

@@ -6,7 +6,9 @@ without it, and for `model=toy`, the toy model trained here serves and the respo
 Each token's Query, Key and Value (after rotary positions), every attention head's real weights
 (lower-triangular: a token only looks back; query heads grouped by the KV head they share), and the
 MLP: its input, the stretched SwiGLU activations silu(gate) * up (ffn_dim wide) and what it adds back
-(dim wide). A pure function of the URL; the KV cache timing is at GET /api/layer/measured.
+(dim wide). The activations travel packed as text (api/packed.py: one base-64 digit per number, within 1/32 of
+each block's colour scale); the model runs only up to the layer opened. A pure function of the URL; the KV
+cache timing is at GET /api/layer/measured.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .demo_model import (
     sig,
 )
 from .measured import Measured
+from .packed import Packed, pack
 
 router = APIRouter(tags=["3 · layer"])
 
@@ -97,14 +100,15 @@ class LayerResponse(BaseModel):
     num_tokens: int
     tokens: list[dict] = Field(description="The model's tokens: index, id, cl100k_id, text, bytes, piece, fallback.")
     groups: list[dict] = Field(description="Grouped-query attention: for each KV head, the query heads sharing it.")
-    qkv: dict = Field(
-        description="q [T][H*hd], k and v [T][Hkv*hd] (head after head; after RoPE for q, k), their "
-        "per-head L2 norms q_norm [T][H], k_norm/v_norm [T][Hkv], and colour scales."
+    qkv: dict[str, Packed | float | list[list[float]]] = Field(
+        description="q [T][H*hd], k and v [T][Hkv*hd] (head after head; after RoPE for q, k; packed, unit = "
+        "the block's colour scale / 16), their per-head L2 norms q_norm [T][H], k_norm/v_norm [T][Hkv], and "
+        "colour scales q_scale, k_scale, v_scale."
     )
     heads: list[Head]
-    mlp: dict = Field(
+    mlp: dict[str, Packed | float] = Field(
         description="input [T][dim] (after RMSNorm), hidden [T][ffn_dim] = silu(gate) * up, "
-        "out [T][dim] (what the MLP adds), colour scales."
+        "out [T][dim] (what the MLP adds), each packed (unit = its colour scale / 16), and the colour scales."
     )
     residual: dict = Field(description="L2 norms [T]: stream in, attention's update, MLP's update, stream out.")
     math: Math
@@ -170,7 +174,7 @@ def _layer_json(prompt: str, layer: int, model: str) -> bytes:
     c = m.config
     ids, _, rows = model_tokens(s, prompt)
     T = len(ids)
-    tr = m.forward(ids, intermediates=True).layers[layer] if T else _empty_trace(m)
+    tr = m.forward(ids, intermediates=True, upto=layer + 1).layers[layer] if T else _empty_trace(m)
     q, k, v = (a.transpose(1, 0, 2) for a in (tr.q, tr.k, tr.v))  # [T, heads, hd]
     g = c.n_heads // c.n_kv_heads
     heads = [
@@ -178,6 +182,9 @@ def _layer_json(prompt: str, layer: int, model: str) -> bytes:
         for h in range(c.n_heads)
     ]
     mlp_in = rms_norm(tr.resid_mid, m.layers[layer].mlp_norm, c.norm_eps)  # [T, dim]
+    q, k, v = (a.reshape(T, a.shape[1] * a.shape[2]) for a in (q, k, v))  # [T, heads * hd]: head after head
+    sc = {n: _scale(a) for n, a in (("q", q), ("k", k), ("v", v), ("input", mlp_in), ("hidden", tr.mlp_hidden))}
+    sc["out"] = _scale(tr.mlp_out)
     return (
         LayerResponse(
             prompt=prompt,
@@ -187,24 +194,22 @@ def _layer_json(prompt: str, layer: int, model: str) -> bytes:
             tokens=rows,
             groups=[{"kv_head": j, "query_heads": list(range(j * g, (j + 1) * g))} for j in range(c.n_kv_heads)],
             qkv={
-                "q": sig(q.reshape(T, c.n_heads * c.head_dim)),
-                "k": sig(k.reshape(T, c.n_kv_heads * c.head_dim)),
-                "v": sig(v.reshape(T, c.n_kv_heads * c.head_dim)),
-                "q_norm": _norm(q),
-                "k_norm": _norm(k),
-                "v_norm": _norm(v),
-                "q_scale": _scale(q),
-                "k_scale": _scale(k),
-                "v_scale": _scale(v),
+                **{n: pack(a, sc[n]) for n, a in (("q", q), ("k", k), ("v", v))},
+                "q_norm": _norm(q.reshape(T, c.n_heads, c.head_dim)),
+                "k_norm": _norm(k.reshape(T, c.n_kv_heads, c.head_dim)),
+                "v_norm": _norm(v.reshape(T, c.n_kv_heads, c.head_dim)),
+                "q_scale": sc["q"],
+                "k_scale": sc["k"],
+                "v_scale": sc["v"],
             },
             heads=heads,
             mlp={
-                "input": sig(mlp_in),
-                "hidden": sig(tr.mlp_hidden, 3),
-                "out": sig(tr.mlp_out),
-                "input_scale": _scale(mlp_in),
-                "hidden_scale": _scale(tr.mlp_hidden),
-                "out_scale": _scale(tr.mlp_out),
+                "input": pack(mlp_in, sc["input"]),
+                "hidden": pack(tr.mlp_hidden, sc["hidden"]),
+                "out": pack(tr.mlp_out, sc["out"]),
+                "input_scale": sc["input"],
+                "hidden_scale": sc["hidden"],
+                "out_scale": sc["out"],
             },
             residual={
                 "in_norm": _norm(tr.resid_in),

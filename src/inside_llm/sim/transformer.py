@@ -209,12 +209,15 @@ class DemoModel:
         return ids
 
     def forward(self, ids: Sequence[int], cache: KVCache | None = None,
-                intermediates: bool = False, last_only: bool = False) -> Forward:
+                intermediates: bool = False, last_only: bool = False, upto: int | None = None) -> Forward:
         """Logits [T, V] for T new tokens that follow the cache's tokens (positions continue from it).
 
         With a cache, the new tokens' keys/values are appended to it; without, a fresh one is used.
         Feeding tokens all at once or in pieces gives the same logits (up to float rounding).
         last_only: logits [1, V] of the last token only (what generation needs; skips T-1 head rows).
+        upto: run layers 0..upto-1 only and skip the output head (logits empty): what a view of the
+        inside needs (chapter 3 opens one layer; chapter 2 applies the head itself, as the logit lens).
+        The cache is then only partly written: use a fresh one.
         """
         ids = self._check_ids(ids)
         cache = cache if cache is not None else KVCache(self.config, capacity=len(ids))
@@ -223,12 +226,14 @@ class DemoModel:
         pos = np.arange(p0, p0 + len(ids))  # [T] absolute positions
         x = self.tok_emb[ids]                # [T, dim]
         out = Forward(logits=np.empty(0), embeddings=x.copy() if intermediates else None)
-        for i in range(self.config.n_layers):
+        n = self.config.n_layers if upto is None else min(max(0, upto), self.config.n_layers)
+        for i in range(n):
             x, trace = self._block(i, x, pos, [(cache, slice(0, len(ids)))], intermediates)
             if trace is not None:
                 out.layers.append(trace)
         cache.num_tokens = p0 + len(ids)
-        out.logits = self.head(x[-1:] if last_only else x)
+        if upto is None:
+            out.logits = self.head(x[-1:] if last_only else x)
         return out
 
     def forward_rows(self, ids: Sequence[int], cache: KVCache) -> tuple[np.ndarray, np.ndarray]:

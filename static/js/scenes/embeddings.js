@@ -6,12 +6,14 @@ import { num, pct, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneRoot, readoutRow, readout, still } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
+import { rows } from '../lib/packed.js';
 import { lensRows, lensLadder, fillLens, drawLensList } from './embeddings-lens.js';
 import { colours, vectorImage, pieceLabel, PIECE_KEY, legendScale, variantFor, drawToScale, modelWords,
   modelNote } from './embeddings-strips.js';
 import { measuredBars, measuredWho } from './measured-panels.js';
 
 const VARIANTS = {
+  // maxCols: at most api/embeddings.py DRAWN_COLUMNS (the server sends the vectors and the lens of the last 20 tokens)
   wide: { name: 'wide', W: 860, label: 92, lens: 190, maxCols: 20, maxCell: 7, maxTile: 84 },
   narrow: { name: 'narrow', W: 360, label: 30, lens: 0, maxCols: 9, maxCell: 5, maxTile: 64 },
 };
@@ -79,7 +81,8 @@ export function showStep(i) {
 
 export function onKey(ev) {
   if (!view?.data || !['ArrowLeft', 'ArrowRight'].includes(ev.key) || !ev.target.closest?.('.emb-token')) return false;
-  select(Math.max(0, Math.min(view.data.num_tokens - 1, view.sel + (ev.key === 'ArrowRight' ? 1 : -1))), true);
+  const first = view.tower?.L.first ?? 0; // the drawn columns: the tokens before them have no chip
+  select(Math.max(first, Math.min(view.data.num_tokens - 1, view.sel + (ev.key === 'ArrowRight' ? 1 : -1))), true);
   return true;
 }
 
@@ -239,8 +242,9 @@ function drawFloor(s, d, fl, f, L, v, pal, xOf, y) {
     svg('text', { x: 0, y: mid + 4, class: 'emb-floor-label', text: f === 0 ? 'emb' : `L${fl.after_layer}` }, g);
   }
   const idx = Array.from({ length: L.nT }, (_, j) => L.first + j);
+  const vecs = rows(fl.vectors, d.num_tokens - (fl.vectors?.rows ?? 0)); // the last tokens' vectors, decoded once
   svg('image', { x: xOf(L.first), y: ty, width: (L.nT * (L.C + L.gap) - L.gap) * L.cell, height: L.tileH, preserveAspectRatio: 'none',
-    href: vectorImage(idx.map((i) => fl.vectors[i]), L.R, L.C, L.gap, scale, pal), class: 'strip-img' }, g);
+    href: vectorImage(idx.map((i) => vecs[i]), L.R, L.C, L.gap, scale, pal), class: 'strip-img' }, g);
   for (const i of idx) {
     const x = xOf(i);
     if (L.guess && fl.lens[i]) {

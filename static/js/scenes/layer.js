@@ -5,6 +5,7 @@ import { num, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { sceneStyles, sceneRoot, readoutRow, readout, still } from '../lib/scene-kit.js';
 import { fitted } from '../lib/fit.js';
+import { rows as unpacked } from '../lib/packed.js';
 import { colours, rowsImage, legendScale, variantFor, modelWords, modelNote, followModelSelect } from './embeddings-strips.js';
 import { measuredBars, measuredWho } from './measured-panels.js';
 import { drawAttention, groupOf, tokenText } from './layer-attention.js';
@@ -203,7 +204,8 @@ function drawQKV(d, v, pal, rowH, head) {
     `token, ${hd} numbers per head; query head ${head} reads key/value head ${grp.kv_head}.`);
   s.classList.add('ly-svg');
   let x = v.label;
-  const blocks = [['Query', q.q, q.q_scale, m.n_heads, 'q'], ['Key', q.k, q.k_scale, m.n_kv_heads, 'k'], ['Value', q.v, q.v_scale, m.n_kv_heads, 'v']];
+  const blocks = [['Query', unpacked(q.q), q.q_scale, m.n_heads, 'q'], ['Key', unpacked(q.k), q.k_scale, m.n_kv_heads, 'k'],
+    ['Value', unpacked(q.v), q.v_scale, m.n_kv_heads, 'v']];
   const g = m.n_heads / m.n_kv_heads;
   blocks.forEach(([name, rows, scale, heads, cls], b) => {
     const w = widths[b] * unit, segW = hd * unit;
@@ -245,7 +247,7 @@ function drawMLP(d, v, pal, qkvRowH) {
   trap(y2 + bh + 2, wide, y3 - 14, narrowW, `× W2 (down): ${num(m.ffn_dim)} → ${num(m.dim)}`);
   const block = (x, y, w, rows, scale, label) => {
     svg('text', { x, y: y - 4, class: 'ly-small', text: label }, s);
-    svg('image', { x, y, width: w, height: bh, preserveAspectRatio: 'none', class: 'strip-img', href: rowsImage(rows, scale, pal) }, s);
+    svg('image', { x, y, width: w, height: bh, preserveAspectRatio: 'none', class: 'strip-img', href: rowsImage(unpacked(rows), scale, pal) }, s);
   };
   block(nx, y1, narrowW, mlp.input, mlp.input_scale, `in: RMSNorm(x) · ${m.dim}`);
   block(v.label, y2, wide, mlp.hidden, mlp.hidden_scale, `silu(gate) × up · ${num(m.ffn_dim)} wide`);
