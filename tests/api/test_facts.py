@@ -55,3 +55,39 @@ def test_the_dials_fact_for_a_setup_that_does_not_fit_says_so_before_any_figure(
     assert "does not fit: each GPU is" in text and "serves no one" in text
     assert text.index("does not fit") < text.index("first token in")
     assert "gives each user" in client.get("/api/facts/dials").json()["text"]
+
+
+@pytest.mark.parametrize("slug", CHAPTER_SLUGS)
+def test_each_chapter_answer_carries_its_facts(client, slug):
+    """One request per state: the chapter's own answer holds the same fact as /api/facts/<slug>, moved or not."""
+    query, figure = MOVED[slug]
+    for q in ("", query):
+        d = client.get(f"/api/{slug}?{q}").json()
+        assert d["facts"] == {k: v for k, v in client.get(f"/api/facts/{slug}?{q}").json().items() if k != "slug"}
+    assert figure in d["facts"]["text"]
+
+
+def test_long_text_answer_by_post_carries_its_facts(client):
+    r = client.post("/api/tokens", json={"text": "word " * 3000})
+    assert r.status_code == 200 and "for 3,000 words" in r.json()["facts"]["text"]
+
+
+def test_the_schema_shows_the_facts_field(client):
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for name in ("DialsResponse", "GpuResponse", "TokensResponse", "ParallelismResult", "KVCacheResponse"):
+        assert schemas[name]["properties"]["facts"]["anyOf"][0]["$ref"] == "#/components/schemas/Facts", name
+
+
+def test_a_state_is_estimated_once_for_its_page_answer_and_fact(client, monkeypatch):
+    """The dials page renders its fact, then asks /api/dials (which carries the fact): one estimate in all."""
+    from inside_llm.api import dials
+    from inside_llm.sim import serving
+
+    calls = []
+    real = serving.estimate
+    monkeypatch.setattr(serving, "estimate", lambda sp: calls.append(sp) or real(sp))
+    q = {"prompt_tokens": 1234, "batch": 24}
+    assert client.get("/dials", params=q).status_code == 200
+    d = client.get("/api/dials", params=q).json()
+    assert client.get("/api/facts/dials", params=q).json()["text"] == d["facts"]["text"]
+    assert len(calls) == 1 and dials.dials_state.cache_info().hits >= 2

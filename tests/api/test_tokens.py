@@ -219,6 +219,7 @@ def test_a_long_text_is_tokenized_in_a_worker_and_answers_the_same(client, monke
     for encoding in ("cl100k_base", "llama3"):
         r = client.post("/api/tokens", json={"text": text, "encoding": encoding})
         here = tokens._tokenize(tokens.TokensParams(text=text, encoding=encoding)).model_dump_json().encode()
-        assert r.status_code == 200 and r.content == here, encoding
+        body, cut = r.content, len(here) - 1  # the same bytes, then the answer's facts before its closing brace
+        assert r.status_code == 200 and body[:cut] == here[:-1] and body[cut:].startswith(b',"facts":'), encoding
     assert len(calls) == 2, "both long texts went to the worker processes"
     assert client.post("/api/tokens", json={"text": "short"}).status_code == 200 and len(calls) == 2

@@ -12,13 +12,15 @@ FastAPI's shape (`detail: [{type, loc, msg, input, ctx}]`) and adds `field`, the
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import AfterValidator, Field, ValidationInfo
+from pydantic import AfterValidator, BaseModel, Field, ValidationInfo
 
 from ..sim import catalog
 from ..sim.derivation import Derivation
@@ -70,6 +72,44 @@ def check_context(value: int, info: ValidationInfo) -> int:
 # Give each its default and a description in the chapter's words: `tp: TensorParallel = Field(8, description=...)`.
 TensorParallel = Annotated[int, Field(ge=1, le=8), AfterValidator(check_tp)]
 ContextTokens = Annotated[int, Field(ge=1, le=MAX_CONTEXT, validate_default=True), AfterValidator(check_context)]
+
+
+# ---- one computation per state: a result kept per parameter values -----------------------------------
+R = TypeVar("R")
+
+
+class _Values:
+    """A parameter model as a cache key: its class and field values (a model that is not frozen is unhashable)."""
+
+    __slots__ = ("key", "p")
+
+    def __init__(self, p: BaseModel):
+        self.p, self.key = p, (type(p), tuple(p.__dict__.items()))
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Values) and self.key == other.key
+
+
+def per_params(maxsize: int = 64) -> Callable[[Callable[[Any], R]], Callable[[Any], R]]:
+    """lru_cache for a pure function of one parameter model, keyed on its field values: the chapter's endpoint,
+    its `facts(p)` and the page that renders the fact all read one result per state. The result is shared:
+    callers must not change it."""
+
+    def wrap(fn: Callable[[Any], R]) -> Callable[[Any], R]:
+        kept = functools.lru_cache(maxsize=maxsize)(lambda v: fn(v.p))
+
+        @functools.wraps(fn)
+        def call(p: Any) -> R:
+            return kept(_Values(p))
+
+        call.cache_info = kept.cache_info  # type: ignore[attr-defined]
+        call.cache_clear = kept.cache_clear  # type: ignore[attr-defined]
+        return call
+
+    return wrap
 
 
 # ---- show-the-math: sim.derivation.Derivation is its own response model ----------------------

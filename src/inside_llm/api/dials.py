@@ -10,7 +10,7 @@ H100 SXM's datasheet). Those fields are ignored for catalog ids. The catalog rou
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
@@ -23,7 +23,7 @@ from ..sim.hardware import GPU, gpu_from_fields
 from ..sim.models import ModelSpec
 from . import catalog as catalog_api
 from .catalog import derived_model
-from .common import KvPrecision, Math, WeightPrecision, label
+from .common import KvPrecision, Math, WeightPrecision, label, per_params
 
 router = APIRouter(tags=["11 · dials"])
 
@@ -265,13 +265,22 @@ def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:
     return CurveOut(context_tokens=xs, tpot_ms=tpot, fits=fits, mean_context_tokens=mean)
 
 
-def dials(p: DialsParams) -> DialsResponse:
+class DialsState(NamedTuple):
+    """One state's estimate and the response built from it: the endpoint, the CSV and the fact read the same."""
+
+    estimate: serving.ServingEstimate
+    response: DialsResponse
+
+
+@per_params(maxsize=128)
+def dials_state(p: DialsParams) -> DialsState:
+    """The estimate for p, computed once per state (the answer, its fact and the page's fact all read it)."""
     sp = serving_params(p)
     est = serving.estimate(sp)
     cfg, _ = serving.resolve(sp)
     g = cfg.gpu
     d = est.to_dict()
-    return DialsResponse(
+    response = DialsResponse(
         **d,
         params=serving.params_dict(sp),
         model=derived_model(cfg.model).model_dump(),
@@ -285,6 +294,11 @@ def dials(p: DialsParams) -> DialsResponse:
         ),
         tpot_curve=tpot_curve(cfg, sp),
     )
+    return DialsState(est, response)
+
+
+def dials(p: DialsParams) -> DialsResponse:
+    return dials_state(p).response
 
 
 @router.get(
@@ -297,8 +311,7 @@ def get_dials(p: Annotated[DialsParams, Query()]) -> Any:
     output tokens, memory per GPU, which roof binds, each headline with its derivation in `math`.
     `format=csv`: the same figures as one CSV row under a header (a download)."""
     if p.format == "csv":
-        sp = serving_params(p)
-        body = table.to_csv([table.row(serving.params_dict(sp), serving.estimate(sp).to_dict())])
+        body = table.to_csv([table.row(serving.params_dict(serving_params(p)), dials_state(p).estimate.to_dict())])
         return Response(
             body, media_type="text/csv", headers={"content-disposition": 'attachment; filename="dials.csv"'}
         )
@@ -308,7 +321,7 @@ def get_dials(p: Annotated[DialsParams, Query()]) -> Any:
 def facts(p: DialsParams | None = None) -> dict[str, str]:
     """The chosen configuration's figures, for the scene's fact sentence."""
     p = p or DialsParams()
-    e, r = serving.estimate(serving_params(p)), dials(p)
+    e, r = dials_state(p)
     rate = f"{e.tokens_per_s_per_user:.1f}" if e.tokens_per_s_per_user < 9.95 else f"{e.tokens_per_s_per_user:,.0f}"
     ttft_s = e.ttft_ms / 1e3
     ttft = (

@@ -18,7 +18,7 @@ from ..sim.costmodel import EngineConfig, memory_per_gpu
 from ..sim.derivation import math_dict
 from ..sim.result import about, as_json
 from ..sim.roofline import MAX_BATCH
-from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision
+from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision, per_params
 
 router = APIRouter(tags=["4 · gpu"])
 
@@ -70,6 +70,7 @@ class GpuResponse(BaseModel):
     math: Math
 
 
+@per_params()
 def gpu_view(p: GpuParams) -> GpuResponse:
     g, m = catalog.gpu(p.gpu), catalog.model(p.model)
     cfg = EngineConfig(m, g, tp=p.tp, precision=p.precision, efficiency=engines.profile("auto", g).efficiency())

@@ -438,8 +438,8 @@ def get_quantization(p: Annotated[QuantizationParams, Query()]) -> QuantizationR
 def facts(q: QuantizationParams | None = None) -> dict[str, str]:
     """Sizes of the chosen model at three precisions, the chosen one's GPU count, and the perplexity sources."""
     q = q or QuantizationParams()
-    weight_tile()  # warm the demo model once, before the stage asks
-    rows = {p: _row(q.model, q.gpu, p, q.batch) for p in ("bf16", "fp8", "int4", q.precision)}
+    every = {r["precision"]: r for r in quantization(q.model, q.gpu, q.precision, q.batch)["rows"]}  # the answer's
+    rows = {p: every[p] for p in ("bf16", "fp8", "int4", q.precision)}
     chosen = rows[q.precision]
     pub = {
         (r["source_key"], r["precision"], r["method"].split(" ")[0]): r["perplexity"]

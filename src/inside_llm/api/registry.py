@@ -5,7 +5,9 @@ provider, GET /oembed, and the servers the operator attached, GET /api/attach).
 
 A chapter module serves GET /api/<slug> (and, for some, GET /api/<slug>/measured) on its `router`,
 and has `facts(p) -> dict[str, str]`: the figures its scene's fact sentence quotes, for the chapter's
-parameter model p (served at /api/facts/<slug> by web/facts.py).
+parameter model p, read from the result its endpoint computed for p. `facts.attach` (below, for every
+chapter) makes /api/<slug> carry them as `facts: {text, values}` in the same answer; GET /api/facts/<slug>
+(web/facts.py) serves them alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from . import (
     embeddings,
     engine,
     explain,
+    facts,
     generate,
     gpu,
     kv_cache,
@@ -52,6 +55,8 @@ CHAPTERS = MappingProxyType(
     }
 )
 CHAPTER_SLUGS = tuple(CHAPTERS)
+for _slug, _module in CHAPTERS.items():
+    facts.attach(_slug, _module)  # "the number" travels inside each chapter's answer
 ROUTERS: tuple[APIRouter, ...] = (
     *(m.router for m in CHAPTERS.values()),
     catalog.router,

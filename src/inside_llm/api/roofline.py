@@ -18,7 +18,7 @@ from ..sim import catalog, cpu_measure
 from ..sim import roofline as rl
 from ..sim.derivation import math_dict
 from . import measured as ms
-from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision
+from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision, per_params
 from .gpu import MAX_BATCH
 from .measured import Measured, MeasuredHeader
 
@@ -72,6 +72,7 @@ class RooflineResponse(BaseModel):
     math: Math
 
 
+@per_params()
 def roofline_view(p: RooflineParams) -> RooflineResponse:
     res = rl.roofline(p.model, p.gpu, p.precision, batch=p.batch, context_tokens=p.prompt_tokens, tp=p.tp)
     binds = "compute" if res.decode.arithmetic_intensity >= res.roof.ridge_flops_per_byte else "memory"

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import modelfile
-from ..model_work import Slots
+from ..model_work import Kept, Slots
 from ..settings import Settings
 from ..sim import demo_quality
 from ..sim import tokenizer as tk
@@ -165,23 +165,42 @@ def _forget_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _tokenize_bytes(text: str, encoding: str) -> bytes:
-    """In a worker process: the whole response body, as bytes (cheap to send back, nothing to rebuild here)."""
-    return _tokenize(TokensParams(text=text, encoding=encoding)).model_dump_json().encode()
+# One computation per state: the answers to the last short texts (bytes), and every recent text's counts, by
+# (text, encoding); the fact reads the counts of the answer just given, the page's first request its answer.
+ANSWERS, COUNTS = Kept(32), Kept(16)
+
+
+def _answer(p: TokensParams) -> tuple[bytes, int, int]:
+    r = _tokenize(p)
+    return r.model_dump_json().encode(), r.num_tokens, r.num_words
+
+
+def _tokenize_bytes(text: str, encoding: str) -> tuple[bytes, int, int]:
+    """In a worker process: the whole response body, as bytes (cheap to send back, nothing to rebuild here),
+    and its token and word counts."""
+    return _answer(TokensParams(text=text, encoding=encoding))
 
 
 def tokens_json(p: TokensParams) -> bytes:
     """The response body: a short text here, a long one in a worker process (Busy when both are in use)."""
+    key = (p.text, p.encoding)
     if len(p.text) <= LONG_TEXT_CHARS:
-        return _tokenize(p).model_dump_json().encode()
+        _load(p.encoding)  # smollm2 without the model: its 422, never a kept answer
+        if (body := ANSWERS.get(key)) is None:
+            body, n, words = _answer(p)
+            ANSWERS.put(key, body)
+            COUNTS.put(key, (n, words))
+        return body
     with LONG_TEXTS.take():  # Busy (a 429 with Retry-After) when two are in progress
         _load(p.encoding)  # smollm2 without the model: the 422 is said here, not in the worker
         pool = _workers()
         try:
-            return pool.submit(_tokenize_bytes, p.text, p.encoding).result()
+            body, n, words = pool.submit(_tokenize_bytes, p.text, p.encoding).result()
         except BrokenProcessPool:  # a worker died (killed, out of memory): new workers next time, this one here
             _forget_workers(pool)
-            return _tokenize(p).model_dump_json().encode()
+            body, n, words = _answer(p)
+    COUNTS.put(key, (n, words))
+    return body
 
 
 def _tokenize(p: TokensParams) -> TokensResponse:
@@ -256,12 +275,16 @@ def facts(p: TokensParams | None = None) -> dict[str, str]:
     """The visitor's text in tokens and words, beside the reference passages' words per token (same encoding)."""
     p = p or TokensParams()
     _load(p.encoding)
+    key = (p.text, p.encoding)
+    if COUNTS.get(key) is None and len(p.text) <= LONG_TEXT_CHARS:
+        tokens_json(p)  # the answer the page asks for next, kept: the text is tokenized once
+    n, words = COUNTS.get(key) or (len(tk.encode(p.text, p.encoding)), tk.count_words(p.text))
     ref = reference(p.encoding)
     corpus = ref["corpus"]
     return {
         "encoding": ENCODING_NAMES.get(p.encoding, p.encoding),
-        "text_tokens": counted(len(tk.encode(p.text, p.encoding)), "token"),
-        "text_words": counted(tk.count_words(p.text), "word"),
+        "text_tokens": counted(n, "token"),
+        "text_words": counted(words, "word"),
         "words_per_token": f"{ref['words_per_token']:.2f}",
         "num_samples": str(len(ref["samples"])),
         "num_words": f"{ref['words']:,}",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import MISSING, field, fields, is_dataclass
+from functools import cache
 from typing import Any
 
 
@@ -36,17 +37,30 @@ def about(
     return field(default=default, metadata=meta)
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+@cache
+def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], bool] | None, int | None], ...] | None:
+    """A dataclass's fields as (name, exclude_if, digits), read once per class; None for any other type."""
+    if not is_dataclass(cls):
+        return None
+    return tuple((f.name, f.metadata.get("exclude_if"), f.metadata.get("digits")) for f in fields(cls))
+
+
 def as_json(value: Any) -> Any:
     """A result as plain data: dataclasses as dicts of their fields, as their fields' metadata says."""
-    if is_dataclass(value) and not isinstance(value, type):
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    plan = _plan(t)
+    if plan is not None:
         out = {}
-        for f in fields(value):
-            v = as_json(getattr(value, f.name))
-            exclude_if = f.metadata.get("exclude_if")
+        for name, exclude_if, digits in plan:
+            v = as_json(getattr(value, name))
             if exclude_if is not None and exclude_if(v):
                 continue
-            digits = f.metadata.get("digits")
-            out[f.name] = round(v, digits) if digits is not None and isinstance(v, float) else v
+            out[name] = round(v, digits) if digits is not None and isinstance(v, float) else v
         return out
     if isinstance(value, (list, tuple)):
         return [as_json(v) for v in value]

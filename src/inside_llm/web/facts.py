@@ -1,22 +1,23 @@
-"""GET /api/facts/<slug>: a chapter's "the number" sentence for the same parameters as its stage.
+"""GET /api/facts/<slug>: a chapter's "the number" sentence alone, for the same parameters as its stage.
 
-Each chapter module's `facts(p)` takes the chapter's own parameter model (the one its endpoint reads
-from the query), so this route validates exactly like the chapter endpoint and the page can fill the
-fact box from the state it just drew. The sentence is the scene's `fact` with `{placeholders}` filled.
+The pages do not ask for it: each chapter's own answer carries the same `facts` (api/facts.py). It stays for
+other users of the API. It validates exactly like the chapter endpoint (the chapter's own parameter model) and
+reads the result the chapter keeps for those params, so it runs no simulation the chapter has run already.
 """
 
-import inspect
-import typing
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from ..api import facts as chapter_facts
+from ..api.facts import fact_text
 from ..api.registry import CHAPTER_SLUGS, CHAPTERS
-from ..scenes import Scene, scene_by_slug
+from ..scenes import scene_by_slug
 
 router = APIRouter(tags=["facts"])
+__all__ = ["FactsResponse", "fact_text", "facts_for", "json_body", "params_model", "router"]
 
 
 class FactsResponse(BaseModel):
@@ -27,13 +28,7 @@ class FactsResponse(BaseModel):
 
 def params_model(slug: str) -> type[BaseModel] | None:
     """The parameter model a chapter's `facts(p)` takes (the class of its default), or None."""
-    fn = getattr(CHAPTERS[slug], "facts", None)
-    if fn is None:
-        return None
-    hints = typing.get_type_hints(fn)
-    first = next(iter(inspect.signature(fn).parameters), None)
-    kinds = typing.get_args(hints[first]) or (hints[first],) if first else ()
-    return next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+    return chapter_facts.params_model(CHAPTERS[slug])
 
 
 def facts_for(slug: str, p: BaseModel | None = None) -> dict[str, str]:
@@ -68,13 +63,6 @@ def json_body(model: type[BaseModel]) -> type[BaseModel]:
     )
 
 
-def fact_text(scene: Scene, values: dict[str, str]) -> str | None:
-    try:
-        return scene.fact.format_map(values)
-    except KeyError:
-        return None
-
-
 def _route(slug: str, model: type[BaseModel]) -> Any:
     scene = scene_by_slug(slug)
 
@@ -87,7 +75,8 @@ def _route(slug: str, model: type[BaseModel]) -> Any:
         return get_facts(p)
 
     get_facts.__doc__ = (
-        f"Chapter {scene.number}'s fact sentence ({scene.title}) for the same parameters as /api/{slug}."
+        f"Chapter {scene.number}'s fact sentence ({scene.title}) for the same parameters as /api/{slug}, whose "
+        "answer carries the same as `facts`."
     )
     return get_facts, post_facts
 

@@ -144,7 +144,9 @@ def embed_options(query: Mapping[str, str]) -> dict[str, str]:
 
 def rendered_fact(scene: Scene, params: Mapping[str, Any] | None = None) -> str | None:
     """The fact sentence for these control values (the defaults when None), filled from the simulation;
-    None when the combination is refused. The page refills it from /api/facts/<slug> after every draw."""
+    None when the combination is refused. It reads the result the chapter keeps for these params (api/facts.py),
+    so the page's own first request finds it computed; after every draw the page refills it from that answer's
+    `facts`."""
     model = params_model(scene.slug)
     try:
         p = (
@@ -178,7 +180,6 @@ def page_state(
         "number": scene.number,
         "title": scene.title,
         "api": f"/api/{scene.slug}",
-        "facts": f"/api/facts/{scene.slug}" if params_model(scene.slug) and scene.fact else None,
         "embed": embed,
         "params": params,
         "defaults": scene.defaults(),

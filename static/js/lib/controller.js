@@ -46,8 +46,7 @@ export function createController(state, els, hooks = {}) {
   const controls = Object.fromEntries(state.controls.map((c) => [c.name, c]));
   const params = { ...state.params };
   const latest = state.offline ? createOfflineFetcher() : createFetcher();
-  const latestFacts = state.offline ? createOfflineFetcher() : createFetcher();
-  let scene = null, lastData = null, lastFacts = null, timer = 0, alive = true;
+  let scene = null, lastData = null, timer = 0, alive = true;
   let step = requestedStep(state.options);
 
   function rendered() {
@@ -58,12 +57,14 @@ export function createController(state, els, hooks = {}) {
     document.dispatchEvent(new CustomEvent('inside-llm:rendered', { detail: { slug: state.slug, count: renders } }));
   }
 
-  /** "The number": the sentence for the params just drawn, or hidden when it could not be computed. */
+  /** "The number": the sentence the chapter's answer carries (`facts`) for the params just drawn, or hidden
+   * when it has none. It travels in the same response: one request per state. */
   function showFacts() {
     if (!fact) return;
     const text = fact.querySelector('.fact-text');
-    fact.hidden = !lastFacts;
-    if (lastFacts && text) text.textContent = lastFacts.text;
+    const f = lastData && lastData.facts;
+    fact.hidden = !(f && f.text);
+    if (f && f.text && text) text.textContent = f.text;
   }
 
   function showValue(c) {
@@ -148,32 +149,25 @@ export function createController(state, els, hooks = {}) {
     timer = setTimeout(load, delay);
   }
 
-  /** GET, or POST for a long query (typed text); the same for the chapter and its facts. */
-  const ask = (fetcher, path, p, q) => (q.length > 6000 ? fetcher(path, { body: p }) : fetcher(`${path}?${q}`));
-
-  /** Start the chapter's data and facts requests for the current params: [data promise, facts promise]. */
+  /** Start the chapter's one request for the current params (GET, or POST for a long query such as typed
+   * text); its answer carries the fact sentence too. */
   function request() {
     const p = apiParams();
     const q = toQuery(p);
-    const facts = fact && state.facts ? ask(latestFacts, state.facts, p, q).catch((err) => (isAbort(err) ? err : null))
-      : Promise.resolve(null);
-    const data = ask(latest, state.api, p, q);
+    const data = q.length > 6000 ? latest(state.api, { body: p }) : latest(`${state.api}?${q}`);
     data.catch(() => {}); // awaited in load(); a rejection before then is not "unhandled"
-    return [data, facts];
+    return data;
   }
 
-  /** Fetch (or take the requests mount() already started) and draw. */
+  /** Fetch (or take the request mount() already started) and draw. */
   async function load(started = null) {
     if (!scene || !alive) return;
     try {
       stage.setAttribute('aria-busy', 'true');
-      const [pending, facts] = started || request();
-      const data = await pending;
-      const f = await facts;
-      if (!alive || isAbort(f)) return;
+      const data = await (started || request());
+      if (!alive) return;
       status.textContent = '';
       lastData = data;
-      lastFacts = f;
       draw();
     } catch (err) {
       if (isAbort(err) || !alive) return;
