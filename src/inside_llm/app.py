@@ -13,6 +13,8 @@ from . import __version__, modelfile
 from .api import tokens as tokens_api
 from .api.common import client_gone, model_loading, too_busy, unprocessable
 from .api.registry import ROUTERS
+from .attach.chat import Shares
+from .attach.jobs import Jobs
 from .attach.poller import Poller
 from .model_work import Busy, ClientGone
 from .paths import static_dir
@@ -87,6 +89,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if app.state.attach is not None:
         app.router.on_startup.append(app.state.attach.ensure_started_async)
         app.router.on_shutdown.append(app.state.attach.stop)
+        app.state.attach_jobs = Jobs()  # measure runs the tour starts (serve --attach-measure)
+        app.state.attach_shares = Shares()  # chapter 11's questions relayed to an attached server, per visitor
+        app.router.on_shutdown.append(app.state.attach_jobs.stop)
     app.router.on_shutdown.append(tokens_api.stop_workers)  # long texts' worker processes end with the server
     for router in ROUTERS:
         app.include_router(router)

@@ -46,16 +46,20 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("INSIDE_LLM_PRELOAD_MODEL", "1")  # each worker loads the model at start, in the background
     os.environ["INSIDE_LLM_WORKERS"] = str(args.workers)  # each worker's /api/engine says how many there are
     from .attach.targets import ENV as ATTACH_ENV
-    from .attach.targets import parse_targets
+    from .attach.targets import MEASURE_ENV, parse_measure, parse_targets
 
     entries = [e for e in (os.environ.get(ATTACH_ENV, ""), *(args.attach or ())) if e.strip()]
+    measure = " ".join(m for m in (os.environ.get(MEASURE_ENV, ""), args.attach_measure or "") if m.strip())
     try:
         targets = parse_targets(entries)  # refused here, in words, before anything starts
+        measured = parse_measure(measure, targets)
     except ValueError as e:
         print(f"inside-llm serve: {e}", file=sys.stderr)
         return 2
     if entries:
         os.environ[ATTACH_ENV] = " ".join(entries)  # each worker's app reads the same list (settings.py)
+    if measured:
+        os.environ[MEASURE_ENV] = " ".join(measured)
     import uvicorn
 
     from .modelfile import check_file
@@ -63,7 +67,8 @@ def _serve(args: argparse.Namespace) -> int:
     print(check_file().message(), flush=True)  # the real model, or one line on why not and how to fetch it
     print(f"Inside LLM Inference {__version__}: open http://{args.host}:{args.port}/", flush=True)
     for t in targets:
-        print(f"attached: {t.name} (metrics at {t.metrics_url})", flush=True)
+        runs = "; the tour may start measure runs against it" if t.name in measured else ""
+        print(f"attached: {t.name} (metrics at {t.metrics_url}){runs}", flush=True)
     uvicorn.run("inside_llm.app:create_app", factory=True, **uvicorn_options(args))
     return 0
 
@@ -116,6 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="a serving engine to read and draw beside this one (vLLM, SGLang, llama.cpp, TGI, NIM), e.g. "
         "vllm=http://127.0.0.1:8000; its /metrics is polled every second (repeatable; also INSIDE_LLM_ATTACH). "
         "Pages pick one by NAME only: no visitor can name a URL",
+    )
+    s.add_argument(
+        "--attach-measure",
+        nargs="?",
+        const="*",
+        default=None,
+        metavar="NAMES",
+        help="let the tour's visitors start a small bounded measure run (as `inside-llm measure`: at most 256 "
+        "requests, 64 at a time, 300 s) against the attached servers: all of them, or only NAMES (comma-separated); "
+        "one run at a time per server (also INSIDE_LLM_ATTACH_MEASURE, '*' for all). Default: none",
     )
     s.add_argument(
         "--log-level",

@@ -190,7 +190,8 @@ async def one_request(client: httpx.AsyncClient, base: str, model: str, prompt: 
 
 async def run_load(target: Target, requests: int, concurrency: int, prompt_tokens: int, output_tokens: int,
                    time_cap_s: float = DEFAULT_TIME_CAP_S, model: str | None = None,
-                   ignore_eos: bool = False) -> Run:  # fmt: skip
+                   ignore_eos: bool = False, on_result=None) -> Run:  # fmt: skip
+    """The load run; on_result(Result), when given, is called as each request ends (the tour's progress bar)."""
     check_bounds(requests, concurrency, prompt_tokens, output_tokens, time_cap_s)
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=5.0)
     limits = httpx.Limits(max_connections=concurrency + 1, max_keepalive_connections=concurrency)
@@ -205,6 +206,8 @@ async def run_load(target: Target, requests: int, concurrency: int, prompt_token
                     client, target.base_url, model, prompt_for(i, prompt_tokens), output_tokens, ignore_eos
                 )
                 run.results.append(res)
+                if on_result is not None:
+                    on_result(res)
 
         t0 = time.perf_counter()
         tasks = [asyncio.create_task(worker()) for _ in range(concurrency)]

@@ -71,3 +71,21 @@ def parse_targets(entries: list[str] | tuple[str, ...]) -> tuple[Target, ...]:
     if len(out) > MAX_TARGETS:
         raise ValueError(f"At most {MAX_TARGETS} servers can be attached, not {len(out)}.")
     return tuple(out)
+
+
+MEASURE_ENV = "INSIDE_LLM_ATTACH_MEASURE"
+
+
+def parse_measure(value: str | None, targets: tuple[Target, ...]) -> tuple[str, ...]:
+    """Which attached servers the tour may start measure runs against (`serve --attach-measure [NAMES]`):
+    '*' (the flag alone) for all of them, else their names split by spaces or commas; empty for none. ValueError in
+    words for a name no server has."""
+    names = [n for n in re.split(r"[\s,]+", (value or "").strip()) if n]
+    if "*" in names:
+        return tuple(t.name for t in targets)
+    known = {t.name for t in targets}
+    for n in names:
+        if n not in known:
+            there = ", ".join(sorted(known)) or "none (add --attach NAME=URL)"
+            raise ValueError(f"--attach-measure names {n!r}, which is not an attached server (attached: {there}).")
+    return tuple(dict.fromkeys(names))
