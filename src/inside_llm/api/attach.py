@@ -242,8 +242,8 @@ class _Relayed(StreamingResponse):
 
 def _fallback_models(poller, name: str) -> list[str]:
     view = poller.view(name) if poller else None
-    reading = view and view.get("reading")
-    return list(getattr(reading, "models", None) or [])
+    reading = view and view.get("reading")  # the poller's /v1/models, else the model names its /metrics carry
+    return [*(getattr(reading, "served_models", None) or ()), *(getattr(reading, "models", None) or ())]
 
 
 async def _chat_events(poller, name: str, body: ChatBody) -> AsyncIterator[bytes]:
