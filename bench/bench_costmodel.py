@@ -9,8 +9,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from inside_llm.sim import catalog, roofline, serving
-from inside_llm.sim.result import as_json
+from inside_llm.sim.core.result import as_json
+from inside_llm.sim.cost import roofline, serving
+from inside_llm.sim.hardware import catalog
 
 CALLS = 400
 

@@ -6,8 +6,8 @@ For a one-core figure, start Python with OPENBLAS_NUM_THREADS=1 (numpy's BLAS re
 
 from __future__ import annotations
 
-from inside_llm.sim import demo_timing
-from inside_llm.sim.transformer import load_model
+from inside_llm.sim.measure import demo_timing
+from inside_llm.sim.model.transformer import load_model
 
 PROMPT_TOKENS = 64  # prompt length for every measurement
 NEW_TOKENS = 64  # tokens generated when comparing the KV cache with recomputation

@@ -6,7 +6,7 @@ one decode step actually reads, so a loaded machine shows up as a low roof, not 
 - roof: float32 GEMV over the tied head (113 MB, x[1,576] @ W[576,49152]), one thread and two (two Python
   threads, each half the columns; numpy releases the GIL); the best of 5;
 - decode: the float32 reference (16-column panels, OpenBLAS, one thread: what the server ran before) and the
-  served int8 form (sim/q8.py, numba on all threads; also pinned to one), at batch 1, 2 and 8, rounds
+  served int8 form (sim/model/q8.py, numba on all threads; also pinned to one), at batch 1, 2 and 8, rounds
   alternating format by format; tokens/s over all sequences, the best round (other people's work only slows
   a round down), and the least CPU time per step of the rounds beside it;
 - cold start (a fresh process: import, check and load the cache, first token) and its RSS after answering:
@@ -87,7 +87,7 @@ def roof(w: np.ndarray) -> tuple[float, float]:
 
 def decode(model, batch: int, ids: list[int]) -> tuple[float, float]:
     """(tokens/s over all sequences, CPU s per step) of STEPS decode steps at this batch."""
-    from inside_llm.sim.transformer import KVCache
+    from inside_llm.sim.model.transformer import KVCache
 
     caches = [KVCache(model.config) for _ in range(batch)]
     for c in caches:
@@ -117,7 +117,7 @@ def cold_starts() -> tuple[dict, dict]:
     has no record of a passed check (smollm.VERIFIED) and reads every file's checksum, as every start did
     before the record; the second finds the record and only compares file stamps."""
     from inside_llm import modelfile
-    from inside_llm.sim import smollm
+    from inside_llm.sim.model import smollm
 
     real, gguf = modelfile.f32_dir(), modelfile.gguf_path()
     with tempfile.TemporaryDirectory(prefix="bench-roof-cache-") as tmp:

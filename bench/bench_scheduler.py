@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from inside_llm.sim.kvpolicies import simulate_kv
+from inside_llm.sim.serve.kvpolicies import simulate_kv
 from inside_llm.sim.serve.simulate import simulate_batching
 
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from inside_llm import modelfile
-from inside_llm.sim import smollm
-from inside_llm.sim.transformer import KVCache
+from inside_llm.sim.model import smollm
+from inside_llm.sim.model.transformer import KVCache
 
 QUESTION = "What is the capital of France?"
 DECODE_TOKENS = 32

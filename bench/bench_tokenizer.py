@@ -14,7 +14,7 @@ from pathlib import Path
 from _server import percentile
 
 from inside_llm.api.tokens import MAX_TEXT_CHARS
-from inside_llm.sim import tokenizer as tk
+from inside_llm.sim.model import tokenizer as tk
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 REPEATS = 7

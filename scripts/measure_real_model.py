@@ -4,8 +4,8 @@
 
 Loads SmolLM2-135M-Instruct the way the server does (inside_llm.modelfile.served_smollm: the fetched
 GGUF, checked by size and sha256, dequantized to float32), measures the held-out perplexity of its own
-weights and of each further quantization (sim.real_quality), and writes the JSON the chapter serves.
-tests/sim/test_real_quality.py recomputes a subset to prove the stored numbers are real.
+weights and of each further quantization (sim.quant.real_quality), and writes the JSON the chapter serves.
+tests/sim/quant/test_real_quality.py recomputes a subset to prove the stored numbers are real.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from inside_llm import modelfile
-from inside_llm.sim import real_quality
+from inside_llm.sim.quant import real_quality
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "inside_llm" / "demo" / "smollm2_quality.json"
 DRAFTS = OUT.with_name("smollm2_drafts.json")
@@ -58,7 +58,7 @@ def main() -> None:
 
 
 def served(model, out: Path = OUT) -> None:
-    """The served int8 form (sim/q8.py, what the engine decodes from) on the stored file's windows, paired window
+    """The served int8 form (sim/model/q8.py, what the engine decodes from) on the stored file's windows, paired window
     by window with its float32 baseline; stored as the file's `served` (chapter 8's "this server, now")."""
     import math
 
@@ -76,7 +76,7 @@ def served(model, out: Path = OUT) -> None:
     stored["served"] = {
         "format": "int8",
         "method": "INT8, symmetric, one float32 scale per output row, every layer matrix and the tied head "
-        "(sim/q8.py: what the engine decodes from)",
+        "(sim/model/q8.py: what the engine decodes from)",
         "bits_per_weight": 8 * form.bytes_per_token / sum(int(m.size) for m in _served_matrices(form)),
         "bytes_per_token": form.bytes_per_token,
         "perplexity": ppl,
@@ -101,7 +101,7 @@ def _served_matrices(form) -> list:
 
 def drafts(model) -> None:
     """Chapter 9: prompt lookup against early exit as SmolLM2's draft, on its two example prompts."""
-    from inside_llm.sim import speculative_demo as demo
+    from inside_llm.sim.decoding import speculative_demo as demo
 
     rows = demo.compare_drafts(demo.real_setup(model))
     for r in rows:

@@ -76,11 +76,11 @@ def no_model(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def target_greedy():
     """target_greedy(prompt, n): the speculative demo's target alone, one cached forward pass per token,
-    argmax each time: the reference a draft-and-verify run must equal (independent of sim/speculative.py)."""
+    argmax each time: the reference a draft-and-verify run must equal (independent of sim/decoding/speculative.py)."""
     import numpy as np
 
-    from inside_llm.sim import speculative_demo as demo
-    from inside_llm.sim.transformer import KVCache
+    from inside_llm.sim.decoding import speculative_demo as demo
+    from inside_llm.sim.model.transformer import KVCache
 
     def run(prompt: str, n: int) -> list[int]:
         target, _ = demo.demo_pair()

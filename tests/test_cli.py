@@ -10,7 +10,7 @@ import pytest
 
 from inside_llm.cli import main
 from inside_llm.clitools import EXIT_FITS, EXIT_NO_FIT, EXIT_REFUSED
-from inside_llm.sim import launch, serving, solve, table
+from inside_llm.sim.cost import launch, serving, solve, table
 
 SETUP = [
     "--model",

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from inside_llm.engine import ClientBusy, Engine, EngineLimits, QueueFull
-from inside_llm.sim.transformer import KVCache, load_model
+from inside_llm.sim.model.transformer import KVCache, load_model
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -91,7 +91,7 @@ def test_real_model_batch_equals_each_alone(smollm):
     prompts = [smollm.chat_ids(q) for q in QUESTIONS]
     engine = Engine(smollm)
     got = together(engine, prompts, 16)
-    want = [alone(smollm.served_form, p, 16) for p in prompts]  # the engine runs the int8 form (sim/q8.py)
+    want = [alone(smollm.served_form, p, 16) for p in prompts]  # the engine runs the int8 form (sim/model/q8.py)
     assert got == want
     assert "Paris" in smollm.decode(got[0])
     assert engine.snapshot()["pages_in_use"] == 0

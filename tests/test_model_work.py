@@ -144,7 +144,7 @@ def test_every_forward_pass_outside_the_engine_runs_as_a_model_job(client, monke
     """M4: chapters 2, 3 and 9 and the measured panels ran the served model in request threads, beside the
     engine's steps (a chat fell from 49 to 2.5 tokens/s). Every transformer block now runs on the engine's
     thread or the model-work worker, which takes turns with it."""
-    from inside_llm.sim.transformer import DemoModel
+    from inside_llm.sim.model.transformer import DemoModel
 
     threads: set[str] = set()
     block = DemoModel._block

@@ -7,7 +7,7 @@ import pytest
 import inside_llm
 from inside_llm import embed, estimate, explain
 from inside_llm.notebook import EmbedFrame
-from inside_llm.sim import serving
+from inside_llm.sim.cost import serving
 
 
 def test_estimate_is_the_dials_estimate_and_renders_its_cards():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from inside_llm.sim.kvpolicies import simulate_kv
+from inside_llm.sim.serve.kvpolicies import simulate_kv
 from inside_llm.sim.serve.simulate import simulate_batching
 
 PINS = Path(__file__).with_name("pinned_results.json")

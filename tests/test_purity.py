@@ -35,14 +35,14 @@ def _imports(path: Path) -> set[str]:
 def test_sim_imports_no_web_framework():
     bad = {
         p.name: _imports(p) - ALLOWED - {"tiktoken", "tiktoken_ext"} - MODEL_READERS.get(p.name, set())
-        for p in SIM.glob("*.py")
+        for p in SIM.rglob("*.py")
     }
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, f"sim/ must stay pure (numpy + stdlib): {bad}"
 
 
 def test_sim_never_imports_fastapi_starlette_or_jinja():
-    for p in SIM.glob("*.py"):
+    for p in SIM.rglob("*.py"):
         web = {"fastapi", "starlette", "jinja2", "pydantic", "uvicorn"} - MODEL_READERS.get(p.name, set())
         assert not _imports(p) & web, p.name
 
@@ -84,15 +84,16 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_the_package_has_no_import_cycle():
-    graph, state, path, cycles = import_graph(), {}, [], []
+def cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every circle a depth-first walk of the graph closes, as "a -> b -> a"."""
+    state, path, found = {}, [], []
 
     def visit(u):
         state[u] = "open"
         path.append(u)
-        for v in sorted(graph[u]):
+        for v in sorted(graph.get(u, ())):
             if state.get(v) == "open":
-                cycles.append(" -> ".join(path[path.index(v) :] + [v]))
+                found.append(" -> ".join(path[path.index(v) :] + [v]))
             elif v not in state:
                 visit(v)
         path.pop()
@@ -101,8 +102,30 @@ def test_the_package_has_no_import_cycle():
     for u in sorted(graph):
         if u not in state:
             visit(u)
+    return found
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph()
     # the graph sees absolute, relative and in-function imports
-    assert "inside_llm.sim.serve.kv" in graph["inside_llm.sim.kvpolicies"]
+    assert "inside_llm.sim.serve.kv" in graph["inside_llm.sim.serve.kvpolicies"]
     assert "inside_llm.api.measured" in graph["inside_llm.api.roofline"]
     assert "inside_llm.api.demo_model" in graph["inside_llm.api.measured"]  # imported inside served()
-    assert not cycles, cycles
+    assert not cycles(graph), cycles(graph)
+
+
+def test_sim_folders_import_downwards_only():
+    """sim/'s concept folders (core, model, hardware, cost, serve, ...) form no circle between them either,
+    and sim/ holds no module outside a folder (docs/design-as-built.md, "Shape")."""
+    folders: dict[str, set[str]] = {}
+    for module, deps in import_graph().items():
+        parts = module.split(".")
+        if parts[:2] != ["inside_llm", "sim"] or len(parts) < 3:
+            continue
+        assert len(parts) > 3 or (SIM / parts[2]).is_dir(), f"{module}: put it in a concept folder"
+        folders.setdefault(parts[2], set()).update(
+            d.split(".")[2] for d in deps if d.startswith("inside_llm.sim.") and d.split(".")[2] != parts[2]
+        )
+    assert {"core", "model", "hardware", "cost", "serve"} <= set(folders)
+    assert not folders["core"], folders["core"]
+    assert not cycles(folders), cycles(folders)

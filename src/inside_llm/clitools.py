@@ -42,7 +42,8 @@ SHOWN = (
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Register `estimate` and `explain` on the CLI's subparsers."""
-    from .sim import catalog, serving
+    from .sim.cost import serving
+    from .sim.hardware import catalog
 
     d = serving.ServingParams()
     e = sub.add_parser(
@@ -98,7 +99,7 @@ def _refused(what: str, err: Exception) -> int:
 
 
 def _params(a: argparse.Namespace) -> Any:
-    from .sim import serving
+    from .sim.cost import serving
 
     tp, gpus = a.tp, a.gpus
     if tp is None:
@@ -138,7 +139,7 @@ def _human(r: dict[str, Any]) -> str:
 
 
 def _print_rows(a: argparse.Namespace, rows: list[dict[str, Any]], data: Any = None) -> None:
-    from .sim import table
+    from .sim.cost import table
 
     if a.csv:
         sys.stdout.write(table.to_csv(rows))
@@ -149,7 +150,7 @@ def _print_rows(a: argparse.Namespace, rows: list[dict[str, Any]], data: Any = N
 
 
 def _sweep_values(spec: str) -> tuple[str, list[Any]]:
-    from .sim.errors import SimError
+    from .sim.core.errors import SimError
 
     field, eq, raw = spec.partition("=")
     field = field.strip().replace("-", "_")
@@ -170,8 +171,8 @@ def _sweep_values(spec: str) -> tuple[str, list[Any]]:
 
 
 def _estimate(a: argparse.Namespace) -> int:
-    from .sim import serving, solve, table
-    from .sim.errors import SimError
+    from .sim.core.errors import SimError
+    from .sim.cost import serving, solve, table
 
     try:
         p = _params(a)
@@ -220,8 +221,8 @@ def _estimate(a: argparse.Namespace) -> int:
 
 
 def _explain(a: argparse.Namespace) -> int:
-    from .sim import launch
-    from .sim.errors import SimError
+    from .sim.core.errors import SimError
+    from .sim.cost import launch
 
     words = a.words[1:] if a.words[:1] == ["--"] else a.words
     if not words:

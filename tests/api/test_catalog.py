@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from inside_llm.sim import catalog
-from inside_llm.sim.models import param_counts
+from inside_llm.sim.hardware import catalog
+from inside_llm.sim.model.models import param_counts
 
 # meta-llama/Llama-3.1-70B config.json, verbatim apart from rope_scaling (irrelevant here)
 LLAMA_31_70B = {

@@ -8,11 +8,12 @@ import pytest
 from apikit import assert_same_bytes_and_etag, get_json
 
 from inside_llm.api.dials import DialsParams
-from inside_llm.sim import catalog, serving
-from inside_llm.sim.costmodel import memory_per_gpu
-from inside_llm.sim.hardware import gpu_from_fields
-from inside_llm.sim.models import ModelSpec
-from inside_llm.sim.result import as_json
+from inside_llm.sim.core.result import as_json
+from inside_llm.sim.cost import serving
+from inside_llm.sim.cost.costmodel import memory_per_gpu
+from inside_llm.sim.hardware import catalog
+from inside_llm.sim.hardware.hardware import gpu_from_fields
+from inside_llm.sim.model.models import ModelSpec
 
 HEADLINES = (
     "ttft_ms",
@@ -87,7 +88,7 @@ def test_response_equals_the_simulation(client, q):
 
 def test_every_headline_carries_its_math(client):
     d = _get(client)
-    assert set(d["math"]) == set(serving.estimate().math)  # the simulation's eleven (tests/sim/test_serving.py)
+    assert set(d["math"]) == set(serving.estimate().math)  # the simulation's eleven (tests/sim/cost/test_serving.py)
     for k, m in d["math"].items():
         assert m["formula"] and m["inputs"], k
     sources = [i.get("source") for i in d["math"]["ttft_ms"]["inputs"]]

@@ -8,7 +8,7 @@ import io
 import pytest
 from apikit import assert_refused, get_json
 
-from inside_llm.sim import table
+from inside_llm.sim.cost import table
 
 Q = {"batch": 64, "prompt_tokens": 2048, "tp": 4, "gpus": 8}
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from apikit import assert_refused, get_json
 
-from inside_llm.sim import serving, solve
+from inside_llm.sim.cost import serving, solve
 
 BASE = serving.ServingParams()
 

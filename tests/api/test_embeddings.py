@@ -12,9 +12,9 @@ import pytest
 from inside_llm.api.demo_model import MAX_PROMPT_TOKENS, served_model
 from inside_llm.api.embeddings import DRAWN_COLUMNS, embeddings_json, facts
 from inside_llm.api.packed import unpack
-from inside_llm.sim import catalog
-from inside_llm.sim.lens import drawn_floors
-from inside_llm.sim.transformer_ops import log_softmax
+from inside_llm.sim.hardware import catalog
+from inside_llm.sim.model.lens import drawn_floors
+from inside_llm.sim.model.transformer_ops import log_softmax
 
 PROMPT = "To be, or not to be, that is the"
 MODELS = ("smollm2", "toy")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from apikit import assert_refused, assert_same_bytes_and_etag, get_json
 
-from inside_llm.sim.launch import explain
+from inside_llm.sim.cost.launch import explain
 
 VLLM = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --port 8000"
 

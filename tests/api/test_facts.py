@@ -81,7 +81,7 @@ def test_the_schema_shows_the_facts_field(client):
 def test_a_state_is_estimated_once_for_its_page_answer_and_fact(client, monkeypatch):
     """The dials page renders its fact, then asks /api/dials (which carries the fact): one estimate in all."""
     from inside_llm.api import dials
-    from inside_llm.sim import serving
+    from inside_llm.sim.cost import serving
 
     calls = []
     real = serving.estimate

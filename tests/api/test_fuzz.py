@@ -35,7 +35,7 @@ STOP_SECONDS = 5.0  # after a client disconnects, a stream must end within this
 TIMEOUT_S = 10.0  # a response that takes this long (on a core of its own: see _time_budget) counts as a timeout
 # Operations still over TIMEOUT_S, checked for everything but time until the change that bounds them lands.
 # None now: /api/speculative/measured took 11-12 s on an idle core (issue 23, H2); bounded to ~3 s of CPU per new
-# prompt (the real model writes at most 16 tokens, one round, one shared prefill: sim/speculative_demo.py).
+# prompt (the real model writes at most 16 tokens, one round, one shared prefill: sim/decoding/speculative_demo.py).
 KNOWN_SLOW: set[str] = set()
 
 APP = create_app()

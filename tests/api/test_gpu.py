@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from apikit import assert_refused, assert_same_bytes_and_etag
 
-from inside_llm.sim import catalog, engines, gpu_layout
-from inside_llm.sim.costmodel import EngineConfig, memory_per_gpu
-from inside_llm.sim.result import as_json
+from inside_llm.sim.core.result import as_json
+from inside_llm.sim.cost import engines, gpu_layout
+from inside_llm.sim.cost.costmodel import EngineConfig, memory_per_gpu
+from inside_llm.sim.hardware import catalog
 
 
 def test_defaults_are_70b_on_h100_over_eight_gpus(client):
@@ -38,7 +39,7 @@ def test_defaults_are_70b_on_h100_over_eight_gpus(client):
 def test_stream_numbers_equal_the_simulation(client, query):
     d = client.get("/api/gpu", params=query).json()
     g = catalog.gpu(d["gpu"]["id"])
-    # priced by the vendor's best published engine (sim.engines): vLLM on ROCm for the MI300X
+    # priced by the vendor's best published engine (sim.cost.engines): vLLM on ROCm for the MI300X
     eff = engines.profile("auto", g).efficiency()
     cfg = EngineConfig(catalog.model(d["model"]["id"]), g, tp=d["tp"], precision=d["precision"], efficiency=eff)
     want = as_json(gpu_layout.decode_stream(cfg, d["batch"], d["context"]))

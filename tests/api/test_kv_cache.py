@@ -6,7 +6,7 @@ import pytest
 from apikit import assert_refused, assert_same_bytes_and_etag, forget_measurements, refusal
 
 from inside_llm.api.kv_cache import CAPACITY_TOKENS, MAX_FRAMES, MAX_REQUESTS, MAX_SEQ_LEN, PAGE_DIGITS
-from inside_llm.sim.kvpolicies import simulate_kv
+from inside_llm.sim.serve.kvpolicies import simulate_kv
 
 
 def by_name(d):
@@ -228,7 +228,7 @@ def test_measured_kv_bytes_per_token_beside_llama_70b(client):
 
 
 def test_measured_kv_unavailable_says_why(client, fresh_measurements, monkeypatch):
-    from inside_llm.sim import demo_timing
+    from inside_llm.sim.measure import demo_timing
 
     def broken(*a, **k):
         raise RuntimeError("no")

@@ -11,8 +11,8 @@ import pytest
 from inside_llm.api.demo_model import MAX_PROMPT_TOKENS, served_model
 from inside_llm.api.layer import MAX_LAYER, facts
 from inside_llm.api.packed import unpack
-from inside_llm.sim import catalog
-from inside_llm.sim.transformer_ops import rms_norm
+from inside_llm.sim.hardware import catalog
+from inside_llm.sim.model.transformer_ops import rms_norm
 
 PROMPT = "To be, or not to be, that is the"
 MODELS = ("smollm2", "toy")

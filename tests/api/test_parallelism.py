@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from apikit import assert_refused, assert_same_bytes_and_etag, get_json
 
-from inside_llm.sim.parallelism import ParallelParams, parallelism
+from inside_llm.sim.cost.parallelism import ParallelParams, parallelism
 
 CONTRACT = (
     "weights_gb",

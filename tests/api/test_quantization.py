@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from apikit import get_json, refusal
 
-from inside_llm.sim import catalog, demo_quality, serving
-from inside_llm.sim.costmodel import GB, EngineConfig, memory_per_gpu
+from inside_llm.sim.cost import serving
+from inside_llm.sim.cost.costmodel import GB, EngineConfig, memory_per_gpu
+from inside_llm.sim.hardware import catalog
+from inside_llm.sim.quant import demo_quality
 
 
 def _get(client, **q):
@@ -209,7 +211,7 @@ def test_published_table_has_sourced_fp4_rows_against_their_own_baseline(client)
 
 
 def test_the_real_model_rows_are_the_stored_measurement(client):
-    from inside_llm.sim import real_quality
+    from inside_llm.sim.quant import real_quality
 
     r = _get(client)["real"]
     q = real_quality.stored()

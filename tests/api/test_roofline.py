@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from apikit import assert_refused, assert_same_bytes_and_etag, forget_measurements
 
-from inside_llm.sim import catalog
-from inside_llm.sim import roofline as rl
-from inside_llm.sim.result import as_json
+from inside_llm.sim.core.result import as_json
+from inside_llm.sim.cost import roofline as rl
+from inside_llm.sim.hardware import catalog
 
 
 def test_defaults_equal_the_simulation(client):
@@ -153,7 +153,7 @@ def fresh_measurements(monkeypatch):
 
 def test_measured_cpu_roofline_is_consistent_and_shared_with_chapter_2(client):
     from inside_llm.api.measured import served
-    from inside_llm.sim import cpu_measure
+    from inside_llm.sim.measure import cpu_measure
 
     r = client.get("/api/roofline/measured")
     assert r.status_code == 200
@@ -205,7 +205,7 @@ def test_measured_cpu_roofline_is_consistent_and_shared_with_chapter_2(client):
 def test_a_roof_timed_on_a_busy_moment_is_timed_again(client, fresh_measurements, monkeypatch):
     """A compute roof measured while the machine was busy (here: 1 FLOP/s) would put both points above it: the
     roofs are timed again, the higher figure kept, and no point is left above its roof."""
-    from inside_llm.sim import cpu_measure
+    from inside_llm.sim.measure import cpu_measure
 
     real, calls = cpu_measure.machine_roofs, []
 
@@ -227,7 +227,7 @@ def test_a_roof_timed_on_a_busy_moment_is_timed_again(client, fresh_measurements
 
 
 def test_measured_cpu_roofline_unavailable_says_why(client, fresh_measurements, monkeypatch):
-    from inside_llm.sim import cpu_measure
+    from inside_llm.sim.measure import cpu_measure
 
     def broken(*a, **k):
         raise MemoryError
@@ -240,7 +240,7 @@ def test_measured_cpu_roofline_unavailable_says_why(client, fresh_measurements, 
 
 def test_measured_cpu_roofline_times_the_toy_without_smollm2(client, no_model, fresh_measurements):
     from inside_llm.api.demo_model import demo_model
-    from inside_llm.sim import cpu_measure
+    from inside_llm.sim.measure import cpu_measure
 
     d = client.get("/api/roofline/measured").json()
     assert d["available"] and d["model"]["served"] == "toy" and d["model"]["requested"] == "smollm2"

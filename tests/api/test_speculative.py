@@ -7,9 +7,9 @@ import pytest
 from apikit import assert_refused, assert_same_bytes_and_etag
 
 from inside_llm.api.speculative import DEFAULT_MAX_TOKENS, MAX_ALPHA, MAX_GAMMA, facts
-from inside_llm.sim import speculative as sp
-from inside_llm.sim import speculative_demo as demo
-from inside_llm.sim.transformer import KVCache
+from inside_llm.sim.decoding import speculative as sp
+from inside_llm.sim.decoding import speculative_demo as demo
+from inside_llm.sim.model.transformer import KVCache
 
 
 @pytest.mark.parametrize("alpha,gamma,c", [(0.8, 4, 0.1), (0.5, 2, 0.3), (0.0, 1, 1.0), (0.99, 10, 0.01)])

@@ -9,7 +9,7 @@ import httpx
 from livekit import HealthProbe, live_server
 
 from inside_llm.api.tokens import MAX_TEXT_CHARS
-from inside_llm.sim import tokenizer as tk
+from inside_llm.sim.model import tokenizer as tk
 
 
 def test_get_returns_every_token_with_spans_and_counts(client):

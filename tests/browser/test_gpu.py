@@ -7,7 +7,7 @@ import re
 import pytest
 from pagekit import open_page
 
-from inside_llm.sim import catalog
+from inside_llm.sim.hardware import catalog
 
 pytestmark = pytest.mark.browser
 

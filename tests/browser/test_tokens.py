@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 import pytest
 
-from inside_llm.sim import tokenizer as tk
-from inside_llm.sim.demo_quality import heldout_ratio
+from inside_llm.sim.model import tokenizer as tk
+from inside_llm.sim.quant.demo_quality import heldout_ratio
 
 pytestmark = pytest.mark.browser
 
@@ -52,7 +52,7 @@ def test_characters_per_token_and_the_rule_on_english(page, base_url):
     rule = page.locator("#stage .tok-rule")
     assert rule.get_attribute("class").split() == ["tok-rule", "applies"]
     ref = tk.reference_ratio("cl100k_base")
-    corpus = heldout_ratio("cl100k_base")  # the held-out Shakespeare (sim.demo_quality owns that text)
+    corpus = heldout_ratio("cl100k_base")  # the held-out Shakespeare (sim.quant.demo_quality owns that text)
     text = rule.inner_text()
     assert text.startswith("The ¾-word rule fits this text")
     assert f"{corpus['words']:,} words of Shakespeare" in text and f"({ref['words']} words)" in text

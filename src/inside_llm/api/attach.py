@@ -30,9 +30,10 @@ from ..attach import chat, jobs, measure
 from ..attach.engines import Reading
 from ..attach.poller import FETCH_TIMEOUT_S, MAX_PAGE_BYTES, PAGES, POLL_INTERVAL_S, STATUSES
 from ..attach.targets import NAME_RULE
-from ..sim import catalog, serving
-from ..sim.errors import SimError
-from ..sim.result import as_json
+from ..sim.core.errors import SimError
+from ..sim.core.result import as_json
+from ..sim.cost import serving
+from ..sim.hardware import catalog
 from .common import KvPrecision, WeightPrecision
 from .generate import sse
 

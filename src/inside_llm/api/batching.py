@@ -14,8 +14,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ..sim import catalog, costmodel
-from ..sim.derivation import derive, math_dict
+from ..sim.core.derivation import derive, math_dict
+from ..sim.cost import costmodel
+from ..sim.hardware import catalog
 from ..sim.serve.clocks import CostModelClock
 from ..sim.serve.records import BatchingResult
 from ..sim.serve.simulate import MAX_RATE, MAX_SEATS, SYSTEM_PROMPT_TOKENS, simulate_batching
@@ -225,7 +226,7 @@ class MeasuredResponse(MeasuredHeader):
 
 def _demo_model():
     """The tour's demo model ('main'), or its small draft model when main is not installed."""
-    from ..sim.transformer import load_model
+    from ..sim.model.transformer import load_model
 
     for name in ("main", "draft"):
         try:
@@ -240,7 +241,7 @@ def _unavailable(reason: str) -> dict:
 
 
 def _measure_demo_model() -> dict:
-    from ..sim import demo_timing
+    from ..sim.measure import demo_timing
 
     model = _demo_model()
     if model is None:

@@ -13,9 +13,9 @@ from typing import Annotated, Any, get_type_hints
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, Field, create_model
 
-from ..sim import catalog
-from ..sim.hardware import FORMATS, KV_PRECISIONS, WEIGHT_PRECISIONS, kv_bytes_per_value
-from ..sim.models import SHAPE_FIELDS, ModelSpec, from_hf_config, kv_bytes_per_token, param_counts
+from ..sim.hardware import catalog
+from ..sim.hardware.hardware import FORMATS, KV_PRECISIONS, WEIGHT_PRECISIONS, kv_bytes_per_value
+from ..sim.model.models import SHAPE_FIELDS, ModelSpec, from_hf_config, kv_bytes_per_token, param_counts
 
 router = APIRouter(tags=["catalog"])
 

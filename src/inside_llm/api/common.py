@@ -5,7 +5,7 @@ workloads, and the seed field. Limits that a simulation enforces are defined in 
 imported from there; this module only re-exports the ones several routers read.
 
 422s: `unprocessable()` is the app's one handler for bad input. A simulation raises
-`SimError(field, message)` (sim/errors.py) with the message in words; pydantic's own checks (bounds,
+`SimError(field, message)` (sim/core/errors.py) with the message in words; pydantic's own checks (bounds,
 choices, types) are rewritten here into words that name the field and the bound. Every error keeps
 FastAPI's shape (`detail: [{type, loc, msg, input, ctx}]`) and adds `field`, the parameter's name.
 """
@@ -22,11 +22,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import AfterValidator, BaseModel, Field, ValidationInfo
 
-from ..sim import catalog
-from ..sim.derivation import Derivation
-from ..sim.errors import SimError, words
-from ..sim.hardware import KV_PRECISIONS, WEIGHT_PRECISIONS
-from ..sim.workloads import WORKLOADS
+from ..sim.core.derivation import Derivation
+from ..sim.core.errors import SimError, words
+from ..sim.hardware import catalog
+from ..sim.hardware.hardware import KV_PRECISIONS, WEIGHT_PRECISIONS
+from ..sim.serve.workloads import WORKLOADS
 
 ModelId = Literal[tuple(catalog.models())]  # type: ignore[valid-type]
 GpuId = Literal[tuple(catalog.gpus())]  # type: ignore[valid-type]
@@ -112,7 +112,7 @@ def per_params(maxsize: int = 64) -> Callable[[Callable[[Any], R]], Callable[[An
     return wrap
 
 
-# ---- show-the-math: sim.derivation.Derivation is its own response model ----------------------
+# ---- show-the-math: sim.core.derivation.Derivation is its own response model ----------------------
 Math = Annotated[
     dict[str, Derivation], Field(description="Show-the-math: each headline field's name -> how it was computed.")
 ]

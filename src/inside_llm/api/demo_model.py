@@ -17,10 +17,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from .. import modelfile
-from ..sim import tokenizer as tk
-from ..sim.demo_vocab import byte_token_ids
-from ..sim.errors import SimError
-from ..sim.transformer import DEMO_DIR, DemoConfig, DemoModel, load_model
+from ..sim.core.errors import SimError
+from ..sim.model import tokenizer as tk
+from ..sim.model.demo_vocab import byte_token_ids
+from ..sim.model.transformer import DEMO_DIR, DemoConfig, DemoModel, load_model
 
 MODEL_ORDER = ("main", "draft")  # serve main; its small draft stands in until main's weights are installed
 MAX_PROMPT_TOKENS = 64  # the stage draws a column per token; longer prompts would not be readable

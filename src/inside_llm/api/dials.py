@@ -1,6 +1,6 @@
 """Chapter 11, the dials: GET /api/dials -> time to first token, tokens/s, cost and memory per GPU.
 
-A thin wrapper over `sim.serving.estimate`, plus a TPOT-vs-context curve for the small chart.
+A thin wrapper over `sim.cost.serving.estimate`, plus a TPOT-vs-context curve for the small chart.
 Bring your own model or GPU without a registry change: `model=custom` reads the Hugging Face
 config.json fields below (defaults: Llama 3.1 70B's shape), `gpu=custom` the GPU fields (defaults:
 H100 SXM's datasheet). Those fields are ignored for catalog ids. The catalog routes live in
@@ -16,11 +16,12 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..sim import catalog, serving, table
-from ..sim.costmodel import EngineConfig, MemoryBreakdown, memory_per_gpu, step_time
-from ..sim.errors import SimError
-from ..sim.hardware import GPU, gpu_from_fields
-from ..sim.models import ModelSpec
+from ..sim.core.errors import SimError
+from ..sim.cost import serving, table
+from ..sim.cost.costmodel import EngineConfig, MemoryBreakdown, memory_per_gpu, step_time
+from ..sim.hardware import catalog
+from ..sim.hardware.hardware import GPU, gpu_from_fields
+from ..sim.model.models import ModelSpec
 from . import catalog as catalog_api
 from .catalog import derived_model
 from .common import KvPrecision, Math, WeightPrecision, label, per_params
@@ -92,11 +93,11 @@ class DialsParams(BaseModel):
     )
     engine: Literal["auto", "tensorrt-llm", "vllm", "sglang"] = Field(
         "auto",
-        description="Serving engine whose published efficiency profile prices the figures (sim.engines): auto = "
+        description="Serving engine whose published efficiency profile prices the figures (sim.cost.engines): auto = "
         "the best published engine for the GPU's vendor (TensorRT-LLM on NVIDIA, vLLM on AMD).",
     )
     format: Literal["json", "csv"] = Field(
-        "json", description="json, or csv: one header and one row (sim/table.py's columns; no unit)."
+        "json", description="json, or csv: one header and one row (sim/cost/table.py's columns; no unit)."
     )
     hidden_size: int = _shape(_M.hidden_size, 65536, "hidden size, numbers per token")
     num_hidden_layers: int = _shape(_M.num_hidden_layers, 1024, "layers")
@@ -204,7 +205,7 @@ class DialsResponse(BaseModel):
         description="Which of the two `tokens_per_s_total` and the cost show."
     )
     nodes: serving.NodeFacts
-    engine_profile: str = Field(description="The engine profile that priced the figures (sim.engines), in words.")
+    engine_profile: str = Field(description="The engine profile that priced the figures (sim.cost.engines), in words.")
     cost_per_million_tokens_usd: float | None
     memory: MemoryBreakdown
     max_batch: int = Field(description="Largest batch that fits at prompt + output tokens.")

@@ -1,6 +1,6 @@
 """Chapter 11 inverted and swept: GET /api/dials/sweep and GET /api/dials/solve (the dials' own fields, plus the ask).
 
-Thin wrappers over `sim.solve`: a sweep is the dials' estimate at each value of one input (batch, prompt length,
+Thin wrappers over `sim.cost.solve`: a sweep is the dials' estimate at each value of one input (batch, prompt length,
 GPUs, precision) with the first value that does not fit (the memory knee); a solve answers "largest batch within
 the limits", "longest context at this batch" or "fewest GPUs for N users" and names the binding constraint.
 """
@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from ..sim import serving, solve, table
+from ..sim.cost import serving, solve, table
 from .dials import DialsParams, serving_params
 
 router = APIRouter(tags=["11 · dials"])

@@ -21,10 +21,10 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from ..model_work import WORK, Kept
-from ..sim import catalog
-from ..sim.derivation import derive, math_dict
-from ..sim.lens import colour_scale, drawn_floors, layer_change, logit_lens
-from ..sim.transformer import KVCache
+from ..sim.core.derivation import derive, math_dict
+from ..sim.hardware import catalog
+from ..sim.model.lens import colour_scale, drawn_floors, layer_change, logit_lens
+from ..sim.model.transformer import KVCache
 from . import measured
 from .common import BUSY, Math, counted
 from .demo_model import (

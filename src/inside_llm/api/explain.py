@@ -1,6 +1,6 @@
 """Explain my launch command: GET /api/explain?cmd=...&gpu=... -> where each GiB goes and what the engine prints.
 
-A thin wrapper over `sim.launch.explain` (the parser, the engines' memory rules and the golden logs live there).
+A thin wrapper over `sim.cost.launch.explain` (the parser, the engines' memory rules and the golden logs live there).
 A command the parser cannot read is a 422 on field `cmd` whose message names the word and its character.
 """
 
@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sim import catalog, launch
+from ..sim.cost import launch
+from ..sim.hardware import catalog
 from .common import GpuId
 
 router = APIRouter(tags=["11 · dials"])

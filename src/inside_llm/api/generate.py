@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import modelfile
 from ..engine import ClientBusy, QueueFull, Stream, engine_for
-from ..sim.errors import SimError
-from ..sim.transformer import DemoModel
+from ..sim.core.errors import SimError
+from ..sim.model.transformer import DemoModel
 from .demo_model import served_model
 
 router = APIRouter(tags=["demo model · generate"])

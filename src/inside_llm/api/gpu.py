@@ -1,6 +1,6 @@
 """Chapter 4, the GPU: GET /api/gpu -> the package's real layout and one decode step streaming through it.
 
-Layout (SM groups, tensor cores, L2, HBM stacks and where they sit) comes from `sim.gpu_layout`;
+Layout (SM groups, tensor cores, L2, HBM stacks and where they sit) comes from `sim.hardware.gpu_layout`;
 the step's bytes and time per GPU from the cost model (`decode_stream`), with a slow-motion factor
 so the page can show one step in a few seconds and say by how much time was slowed.
 """
@@ -13,11 +13,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sim import catalog, engines, gpu_layout
-from ..sim.costmodel import EngineConfig, memory_per_gpu
-from ..sim.derivation import math_dict
-from ..sim.result import about, as_json
-from ..sim.roofline import MAX_BATCH
+from ..sim.core.derivation import math_dict
+from ..sim.core.result import about, as_json
+from ..sim.cost import engines, gpu_layout
+from ..sim.cost.costmodel import EngineConfig, memory_per_gpu
+from ..sim.cost.roofline import MAX_BATCH
+from ..sim.hardware import catalog
 from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision, per_params
 
 router = APIRouter(tags=["4 · gpu"])
@@ -63,7 +64,9 @@ class GpuResponse(BaseModel):
     batch: int
     context: int
     tp: int
-    layout: dict[str, Any] = Field(description="sim.gpu_layout.layout: SMs by group, tensor cores, L2, HBM, sources.")
+    layout: dict[str, Any] = Field(
+        description="sim.hardware.gpu_layout.layout: SMs by group, tensor cores, L2, HBM, sources."
+    )
     package: dict[str, Any] = Field(description="HBM sites and placement, L2 partitions, I/O dies, source.")
     stream: StreamOut
     memory: dict[str, Any] = Field(description="Memory per GPU (GB) for this batch and context; fits.")

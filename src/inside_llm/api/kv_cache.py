@@ -19,12 +19,13 @@ import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from ..sim import catalog, cpu_measure
-from ..sim.derivation import derive
-from ..sim.errors import SimError
-from ..sim.kvpolicies import KVFrames, KVPolicyRun, KVResult, Residencies, simulate_kv
-from ..sim.models import kv_bytes_per_token
-from ..sim.result import as_json
+from ..sim.core.derivation import derive
+from ..sim.core.errors import SimError
+from ..sim.core.result import as_json
+from ..sim.hardware import catalog
+from ..sim.measure import cpu_measure
+from ..sim.model.models import kv_bytes_per_token
+from ..sim.serve.kvpolicies import KVFrames, KVPolicyRun, KVResult, Residencies, simulate_kv
 from . import measured as ms
 from .common import MAX_REQUESTS, Workload, seed_field
 from .measured import Measured, MeasuredHeader

@@ -21,11 +21,11 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from ..model_work import WORK, Kept
-from ..sim import catalog
-from ..sim.derivation import derive, math_dict
-from ..sim.errors import SimError
-from ..sim.transformer import LayerTrace
-from ..sim.transformer_ops import rms_norm
+from ..sim.core.derivation import derive, math_dict
+from ..sim.core.errors import SimError
+from ..sim.hardware import catalog
+from ..sim.model.transformer import LayerTrace
+from ..sim.model.transformer_ops import rms_norm
 from . import measured
 from .common import BUSY, Math, counted
 from .demo_model import (

@@ -133,14 +133,14 @@ def served_model_info(s) -> dict:
 
 
 def prompt_ids(s) -> list[int]:
-    from ..sim import demo_timing
+    from ..sim.measure import demo_timing
 
     return demo_timing.default_prompt_ids(s.model, PROMPT_TOKENS)
 
 
 def prefill_decode(s) -> dict:
-    """sim.demo_timing.time_prefill_decode of the served model (once per process per model)."""
-    from ..sim import demo_timing
+    """sim.measure.demo_timing.time_prefill_decode of the served model (once per process per model)."""
+    from ..sim.measure import demo_timing
 
     return shared(("prefill-decode", s.served), lambda: demo_timing.time_prefill_decode(s.model, prompt_ids(s)))
 
@@ -148,7 +148,7 @@ def prefill_decode(s) -> dict:
 def served_prefill_decode(s) -> dict | None:
     """prefill_decode of the form the engine decodes from (SmolLM2's int8 `served_form`), None for a model
     served as it is (the toy); once per process per model."""
-    from ..sim import demo_timing
+    from ..sim.measure import demo_timing
 
     form = getattr(s.model, "served_form", None)
     if form is None:
@@ -157,15 +157,15 @@ def served_prefill_decode(s) -> dict | None:
 
 
 def cache_vs_recompute(s) -> dict:
-    """sim.demo_timing.time_kv_cache of the served model (once per process per model)."""
-    from ..sim import demo_timing
+    """sim.measure.demo_timing.time_kv_cache of the served model (once per process per model)."""
+    from ..sim.measure import demo_timing
 
     return shared(("cache-vs-recompute", s.served), lambda: demo_timing.time_kv_cache(s.model, prompt_ids(s)))
 
 
 def machine_roofs() -> dict:
-    """This CPU's memory roof, compute roof and ridge (sim.cpu_measure.machine_roofs, once per process)."""
-    from ..sim import cpu_measure
+    """This CPU's memory roof, compute roof and ridge (sim.measure.cpu_measure.machine_roofs, once per process)."""
+    from ..sim.measure import cpu_measure
 
     return shared(("roofs",), cpu_measure.machine_roofs)
 

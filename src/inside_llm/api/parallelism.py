@@ -1,5 +1,5 @@
 """Chapter 10, eight GPUs, one model: GET /api/parallelism -> per-GPU memory, TP all-reduce traffic,
-PP stages and bubbles, and the effect on time to first token and tokens/s (sim.parallelism)."""
+PP stages and bubbles, and the effect on time to first token and tokens/s (sim.cost.parallelism)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sim import catalog
-from ..sim import parallelism as par
-from ..sim.hardware import WEIGHT_PRECISIONS
+from ..sim.cost import parallelism as par
+from ..sim.hardware import catalog
+from ..sim.hardware.hardware import WEIGHT_PRECISIONS
 from .common import ModelId, NodeGpu, WeightPrecision
 
 router = APIRouter(tags=["10 · parallelism"])

@@ -1,8 +1,8 @@
 """Chapter 8, smaller numbers: GET /api/quantization -> model size, GPUs, speed and cost per precision,
 a real weight tile in every format, published perplexities (with sources) and the demo model's own.
 
-Sizes and speeds come from the cost model (sim.costmodel, sim.serving); perplexities from
-data/quantization.toml (published) and sim.demo_quality (measured on the demo model, weights really
+Sizes and speeds come from the cost model (sim.cost.costmodel, sim.cost.serving); perplexities from
+data/quantization.toml (published) and sim.quant.demo_quality (measured on the demo model, weights really
 quantized). The weight tile is the top-left 8x8 corner of the served model's first query matrix
 (SmolLM2-135M-Instruct's, as its file's Q4_1 blocks decode, when it is on this server; else the toy's),
 quantized along its input axis exactly as for the perplexity measurement.
@@ -16,14 +16,16 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sim import catalog, demo_quality, real_quality, serving
-from ..sim import quantization as qz
-from ..sim.costmodel import GB, EngineConfig, memory_per_gpu
-from ..sim.derivation import derive
-from ..sim.errors import SimError
-from ..sim.hardware import FORMATS
-from ..sim.result import as_json
-from ..sim.transformer import load_model
+from ..sim.core.derivation import derive
+from ..sim.core.errors import SimError
+from ..sim.core.result import as_json
+from ..sim.cost import serving
+from ..sim.cost.costmodel import GB, EngineConfig, memory_per_gpu
+from ..sim.hardware import catalog
+from ..sim.hardware.hardware import FORMATS
+from ..sim.model.transformer import load_model
+from ..sim.quant import demo_quality, real_quality
+from ..sim.quant import quantization as qz
 from .common import GpuId, Math, ModelId
 from .demo_model import served_model, served_name
 
@@ -186,7 +188,7 @@ def rows_for(model: str, gpu: str, batch: int) -> tuple[list[dict[str, Any]], in
     return rows, same
 
 
-# ---- the weight tile: real weights, every bit (sim.quantization.weight_tile) ---------------------
+# ---- the weight tile: real weights, every bit (sim.quant.quantization.weight_tile) ---------------------
 
 
 @lru_cache(maxsize=1)
@@ -272,7 +274,7 @@ def _published_needle(precision: str, rows: list[dict]) -> dict[str, Any] | None
 
 
 def demo_rows() -> tuple[list[dict], list[dict], dict]:
-    """(demo list per precision, extra variants, info) from sim.demo_quality (precomputed, checked by a test)."""
+    """(demo list per precision, extra variants, info) from sim.quant.demo_quality (precomputed, checked by a test)."""
     q = demo_quality.quality(DEMO_MODEL)
     by = {v["variant"]: v for v in q["variants"]}
     base = by["fp16"]["perplexity"]

@@ -1,10 +1,10 @@
 """Chapter 5, roofline: GET /api/roofline -> the GPU's two roofs, prefill and decode on them, decode over batch.
 
-A thin wrapper over `sim.roofline.roofline`: roofs and ridge for the GPU and precision, the prefill
+A thin wrapper over `sim.cost.roofline.roofline`: roofs and ridge for the GPU and precision, the prefill
 and decode points for the model, batch and prompt length (per GPU of a tensor-parallel group), the
 decode curve for batch 1..1024 with which batches fit in memory, and show-the-math for each number.
 GET /api/roofline/measured -> this server's CPU as a roofline (its measured memory and compute roofs)
-with the served model's measured prefill and decode on it (sim.cpu_measure), measured once per process.
+with the served model's measured prefill and decode on it (sim.measure.cpu_measure), measured once per process.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..sim import catalog, cpu_measure
-from ..sim import roofline as rl
-from ..sim.derivation import math_dict
+from ..sim.core.derivation import math_dict
+from ..sim.cost import roofline as rl
+from ..sim.hardware import catalog
+from ..sim.measure import cpu_measure
 from . import measured as ms
 from .common import MAX_CONTEXT, ContextTokens, GpuId, Math, ModelId, TensorParallel, WeightPrecision, per_params
 from .gpu import MAX_BATCH
@@ -162,7 +163,7 @@ class CpuPoint(BaseModel):
     weights: str = Field(
         "float32",
         description="The form of the weights this pass read: float32 (the reference the inside views use), or "
-        "int8 (one float32 scale per output row: sim/q8.py, the form the engine serves from).",
+        "int8 (one float32 scale per output row: sim/model/q8.py, the form the engine serves from).",
     )
     above_roof: bool = Field(
         description="Measured faster than its roof even after the roofs were measured again: the machine was busier "

@@ -1,12 +1,12 @@
 """Chapter 9, speculative: GET /api/speculative -> Leviathan et al.'s speed-up for alpha, gamma, c, and a real run.
 
-The analytic half is sim.speculative.analytic. The demo half runs the demo transformers on this
+The analytic half is sim.decoding.speculative.analytic. The demo half runs the demo transformers on this
 server: the draft proposes gamma tokens, the target checks them in one pass; the tokens, the frames
 and the greedy check are pure functions of the URL (cached, ETag-able). Wall-clock figures vary run
 to run, so they live at GET /api/speculative/measured (measured once per process per prompt, gamma
 and max_tokens).
 Cost per new prompt: the demo is replayed from one greedy answer per (prompt, max_tokens) whatever gamma
-(sim/speculative_demo.answer: its prefill, one pass per token, one check pass; the real model writes at most
+(sim/decoding/speculative_demo.answer: its prefill, one pass per token, one check pass; the real model writes at most
 16 tokens), so changing gamma, alpha or c costs no model pass.
 """
 
@@ -26,10 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, 
 
 from .. import modelfile
 from ..model_work import WORK, Kept
-from ..sim import speculative as sp
-from ..sim import speculative_demo as demo
-from ..sim.result import about
-from ..sim.transformer import DemoModel
+from ..sim.core.result import about
+from ..sim.decoding import speculative as sp
+from ..sim.decoding import speculative_demo as demo
+from ..sim.model.transformer import DemoModel
 from .common import BUSY, Math
 from .measured import Measured, MeasuredHeader, cpu_info
 
@@ -209,7 +209,7 @@ class DemoOut(BaseModel):
 
 @dataclass(frozen=True)
 class SpeculativeResponse(sp.Analytic):
-    """The analytic numbers (sim.speculative.Analytic), a real draft-and-verify run, and two example prompts."""
+    """The analytic numbers (sim.decoding.speculative.Analytic), a real draft-and-verify run, and two example prompts."""
 
     demo: DemoOut = about("A real draft-and-verify run of the demo models on the prompt.")
     example_prompts: dict[str, str] = about(

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import modelfile
 from ..model_work import Kept, Slots
 from ..settings import Settings
-from ..sim import demo_quality
-from ..sim import tokenizer as tk
-from ..sim.derivation import derive, math_dict
-from ..sim.errors import SimError
-from ..sim.tokenizer import MAX_RETURNED_TOKENS, MAX_TEXT_CHARS
+from ..sim.core.derivation import derive, math_dict
+from ..sim.core.errors import SimError
+from ..sim.model import tokenizer as tk
+from ..sim.model.tokenizer import MAX_RETURNED_TOKENS, MAX_TEXT_CHARS
+from ..sim.quant import demo_quality
 from .common import BUSY, Math, counted
 
 router = APIRouter(tags=["1 · tokens"])
@@ -104,7 +104,7 @@ class TokensResponse(BaseModel):
     chars_per_token: float | None = Field(description="num_chars / num_tokens: meaningful in every script.")
     profile: dict = Field(
         description="What the text is made of (shares of non-space characters) and whether "
-        "the 3/4-word rule of thumb applies to it (sim.tokenizer.text_profile)."
+        "the 3/4-word rule of thumb applies to it (sim.model.tokenizer.text_profile)."
     )
     reference: dict = Field(
         description="Words and characters per token measured on public-domain English "

@@ -43,8 +43,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .. import metrics
 from ..engine import ClientBusy, QueueFull, Stream, engine_for, engines
 from ..modelfile import ModelLoading
-from ..sim.errors import SimError
-from ..sim.transformer import DemoModel
+from ..sim.core.errors import SimError
+from ..sim.model.transformer import DemoModel
 from .common import in_words, label
 from .generate import (
     MAX_GENERATE_PROMPT_TOKENS,

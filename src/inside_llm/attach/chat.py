@@ -238,7 +238,7 @@ def predict(setup: dict, prompt_tokens: int, output_tokens: int) -> dict:
     """The cost model's figures for this one question alone on `setup` (batch 1, continuous batching); SimError
     (naming the field) for a setup it refuses. A setup that does not fit in memory still gets its figures (what it
     would do if it could run), marked fits: false with the reason."""
-    from ..sim import serving
+    from ..sim.cost import serving
 
     p = serving.ServingParams(
         **setup,

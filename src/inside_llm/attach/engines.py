@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..sim.result import about
+from ..sim.core.result import about
 from .exposition import Scrape, bucket_delta, counter_delta, histogram_quantile
 
 

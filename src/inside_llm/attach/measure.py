@@ -12,7 +12,7 @@ content), TPOT ((last token - first token) / (tokens - 1), as vllm bench defines
 counts them. The whole run stops at --time-cap (at most MAX_TIME_CAP_S); unfinished requests are cancelled and
 counted as such. The server is named by the operator (a name from INSIDE_LLM_ATTACH, or a URL on this command line).
 
-The prediction is `sim.serving.estimate` for --setup with batch = C and the prompt and answer lengths the server
+The prediction is `sim.cost.serving.estimate` for --setup with batch = C and the prompt and answer lengths the server
 reported (mean of the finished requests), continuous batching. Exit: 0 measured, 1 no request finished, 2 refused
 input (in words).
 """
@@ -277,7 +277,7 @@ def summarize(run: Run, setup: dict) -> dict:
 
 def predict(setup: dict, concurrency: int, prompt_tokens: float, output_tokens: float) -> dict:
     """The dials' figures for the setup at batch = concurrency and the measured lengths (continuous batching)."""
-    from ..sim import serving
+    from ..sim.cost import serving
 
     p = serving.ServingParams(
         **setup,
@@ -394,7 +394,7 @@ def add_subcommand(sub: argparse._SubParsersAction) -> None:
 
 
 def main(a: argparse.Namespace) -> int:
-    from ..sim.errors import SimError
+    from ..sim.core.errors import SimError
 
     try:
         target = resolve(a.target)

@@ -22,7 +22,7 @@ from ..api import oembed
 from ..jsbundle import module_graph
 from ..paths import static_dir, templates_dir
 from ..scenes import Control, Scene, load_scenes, scene_by_slug
-from ..sim.tokenizer import MAX_TEXT_CHARS
+from ..sim.model.tokenizer import MAX_TEXT_CHARS
 from .facts import fact_text, facts_for, params_model
 
 router = APIRouter(include_in_schema=False)

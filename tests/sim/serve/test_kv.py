@@ -8,7 +8,7 @@ from inside_llm.sim.serve.clocks import SimpleStepCost
 from inside_llm.sim.serve.kv import BlockPool, KVCacheManager
 from inside_llm.sim.serve.records import policy_run
 from inside_llm.sim.serve.simulate import batching_run, prefix_block_hashes, simulate_batching, with_system_prompt
-from inside_llm.sim.workloads import make_trace
+from inside_llm.sim.serve.workloads import make_trace
 
 H = prefix_block_hashes(8, 4)  # a system prompt of 2 full pages of 4 tokens
 

@@ -27,7 +27,7 @@ def imports(path: Path) -> set[str]:
 
 
 def test_chapters_6_and_7_import_the_one_kv_manager_and_scheduler():
-    ch6, ch7 = imports(SIM / "kvpolicies.py"), imports(SIM / "serve" / "simulate.py")
+    ch6, ch7 = imports(SIM / "serve" / "kvpolicies.py"), imports(SIM / "serve" / "simulate.py")
     assert "inside_llm.sim.serve.kv.KVCacheManager" in ch6 and "inside_llm.sim.serve.kv.ReservedManager" in ch6
     assert "inside_llm.sim.serve.kv.KVCacheManager" in ch7
     assert "inside_llm.sim.serve.scheduler.Scheduler" in ch7

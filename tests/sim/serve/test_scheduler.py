@@ -10,7 +10,7 @@ import pytest
 from inside_llm.sim.serve.clocks import SimpleStepCost
 from inside_llm.sim.serve.records import RunMetrics, frames, step_starts
 from inside_llm.sim.serve.simulate import batching_run, simulate_batching
-from inside_llm.sim.workloads import make_trace
+from inside_llm.sim.serve.workloads import make_trace
 
 
 @cache
@@ -266,7 +266,8 @@ def test_preempted_requests_get_one_span_per_stay():
 @pytest.mark.parametrize("model_id, gpu_id, tp", [("llama-3.1-8b", "h100-sxm", 1), ("llama-3.1-70b", "h100-sxm", 4)])
 def test_cost_model_clock_times_decode_runs_as_step_time_does(model_id, gpu_id, tp):
     """The vectorized decode clock (one numpy call per run) agrees with the cost model step by step."""
-    from inside_llm.sim import catalog, costmodel
+    from inside_llm.sim.cost import costmodel
+    from inside_llm.sim.hardware import catalog
     from inside_llm.sim.serve.clocks import CostModelClock
 
     clock = CostModelClock(costmodel.EngineConfig(catalog.model(model_id), catalog.gpu(gpu_id), tp=tp))

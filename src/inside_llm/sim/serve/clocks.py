@@ -8,7 +8,7 @@ step_time(num_prefill_tokens, num_decode_seqs, decode_context_tokens) -> seconds
 num_prefill_tokens: prompt (or re-prefill) tokens computed this step, all requests together;
 num_decode_seqs: requests computing exactly their one newest token;
 decode_context_tokens: sum over those decode requests of the keys each attends to (its length).
-Routers pass inside_llm.sim.costmodel's calibrated model; tests use SimpleStepCost.
+Routers pass inside_llm.sim.cost.costmodel's calibrated model; tests use SimpleStepCost.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from inside_llm.sim.costmodel import Efficiency, EngineConfig, StepTime, step_time
+from inside_llm.sim.cost.costmodel import Efficiency, EngineConfig, StepTime, step_time
 
 StepTimeFn = Callable[[int, int, int], Any]
 
@@ -32,7 +32,7 @@ class SimpleStepCost:
     seconds = overhead_s + max(bytes read / (hbm_bytes_per_s * hbm_efficiency),
                                2 * params * tokens / (flops_per_s * math_efficiency))
     bytes read = weights + KV of every token attended (decode context + prefill tokens).
-    A stand-in for inside_llm.sim.costmodel (routers pass the calibrated one); figures: H100 SXM
+    A stand-in for inside_llm.sim.cost.costmodel (routers pass the calibrated one); figures: H100 SXM
     datasheet (3.35 TB/s, 989 dense BF16 TFLOPS), Llama-2-7B config (6.74e9 params, 32 layers x
     4096 hidden x K and V x 2 bytes = 524,288 bytes of KV per token); efficiencies and overhead
     are the cost model's own (Efficiency: hbm 0.75, GEMM 0.62, 1 ms + 32 layers x 25 us per step).

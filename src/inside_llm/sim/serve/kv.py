@@ -31,7 +31,7 @@ Units: tokens == slots; one slot holds one token's keys and values for every lay
   reserves a region sized by a reservation policy (`reservation_slots`: contiguous = max_seq_len,
   pow2 = next power of two of the final length, oracle = exactly the final length).
 
-The scheduler over these managers is serve/scheduler.py; chapter 6's simulation is sim/kvpolicies.py.
+The scheduler over these managers is serve/scheduler.py; chapter 6's simulation is sim/serve/kvpolicies.py.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inside_llm.sim.workloads import check_int
+from inside_llm.sim.serve.workloads import check_int
 
 
 def num_blocks_for(num_tokens, block_size: int):

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from inside_llm.sim.derivation import derive
-from inside_llm.sim.result import as_json
+from inside_llm.sim.core.derivation import derive
+from inside_llm.sim.core.result import as_json
 from inside_llm.sim.serve.steplog import StepLog
 
 if TYPE_CHECKING:
-    from inside_llm.sim.workloads import Trace
+    from inside_llm.sim.serve.workloads import Trace
 
 
 @dataclass

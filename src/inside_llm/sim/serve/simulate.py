@@ -24,7 +24,7 @@ from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, check_pool
 from inside_llm.sim.serve.records import BatchingResult, policy_run, trace_requests
 from inside_llm.sim.serve.requests import Requests
 from inside_llm.sim.serve.scheduler import POLICIES, Scheduler
-from inside_llm.sim.workloads import Trace, check_int, check_subset, make_trace
+from inside_llm.sim.serve.workloads import Trace, check_int, check_subset, make_trace
 
 ARRIVAL, STEP_END = 0, 1
 MAX_RATE = 32.0  # requests/s (the API reads these bounds from here)

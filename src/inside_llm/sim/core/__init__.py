@@ -1,0 +1,1 @@
+"""Shared leaves of every simulation: SimError (errors), a result's one form (result), show-the-math (derivation)."""
