@@ -1,4 +1,5 @@
-"""Shared by the benchmarks: start `inside-llm serve` on a free loopback port, wait for /healthz, stop it.
+"""Shared by the benchmarks: start `inside-llm serve` on a free loopback port, wait for /healthz, stop it;
+time a GET on it and write a latency row (median, p99 and the ratio to a baseline of the same run).
 
 The server is a child process group of the benchmark: it is always stopped on exit, even on error.
 """
@@ -9,6 +10,7 @@ import contextlib
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -117,3 +119,24 @@ def cpu_s(pids: list[int]) -> float:
 def percentile(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def get_ms(client, path: str) -> float:
+    """Wall time of one GET on `client` (an httpx.Client), ms; a non-2xx answer raises."""
+    t0 = time.perf_counter()
+    client.get(path).raise_for_status()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def latency_row(name: str, ms: list[float], base_ms: float, note: str) -> dict:
+    """A row of request times: median and p99 (ms), and the median as a ratio to `base_ms`, the same run's
+    baseline (/healthz), so a busy neighbour weighs on both alike."""
+    med = statistics.median(ms)
+    return {
+        "name": name,
+        "value": round(med, 3),
+        "p99": round(percentile(ms, 0.99), 3),
+        "unit": "ms",
+        "ratio": round(med / base_ms, 2) if base_ms else None,
+        "note": note,
+    }

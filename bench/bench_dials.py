@@ -9,49 +9,29 @@ run() -> rows; `python bench/bench_dials.py` prints them (or `make bench BENCH_A
 from __future__ import annotations
 
 import statistics
-import time
 
 import httpx
-from _server import percentile, serve
+from _server import get_ms, latency_row, serve
 
 STATES = 200  # distinct dials states, each asked once
 HEALTHZ_PER_STATE = 2
 
 
-def _ms(client: httpx.Client, path: str) -> float:
-    t0 = time.perf_counter()
-    r = client.get(path)
-    r.raise_for_status()
-    return (time.perf_counter() - t0) * 1e3
-
-
-def _row(name: str, ms: list[float], base_ms: float, note: str) -> dict:
-    med = statistics.median(ms)
-    return {
-        "name": name,
-        "value": round(med, 3),
-        "p99": round(percentile(ms, 0.99), 3),
-        "unit": "ms",
-        "ratio": round(med / base_ms, 2),
-        "note": note,
-    }
-
-
 def run() -> list[dict]:
     with serve(workers=1) as (base, _), httpx.Client(base_url=base, timeout=120) as client:
         for _ in range(20):  # warm: catalogs loaded, first-request work done
-            _ms(client, "/healthz")
-            _ms(client, "/api/dials?prompt_tokens=100")
+            get_ms(client, "/healthz")
+            get_ms(client, "/api/dials?prompt_tokens=100")
         health, fresh, again = [], [], []
         for i in range(STATES):
-            health += [_ms(client, "/healthz") for _ in range(HEALTHZ_PER_STATE)]
-            fresh.append(_ms(client, f"/api/dials?prompt_tokens={2000 + i}"))
-            again.append(_ms(client, "/api/dials"))
+            health += [get_ms(client, "/healthz") for _ in range(HEALTHZ_PER_STATE)]
+            fresh.append(get_ms(client, f"/api/dials?prompt_tokens={2000 + i}"))
+            again.append(get_ms(client, "/api/dials"))
     hz = statistics.median(health)
     return [
-        _row("GET /healthz (beside dials)", health, hz, f"trivial endpoint; {len(health)} requests"),
-        _row("GET /api/dials uncached", fresh, hz, f"{STATES} states never asked before (prompt_tokens moves)"),
-        _row("GET /api/dials same URL", again, hz, f"defaults, {STATES} requests"),
+        latency_row("GET /healthz (beside dials)", health, hz, f"trivial endpoint; {len(health)} requests"),
+        latency_row("GET /api/dials uncached", fresh, hz, f"{STATES} states never asked before (prompt_tokens moves)"),
+        latency_row("GET /api/dials same URL", again, hz, f"defaults, {STATES} requests"),
     ]
 
 

@@ -14,7 +14,7 @@ import statistics
 import time
 
 import httpx
-from _server import percentile, serve
+from _server import get_ms, latency_row, serve
 
 REPEATS = 40  # steady-state requests per endpoint (after the cold one)
 HEALTHZ_REPEATS = 400
@@ -41,13 +41,7 @@ def _is_stream(client: httpx.Client, path: str) -> bool:
 
 
 def _time(client: httpx.Client, path: str, n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        r = client.get(path)
-        r.raise_for_status()
-        out.append((time.perf_counter() - t0) * 1e3)
-    return out
+    return [get_ms(client, path) for _ in range(n)]
 
 
 def _time_stream(client: httpx.Client, path: str, n: int) -> list[float]:
@@ -59,18 +53,6 @@ def _time_stream(client: httpx.Client, path: str, n: int) -> list[float]:
         assert b"event: done" in body, body[-200:]
         out.append((time.perf_counter() - t0) * 1e3)
     return out
-
-
-def _row(name: str, ms: list[float], base_ms: float, note: str) -> dict:
-    med = statistics.median(ms)
-    return {
-        "name": name,
-        "value": round(med, 3),
-        "p99": round(percentile(ms, 0.99), 3),
-        "unit": "ms",
-        "ratio": round(med / base_ms, 2) if base_ms else None,
-        "note": note,
-    }
 
 
 def run() -> list[dict]:
@@ -85,14 +67,16 @@ def run() -> list[dict]:
             cold[path] = (time.perf_counter() - t0) * 1e3
         health = _time(client, "/healthz", HEALTHZ_REPEATS)
         hz = statistics.median(health)
-        rows.append(_row("GET /healthz", health, hz, f"trivial endpoint; {HEALTHZ_REPEATS} requests"))
+        rows.append(latency_row("GET /healthz", health, hz, f"trivial endpoint; {HEALTHZ_REPEATS} requests"))
         for path in paths:
             if path in streams:
                 ms = _time_stream(client, path, STREAM_REPEATS)
-                rows.append(_row(f"GET {path}", ms, hz, f"to the last event, defaults; {STREAM_REPEATS} streams"))
+                rows.append(
+                    latency_row(f"GET {path}", ms, hz, f"to the last event, defaults; {STREAM_REPEATS} streams")
+                )
                 continue
             ms = _time(client, path, REPEATS)
-            rows.append(_row(f"GET {path}", ms, hz, f"steady, defaults; {REPEATS} requests"))
+            rows.append(latency_row(f"GET {path}", ms, hz, f"steady, defaults; {REPEATS} requests"))
             rows.append(
                 {
                     "name": f"GET {path} (first)",
