@@ -473,6 +473,45 @@ def visible_gib(gpu: GPU) -> tuple[float, str]:
     return gpu.hbm_capacity_gb * 0.99, f"estimated: {gpu.name}'s {gpu.hbm_capacity_gb:g} GB read as GiB, less 1%"
 
 
+def _explanation(
+    engine: str,
+    shown: str,
+    g: GPU,
+    values: dict[str, Any],
+    ignored: list[str],
+    spec: ModelSpec | None,
+    gpus: int,
+    figures: tuple[dict[str, Any], list[Segment], bool, str, list[str], dict[str, Any], list[Suggestion], list[str]],
+    name: str = "unknown model",
+) -> Explanation:
+    """Every engine's explanation: the command as read (its flags set and not modelled), the model (None when
+    the catalog has no match: then `name`), the GPU and the memory CUDA sees on it, around the engine's own
+    `figures` (settings, memory, fits, verdict, log lines, facts, suggestions, assumptions)."""
+    total, total_note = visible_gib(g)
+    settings, memory, fits, verdict, log, facts, suggestions, assumptions = figures
+    return Explanation(
+        engine,
+        shown,
+        spec.id if spec else None,
+        spec.name if spec else name,
+        g.id,
+        g.name,
+        gpus,
+        settings,
+        sorted(values),
+        ignored,
+        total,
+        total_note,
+        memory,
+        fits,
+        verdict,
+        log,
+        facts,
+        suggestions,
+        assumptions,
+    )
+
+
 def explain(command: str, gpu: str = catalog.DEFAULT_GPU, model: str | None = None) -> Explanation:
     """Parse `command` and explain it on `gpu` (catalog id); `model` (catalog id) overrides the name's match.
 
@@ -695,26 +734,15 @@ def _vllm(shown: str, words: list[Token], prog: Token, g: GPU, override: str | N
             "sliding-window layers counted like full ones: vLLM's hybrid allocator reports "
             "tokens differently (approximate)"
         )
-    return Explanation(
+    return _explanation(
         "vllm",
         shown,
-        spec.id,
-        spec.name,
-        g.id,
-        g.name,
-        tp * pp,
-        settings,
-        sorted(values),
+        g,
+        values,
         ignored,
-        total,
-        total_note,
-        memory,
-        fits,
-        verdict,
-        log,
-        facts,
-        suggestions,
-        assumptions,
+        spec,
+        tp * pp,
+        (settings, memory, fits, verdict, log, facts, suggestions, assumptions),
     )
 
 
@@ -844,26 +872,15 @@ def _sglang(shown: str, words: list[Token], g: GPU, override: str | None) -> Exp
     ]
     if match.note:
         assumptions.append(match.note)
-    return Explanation(
+    return _explanation(
         "sglang",
         shown,
-        spec.id,
-        spec.name,
-        g.id,
-        g.name,
-        tp,
-        settings,
-        sorted(values),
+        g,
+        values,
         ignored,
-        total,
-        total_note,
-        memory,
-        fits,
-        verdict,
-        log,
-        facts,
-        suggestions,
-        assumptions,
+        spec,
+        tp,
+        (settings, memory, fits, verdict, log, facts, suggestions, assumptions),
     )
 
 
@@ -969,26 +986,16 @@ def _llama(shown: str, words: list[Token], g: GPU, override: str | None) -> Expl
             f"{' (shared cells)' if unified else ''}; the model file is not one this page knows, so its "
             "memory is not drawn (pick it with model=)."
         )
-        return Explanation(
+        return _explanation(
             "llama.cpp",
             shown,
-            None,
-            name or "unknown model",
-            g.id,
-            g.name,
-            1,
-            settings,
-            sorted(values),
+            g,
+            values,
             ignored,
-            total,
-            total_note,
-            [],
-            True,
-            verdict,
-            log,
-            facts,
-            suggestions,
-            assumptions + (["model: " + name] if name else []),
+            None,
+            1,
+            (settings, [], True, verdict, log, facts, suggestions, assumptions + (["model: " + name] if name else [])),
+            name or "unknown model",
         )
     spec = match.spec
     layers = spec.num_hidden_layers
@@ -1084,24 +1091,13 @@ def _llama(shown: str, words: list[Token], g: GPU, override: str | None) -> Expl
     if match.note:
         assumptions.append(match.note)
     settings["n_gpu_layers"] = min(ngl, layers + 1)
-    return Explanation(
+    return _explanation(
         "llama.cpp",
         shown,
-        spec.id,
-        spec.name,
-        g.id,
-        g.name,
-        1,
-        settings,
-        sorted(values),
+        g,
+        values,
         ignored,
-        total,
-        total_note,
-        memory,
-        fits,
-        verdict,
-        log,
-        facts,
-        suggestions,
-        assumptions,
+        spec,
+        1,
+        (settings, memory, fits, verdict, log, facts, suggestions, assumptions),
     )
