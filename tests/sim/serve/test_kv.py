@@ -3,9 +3,10 @@ same leading hashes, counted once, freed when the last user leaves, kept as evic
 recently freed first; and in the scheduler: nothing changes when no prefix is shared."""
 
 import numpy as np
+import pytest
 
 from inside_llm.sim.serve.clocks import SimpleStepCost
-from inside_llm.sim.serve.kv import BlockPool, KVCacheManager
+from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, PagePool
 from inside_llm.sim.serve.records import policy_run
 from inside_llm.sim.serve.simulate import batching_run, prefix_block_hashes, simulate_batching, with_system_prompt
 from inside_llm.sim.serve.workloads import make_trace
@@ -116,3 +117,45 @@ def test_under_memory_pressure_cached_pages_are_evicted_and_everyone_finishes():
         "continuous", trace, 16, SimpleStepCost(), 160, 16, 2048, False, sharing=sharing, prefix_tokens=256
     )
     assert list(slow.steps.durations) == list(s.steps.durations)  # the decode fast-forward holds with a cache
+
+
+def test_page_pool_deals_the_same_pages_as_the_block_pool():
+    """PagePool (page ids only, no prefix caching) is BlockPool's fast path: the same tables after any
+    sequence of growths, batch growths and frees."""
+    rng = np.random.default_rng(0)
+    managers = [KVCacheManager(pool(64), 4, 12) for pool in (BlockPool, PagePool)]
+    held = np.zeros(12, dtype=np.int64)
+    for _ in range(400):
+        rid, op = int(rng.integers(12)), rng.random()
+        if op < 0.2:
+            outs = [kv.free(rid) for kv in managers]
+            held[rid] = 0
+        elif op < 0.6:
+            n = int(held[rid] + rng.integers(1, 9))
+            outs = [kv.allocate(rid, n) is None for kv in managers]
+            held[rid] = held[rid] if outs[0] else n
+        else:
+            ids = np.flatnonzero(held)
+            n = held[ids] + rng.integers(0, 6, len(ids))
+            outs = [kv.allocate_all(ids, n) for kv in managers]
+            held[ids] = n if outs[0] else held[ids]
+        assert outs[0] == outs[1]
+        assert [managers[0].block_table(r) for r in range(12)] == [managers[1].block_table(r) for r in range(12)]
+        assert managers[0].pool.num_free_blocks == managers[1].pool.num_free_blocks
+    with pytest.raises(ValueError, match="BlockPool"):
+        managers[1].set_block_hashes(0, H)
+
+
+def test_max_decode_steps_is_the_largest_k_that_fits():
+    """The closed form (the j-th new pages of all requests come before any (j+1)-th) against counting."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        bs, n = int(rng.choice([1, 4, 16])), int(rng.integers(1, 8))
+        kv = KVCacheManager(PagePool(int(rng.integers(n * 3, n * 12))), bs, n)
+        ids, tokens = np.arange(n), rng.integers(0, 40, n)
+        if any(kv.allocate(r, t + 1) is None for r, t in zip(ids.tolist(), tokens.tolist())):
+            continue
+        k_max = int(rng.integers(1, 200))
+        got = kv.max_decode_steps(ids, tokens, k_max)
+        fits = [int(np.sum(kv.blocks_needed(ids, tokens + k))) <= kv.pool.num_free_blocks for k in range(1, k_max + 1)]
+        assert got == (fits.index(False) if False in fits else k_max), (bs, n, tokens, k_max)

@@ -284,3 +284,22 @@ def test_a_vectorized_clock_gives_the_same_run_as_a_scalar_one():
     slow = batching_run("continuous", trace, 8, lambda p, d, c: cost(p, d, c), 400, 16, 2048)
     assert list(fast.steps.durations) == list(slow.steps.durations)
     assert [(r.first_token_s, r.finish_s) for r in fast.reqs] == [(r.first_token_s, r.finish_s) for r in slow.reqs]
+
+
+@pytest.mark.parametrize("policy", ["static", "continuous"])
+def test_fast_forward_from_a_step_that_preempted_equals_stepping_one_by_one(policy):
+    """A step that preempted starts a decode run when the head of the queue cannot fit (decode steps only take
+    memory): on a pool short enough to preempt often, the same steps, times and frames as stepping."""
+    kw = dict(num_blocks=16, seats=8, num_requests=30, rate=6.0)
+    fast, slow = engine(policy, **kw), engine(policy, fast_forward=False, **kw)
+    assert fast.num_preemptions == slow.num_preemptions > 5
+    preempting_runs = [
+        r
+        for prev, r in zip(fast.steps.records, fast.steps.records[1:])
+        if r.num_steps > 1 and r.num_preemptions_total > prev.num_preemptions_total
+    ]
+    assert preempting_runs
+    assert list(fast.steps.durations) == list(slow.steps.durations)
+    key = lambda e: [(r.first_token_s, r.finish_s, r.num_preemptions) for r in e.reqs]  # noqa: E731
+    assert key(fast) == key(slow)
+    assert all_frames(fast) == all_frames(slow)

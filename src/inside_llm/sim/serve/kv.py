@@ -148,13 +148,54 @@ class BlockPool:
                 self.free_block_queue[block.block_id] = None
 
 
+class PagePool:
+    """BlockPool's fast path for runs without prefix caching: a page is only its id (no Block, no ref count,
+    no hash), and the free queue a list read from a moving head, so a batch's pages are taken in one slice.
+    The same order as BlockPool's queue (least recently freed first; a table freed tail first), so the same
+    pages go to the same requests. KVCacheManager over a PagePool keeps block tables of page ids."""
+
+    cached_block_hash_to_block: dict = {}  # never written: nothing is cached  # noqa: RUF012
+    num_evictions = 0
+
+    def __init__(self, num_blocks: int):
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
+        self.num_blocks = num_blocks
+        self.queue, self.head = list(range(num_blocks)), 0  # free page ids: queue[head:]
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.queue) - self.head
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_blocks - len(self.queue) + self.head
+
+    def get_new_blocks(self, num_blocks: int) -> list[int] | None:
+        """The first num_blocks free page ids, or None if too few."""
+        head, queue = self.head, self.queue
+        if num_blocks > len(queue) - head:
+            return None
+        out = queue[head : head + num_blocks]
+        self.head = head + num_blocks
+        if self.head > self.num_blocks:  # drop the taken ids now and then: the list stays short
+            del queue[: self.head]
+            self.head = 0
+        return out
+
+    def free_blocks(self, blocks: list[int]) -> None:
+        """Pages back to the free queue's tail, the table's last page first (as BlockPool)."""
+        self.queue.extend(reversed(blocks))
+
+
 class KVCacheManager:
     """Per-request block tables over one BlockPool. Tokens are laid out in order: token t of a
     request lives in logical block t // block_size, slot t % block_size. With num_requests (request ids
     0 .. num_requests - 1), `held` counts each request's blocks in a numpy column for allocate_all."""
 
-    def __init__(self, pool: BlockPool, block_size: int, num_requests: int = 0):
+    def __init__(self, pool: BlockPool | PagePool, block_size: int, num_requests: int = 0):
         self.pool = pool
+        self.plain = isinstance(pool, PagePool)  # pages are ids: no prefix caching
         self.block_size = block_size
         self.req_to_blocks: dict[int, list[Block]] = {}
         self.num_tokens_of: dict[int, int] = {}  # tokens each request's table was last grown to hold
@@ -165,6 +206,8 @@ class KVCacheManager:
 
     def set_block_hashes(self, request_id: int, block_hashes: list[int]) -> None:
         """The chained hashes of request_id's leading full pages (the pages that may be shared)."""
+        if self.plain:
+            raise ValueError("prefix caching needs a BlockPool (a PagePool's pages carry no hash)")
         self.block_hashes[request_id] = block_hashes
 
     def cached_blocks(self, request_id: int) -> list[Block]:
@@ -267,20 +310,39 @@ class KVCacheManager:
         n, bs = self.num_tokens_held(request_id), self.block_size
         return [min(bs, n - i * bs) for i in range(len(self.req_to_blocks.get(request_id, ())))]
 
+    def blocks_needed(self, request_ids: np.ndarray, num_tokens: np.ndarray) -> np.ndarray:
+        """New pages each of request_ids needs so its table holds num_tokens (0 where it does already)."""
+        return np.maximum(-(-num_tokens // self.block_size) - self.held[request_ids], 0)
+
+    def fits(self, request_id: int, num_tokens: int) -> bool:
+        """Would allocate(request_id, num_tokens) succeed for a request that holds nothing (no cache hits)?"""
+        return -(-num_tokens // self.block_size) <= self.pool.num_free_blocks
+
+    def hold(self, request_ids: np.ndarray, num_tokens: np.ndarray) -> None:
+        """allocate() for requests whose tables cover num_tokens already (blocks_needed == 0)."""
+        self.tokens[request_ids] = num_tokens
+        if self.block_hashes:
+            for rid in request_ids.tolist():
+                if rid in self.block_hashes:
+                    self.cache_full_blocks(rid)
+
     def allocate_all(self, request_ids: np.ndarray, num_tokens: np.ndarray) -> bool:
         """allocate() for every request of request_ids at once (num_tokens: the total each must hold), if
         the free blocks cover all of them; else take nothing and return False. The scheduler's batch path
         (needs num_requests): counted in numpy over `held`, the new blocks taken in one call and dealt to
         the requests that cross a page boundary, in order."""
-        extra = np.maximum(-(-num_tokens // self.block_size) - self.held[request_ids], 0)
-        if int(extra.sum()) > self.pool.num_free_blocks:
+        extra = -(-num_tokens // self.block_size) - self.held[request_ids]  # blocks_needed, before the max
+        grow = (extra > 0).nonzero()[0]
+        if not len(grow):
+            self.tokens[request_ids] = num_tokens
+            return True
+        needs = extra[grow]
+        total = int(np.add.reduce(needs))
+        if total > self.pool.num_free_blocks:
             return False
         self.tokens[request_ids] = num_tokens
-        grow = np.flatnonzero(extra)
-        if not len(grow):
-            return True
-        rows, needs = request_ids[grow], extra[grow]
-        new = self.pool.get_new_blocks(int(needs.sum()))  # one call for the whole batch, then dealt out in order
+        rows = request_ids[grow]
+        new = self.pool.get_new_blocks(total)  # one call for the whole batch, then dealt out in order
         tables, hashed, at = self.req_to_blocks, self.block_hashes, 0
         for rid, k in zip(rows.tolist(), needs.tolist()):
             tables[rid] += new[at : at + k]  # running requests: their tables exist
@@ -289,6 +351,34 @@ class KVCacheManager:
                 self.cache_full_blocks(rid)
         self.held[rows] += needs
         return True
+
+    def max_decode_steps(self, request_ids: np.ndarray, num_tokens: np.ndarray, k_max: int) -> int:
+        """Largest k <= k_max such that each request of request_ids can hold num_tokens + k tokens at once
+        (k = 1 must already fit: the scheduler allocated it)."""
+        bs, free = self.block_size, self.pool.num_free_blocks
+        if free >= len(request_ids) * (k_max // bs + 1):
+            return k_max  # each request needs at most k_max // block_size + 1 new pages: they are free
+        n, room = len(request_ids), self.held[request_ids] * bs - num_tokens  # free slots in each one's pages
+        if n and 0 < room.min() and room.max() <= bs:
+            # request i takes its j-th new page at k = room_i + (j - 1) * bs + 1, and the j-th pages of all
+            # requests come before any (j+1)-th: the free pages run out at the (free + 1)-th of these
+            q, r = divmod(free, n)
+            return min(k_max, int(np.partition(room, r)[r]) + q * bs)
+        room = free + int(self.held[request_ids].sum())  # the pages they hold, and the free ones
+
+        def fits(k: int) -> bool:
+            return int(np.sum(num_blocks_for(num_tokens + k, bs))) <= room
+
+        if fits(k_max):
+            return k_max  # the usual case: memory is not the limit
+        lo, hi = 1, k_max
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def unusable_slots(self, next_request_id: int | None) -> int:
         """Free slots no request can use: none, every free page fits any request (the slots after the last
@@ -300,7 +390,8 @@ class KVCacheManager:
 
     def block_table(self, request_id: int) -> list[int]:
         """Logical block index -> physical block id for request_id ([] if it holds none)."""
-        return [b.block_id for b in self.req_to_blocks.get(request_id, [])]
+        table = self.req_to_blocks.get(request_id, [])
+        return list(table) if self.plain else [b.block_id for b in table]
 
     def num_slots(self, request_id: int) -> int:
         """Token slots allocated to request_id: len(block table) * block_size."""

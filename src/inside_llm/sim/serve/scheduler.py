@@ -47,7 +47,7 @@ from collections import deque
 
 import numpy as np
 
-from inside_llm.sim.serve.kv import KVCacheManager, num_blocks_for
+from inside_llm.sim.serve.kv import KVCacheManager
 from inside_llm.sim.serve.requests import Request, Requests
 from inside_llm.sim.serve.steplog import StepLog, StepRecord
 
@@ -211,36 +211,40 @@ class Scheduler:
     def schedule_running(self, budget: int) -> tuple[np.ndarray, ...]:
         """Running requests first, in admission order, each as many tokens as the budget allows.
         Returns (ids, n, computed, output, remaining, budget left). When the free pages cover every
-        request's growth this is a few array operations; else one by one, preempting (schedule_one_by_one)."""
+        request's growth this is a few array operations; else in order, preempting (grow_in_order)."""
         ids = self.run_ids()
         computed, output = self.computed[ids], self.output[ids]
         remaining = self.prompt[ids] + output - computed
         n, total = remaining, int(remaining.sum())
         if total > budget:  # the budget runs out part way: earlier requests first
             n = np.minimum(remaining, budget - (np.cumsum(remaining) - remaining))
-        if not self.kv.allocate_all(ids, computed + n):
-            return self.schedule_one_by_one(budget)
+        tokens = computed + n
+        if not self.kv.allocate_all(ids, tokens):
+            m = self.grow_in_order(ids, n, tokens)  # the first m still run: the others were preempted
+            if m < len(ids):
+                ids, n, computed, output, remaining = ids[:m], n[:m], computed[:m], output[:m], remaining[:m]
+            total = int(remaining.sum())
         if total <= budget:
             return ids, n, computed, output, remaining, budget - total
         keep = n > 0
-        return ids[keep], n[keep], computed[keep], output[keep], remaining[keep], 0
+        return ids[keep], n[keep], computed[keep], output[keep], remaining[keep], budget - int(n[keep].sum())
 
-    def schedule_one_by_one(self, budget: int) -> tuple[np.ndarray, ...]:
-        """schedule_running when memory runs short: whoever cannot grow preempts the newest running request."""
-        sched, ns, i, running = [], [], 0, self.running
-        while i < len(running):
-            rid = running[i]
-            n = min(int(self.prompt[rid] + self.output[rid] - self.computed[rid]), budget)
-            if n > 0:
-                if not self.grow(rid, int(self.computed[rid]) + n):
-                    break  # rid was the newest; everyone before it is scheduled
-                sched.append(rid)
-                ns.append(n)
-                budget -= n
-            i += 1
-        ids = np.array(sched, dtype=np.int64)
-        computed, output = self.computed[ids], self.output[ids]
-        return ids, np.array(ns, dtype=np.int64), computed, output, self.prompt[ids] + output - computed, budget
+    def grow_in_order(self, ids: np.ndarray, n: np.ndarray, tokens: np.ndarray) -> int:
+        """allocate_all when memory runs short: in admission order, whoever cannot grow preempts the newest
+        running request (possibly itself). Only requests that need a new page can run short, so only they
+        are visited one by one (all scheduled ones when pages carry prefix hashes: they are cached in this
+        order); a victim is always the newest, so those still running are a prefix of ids. Returns its length."""
+        kv, running = self.kv, self.running
+        visit = n > 0
+        if not kv.block_hashes:
+            visit &= kv.blocks_needed(ids, tokens) > 0
+        for i in np.flatnonzero(visit).tolist():
+            if i >= len(running) or not self.grow(running[i], int(tokens[i])):
+                break  # preempted: it was the newest, and everyone before it is scheduled
+        m = len(running)
+        rest = ~visit[:m] & (n[:m] > 0)
+        kv.hold(ids[:m][rest], tokens[:m][rest])  # their pages cover them already
+        return m
 
     def schedule_static(self) -> tuple[np.ndarray, ...]:
         if not self.running:  # form a batch; it prefills whole prompts in its first step
@@ -258,7 +262,7 @@ class Scheduler:
 
     def schedule_continuous(self) -> tuple[np.ndarray, ...]:
         ids, n, computed, output, remaining, budget = self.schedule_running(self.budget)
-        admitted = []  # (id, new tokens, output tokens, tokens left to compute, tokens found computed)
+        admitted = []  # (id, new tokens, tokens found computed, output tokens, tokens left to compute)
         while not self.preempted and budget > 0 and len(self.running) < self.seats:
             rid = self.head()
             if rid is None:
@@ -277,13 +281,11 @@ class Scheduler:
                     break
             self.pop_head()
             self.admit(rid)
-            admitted.append((rid, new, out, tokens - hit, hit))
+            admitted.append((rid, new, hit, out, tokens - hit))
             budget -= new
-        if admitted:
-            a_ids, a_new, a_out, a_left, a_hit = (np.array(c, dtype=np.int64) for c in zip(*admitted))
-            ids, n = np.concatenate((ids, a_ids)), np.concatenate((n, a_new))
-            computed = np.concatenate((computed, a_hit))
-            output, remaining = np.concatenate((output, a_out)), np.concatenate((remaining, a_left))
+        if admitted:  # the running ones' columns, then the admitted ones', in one concatenation
+            cols = np.concatenate((np.array((ids, n, computed, output, remaining)), np.array(admitted).T), axis=1)
+            return tuple(cols)
         return ids, n, computed, output, remaining
 
     def schedule(self, now: float) -> StepPlan | None:
@@ -298,9 +300,9 @@ class Scheduler:
         decode = (remaining == 1) & (output > 0)
         num_decode = int(np.count_nonzero(decode))
         if num_decode == len(ids):
-            context = int(computed.sum()) + num_decode  # keys attended, each its own included
+            context = int(np.add.reduce(computed)) + num_decode  # keys attended, each its own included
         else:
-            context = int(computed[decode].sum()) + num_decode
+            context = int(np.add.reduce(computed[decode])) + num_decode
         step = StepPlan(
             ids,
             n,
@@ -309,40 +311,34 @@ class Scheduler:
             remaining,
             self.max_tokens[ids] - output,
             now,
-            int(n.sum()) - num_decode,
+            int(np.add.reduce(n)) - num_decode,
             num_decode,
             context,
         )
-        if self.fast_forward and num_decode == len(ids) == len(self.running) and not self.preempted:
-            self.plan_decode_run(step)
+        if self.fast_forward and num_decode == len(ids) == len(self.running):
+            if not self.preempted or not self.could_admit():
+                self.plan_decode_run(step)
         return step
+
+    def could_admit(self) -> bool:
+        """Might the head of the waiting queue be admitted next step? False: it waits at least until a request
+        leaves, since decode steps only take memory; so a step that preempted may start a decode run too."""
+        rid = self.head()
+        if rid is None or self.policy == "static" or len(self.running) >= self.seats:
+            return False
+        if rid in self.kv.block_hashes:
+            return True  # its cached pages might make it fit: do not look ahead
+        return self.kv.fits(rid, min(int(self.prompt[rid] + self.output[rid]), self.budget))
 
     def plan_decode_run(self, step: StepPlan) -> None:
         """Pure-decode steps in one go until a finish, a block shortage or an admissible arrival: k_max
         steps at most, the last one the first to end at or after stop_at_s."""
-        computed, n, left = step.computed, len(step.ids), int(step.left.min())
-        if self.kv.pool.num_free_blocks >= n * (left // self.block_size + 1):
-            k_max = left  # each request needs at most left // block_size + 1 new pages: they are free
-        else:
-            k_max = self.max_blocks_k(computed, left)
+        n, left = len(step.ids), int(np.minimum.reduce(step.left))
+        k_max = self.kv.max_decode_steps(step.ids, step.computed, left)
         open_seat = self.policy == "continuous" and n < self.seats and self.budget > n and self.head() is None
         more = open_seat and self.num_arrived < self.num_requests
         step.decode_run, step.k_max = True, k_max
         step.stop_at_s = float(self.arrival_s[self.num_arrived]) if more else math.inf
-
-    def max_blocks_k(self, computed: np.ndarray, k_max: int) -> int:
-        """Largest k <= k_max such that k more tokens per request fit in the free blocks (k=1 always does)."""
-        num_blocks, bs = self.kv.pool.num_blocks, self.block_size  # running requests hold every used block
-        if int(np.sum(num_blocks_for(computed + k_max, bs))) <= num_blocks:
-            return k_max  # the usual case: memory is not the limit
-        lo, hi = 1, k_max
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if int(np.sum(num_blocks_for(computed + mid, bs))) <= num_blocks:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
 
     def finish_step(self, step: StepPlan, sampled, now: float) -> StepRecord:
         """Apply the executed step: requests whose KV caught up sample one token (k in a decode run).
