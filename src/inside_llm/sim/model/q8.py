@@ -20,7 +20,13 @@ share it (and the weight read). Measured and not kept (2-core AVX2 EPYC, one thr
 converting each code where it is used instead of through the buffer (1.2-1.7x faster while the weights sit in
 cache, 1.6x slower streaming the model's 135 MB from memory); int16 activations times int8 codes summed in
 int32 (numba's LLVM emits no vpmaddwd for it: 2.3x slower); explicit 8-lane sums in a fixed order, which would
-make the bits independent of the compiler (not vectorised: 10x slower).
+make the bits independent of the compiler (not vectorised: 10x slower). Also measured (issue 25, all matrix products of one
+step, 1 thread, best of 4 alternating in one process, load 13; CPU-ms at N = 1 / 2 / 8 / 16 rows): this kernel
+26.3 / 29.3 / 72.6 / 82.3; each code converted in a register and multiplied into four input rows' sums (no
+buffer) 28.6 / 28.8 / 60.0 / 101.9; one or two input rows per register conversion 20.6 / 22.5 / 54.9 / 125.5
+(another run, load 14; one and two rows give the same bits as each other, four give other bits, so kernels can
+be chosen by N only within such a family). int16 activations times int8 codes summed in int32 (LLVM 20 emits
+vpmaddwd; exact, so any kernels could be mixed) 18.7 at one row but 72.0 at eight.
 
 Compiled with cache=True: the first process compiles (~10 s on 2 cores) and writes the machine code to
 NUMBA_CACHE_DIR (modelfile points it at the model cache folder); later processes load it in milliseconds.
