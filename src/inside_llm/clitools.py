@@ -61,8 +61,21 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--batch", type=int, default=d.batch, help=f"requests run together per replica (default {d.batch})")
     e.add_argument("--prompt-tokens", type=int, default=d.prompt_tokens, help=f"default {d.prompt_tokens}")
     e.add_argument("--output-tokens", type=int, default=d.output_tokens, help=f"default {d.output_tokens}")
-    e.add_argument("--price", type=float, default=d.price_per_gpu_hour, help="USD per GPU-hour (default 3)")
-    e.add_argument("--mode", choices=serving.THROUGHPUT_MODES, default=d.throughput_mode, help="batching assumed")
+    e.add_argument(
+        "--price",
+        dest="price_per_gpu_hour",
+        metavar="PRICE",
+        type=float,
+        default=d.price_per_gpu_hour,
+        help="USD per GPU-hour (default 3)",
+    )
+    e.add_argument(
+        "--mode",
+        dest="throughput_mode",
+        choices=serving.THROUGHPUT_MODES,
+        default=d.throughput_mode,
+        help="batching assumed",
+    )
     e.add_argument("--engine", default=d.engine, help="engine profile: auto|tensorrt-llm|vllm|sglang (default auto)")
     out = e.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON (the API's figures)")
@@ -106,21 +119,7 @@ def _params(a: argparse.Namespace) -> Any:
         tp = min(gpus, 8) if gpus else 8
     if gpus is None:
         gpus = tp * a.pp
-    return serving.ServingParams(
-        model=a.model,
-        gpu=a.gpu,
-        gpus=gpus,
-        tp=tp,
-        pp=a.pp,
-        precision=a.precision,
-        kv_precision=a.kv_precision,
-        batch=a.batch,
-        prompt_tokens=a.prompt_tokens,
-        output_tokens=a.output_tokens,
-        price_per_gpu_hour=a.price,
-        throughput_mode=a.mode,
-        engine=a.engine,
-    )
+    return serving.params_from(a, gpus=gpus, tp=tp)
 
 
 def _human(r: dict[str, Any]) -> str:

@@ -232,21 +232,7 @@ def serving_params(p: DialsParams) -> serving.ServingParams:
     """The sim's params for a query (custom model/GPU built from their fields); SimError names a field."""
     model = _custom_model(p) if p.model == "custom" else p.model
     gpu = _custom_gpu(p) if p.gpu == "custom" else p.gpu
-    return serving.ServingParams(
-        model=model,
-        gpu=gpu,
-        gpus=p.gpus,
-        tp=p.tp,
-        pp=p.pp,
-        precision=p.precision,
-        kv_precision=p.kv_precision,
-        batch=p.batch,
-        prompt_tokens=p.prompt_tokens,
-        output_tokens=p.output_tokens,
-        price_per_gpu_hour=p.price_per_gpu_hour,
-        throughput_mode=p.throughput_mode,
-        engine=p.engine,
-    )
+    return serving.params_from(p, model=model, gpu=gpu)
 
 
 def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:

@@ -64,17 +64,7 @@ class ParallelParams:
 
     def serving_params(self) -> serving.ServingParams:
         """The same server as the dials describe it (everything but the micro-batches)."""
-        return serving.ServingParams(
-            model=self.model,
-            gpu=self.gpu,
-            gpus=self.gpus,
-            tp=self.tp,
-            pp=self.pp,
-            precision=self.precision,
-            batch=self.batch,
-            prompt_tokens=self.prompt_tokens,
-            output_tokens=self.output_tokens,
-        )
+        return serving.params_from(self)
 
 
 def _check(p: ParallelParams) -> tuple[EngineConfig, catalog.NodeSpec]:

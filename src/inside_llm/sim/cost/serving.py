@@ -29,7 +29,7 @@ sources, assumptions).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ..core.derivation import Derivation, derive
@@ -353,6 +353,14 @@ def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
     return replace(est, math=_derivations(cfg, p, est, ph))  # the derivations quote the figures above
 
 
+def params_from(source: Any, **overrides: Any) -> ServingParams:
+    """ServingParams from anything that carries the dials' inputs under their names (a query's params, the
+    CLI's arguments, chapter 10's params, a published reference): each field it has is taken, the others
+    keep their defaults, and `overrides` win over both. One list of the inputs: ServingParams' fields."""
+    given = {f.name: getattr(source, f.name) for f in fields(ServingParams) if hasattr(source, f.name)}
+    return ServingParams(**{**given, **overrides})
+
+
 def params_dict(p: ServingParams) -> dict[str, Any]:
     """The params as plain data (custom model/GPU reduced to their ids)."""
     d = asdict(p) if isinstance(p.model, str) and isinstance(p.gpu, str) else dict(p.__dict__)
@@ -623,17 +631,9 @@ def reference_params(ref: catalog.Reference) -> ServingParams:
     When the engine chose the batch (ref.batch is None) we use the largest batch that fits in our
     memory model at that context, capped at the engine's limit (ref.max_batch).
     """
-    base = ServingParams(
-        model=ref.model,
-        gpu=ref.gpu,
-        gpus=ref.gpus,
-        tp=ref.tp,
-        pp=ref.pp,
-        precision=ref.precision,
-        kv_precision=ref.kv_precision,
+    base = params_from(
+        ref,
         batch=ref.batch or 1,
-        prompt_tokens=ref.prompt_tokens,
-        output_tokens=ref.output_tokens,
         throughput_mode="continuous" if ref.batching == "continuous" else "static",
         engine=engines.engine_of(ref.engine),
     )
