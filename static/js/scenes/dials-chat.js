@@ -353,5 +353,5 @@ export function createChat(parent, ctx) {
     phase = 'idle';
   }
 
-  return { update, destroy, count: () => shown };
+  return { update, destroy, count: () => shown, question: () => input.value.trim() || DEFAULT_PROMPT };
 }

@@ -11,6 +11,7 @@ import { createExplain } from './dials-explain.js';
 import { createDownload } from './dials-download.js';
 import { createSweep } from './dials-sweep.js';
 import { createPin } from './dials-pin.js';
+import { createAttached } from './dials-attach.js';
 
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
@@ -64,6 +65,8 @@ export function mount(stage, context) {
   view.roof = roofCard(body);
   view.curve = createCurve(body);
   view.chat = createChat(body, ctx);
+  // an attached server (the operator's --attach): the question through it, measured beside the prediction
+  if (!ctx.embed && !offlinePage()) view.attach = createAttached(wrap, ctx, { question: () => view.chat.question(), after: grid });
   if (!ctx.embed) view.byo = byoPanel(wrap);
   if (!ctx.embed) view.download = createDownload(wrap);
   if (!ctx.embed) view.sweep = createSweep(wrap, ctx, view.pin);
@@ -80,6 +83,7 @@ function offlinePage() {
 export function unmount() {
   if (!view) return;
   view.chat.destroy();
+  if (view.attach) view.attach.destroy();
   view.curve.cancel();
   view.mem.destroy();
   if (view.anim) view.anim.cancel();
@@ -97,6 +101,7 @@ export function update(data, params) {
   updateRoof(data);
   view.curve.update(data);
   view.chat.update(data);
+  if (view.attach) view.attach.update(data);
   if (view.explain) view.explain.update();
   if (view.download) view.download.update(params, view.pin ? view.pin.params : null);
   if (view.sweep) view.sweep.update(params);
