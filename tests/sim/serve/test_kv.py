@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from inside_llm.sim.serve.clocks import SimpleStepCost
-from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, PagePool
+from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, PageCount, PagePool
 from inside_llm.sim.serve.records import policy_run
 from inside_llm.sim.serve.simulate import batching_run, prefix_block_hashes, simulate_batching, with_system_prompt
 from inside_llm.sim.serve.workloads import make_trace
@@ -119,11 +119,11 @@ def test_under_memory_pressure_cached_pages_are_evicted_and_everyone_finishes():
     assert list(slow.steps.durations) == list(s.steps.durations)  # the decode fast-forward holds with a cache
 
 
-def test_page_pool_deals_the_same_pages_as_the_block_pool():
-    """PagePool (page ids only, no prefix caching) is BlockPool's fast path: the same tables after any
-    sequence of growths, batch growths and frees."""
+def test_page_pool_and_page_count_are_the_block_pools_fast_paths():
+    """PagePool (page ids only, no prefix caching) deals the same tables as BlockPool after any sequence of
+    growths, batch growths and frees; PageCount (counts only) the same counts."""
     rng = np.random.default_rng(0)
-    managers = [KVCacheManager(pool(64), 4, 12) for pool in (BlockPool, PagePool)]
+    managers = [KVCacheManager(pool(64), 4, 12) for pool in (BlockPool, PagePool, PageCount)]
     held = np.zeros(12, dtype=np.int64)
     for _ in range(400):
         rid, op = int(rng.integers(12)), rng.random()
@@ -139,11 +139,16 @@ def test_page_pool_deals_the_same_pages_as_the_block_pool():
             n = held[ids] + rng.integers(0, 6, len(ids))
             outs = [kv.allocate_all(ids, n) for kv in managers]
             held[ids] = n if outs[0] else held[ids]
-        assert outs[0] == outs[1]
+        assert outs[0] == outs[1] == outs[2]
         assert [managers[0].block_table(r) for r in range(12)] == [managers[1].block_table(r) for r in range(12)]
-        assert managers[0].pool.num_free_blocks == managers[1].pool.num_free_blocks
-    with pytest.raises(ValueError, match="BlockPool"):
-        managers[1].set_block_hashes(0, H)
+        assert len({kv.pool.num_free_blocks for kv in managers}) == 1
+        assert [managers[0].num_slots(r) for r in range(12)] == [managers[2].num_slots(r) for r in range(12)]
+        assert [managers[0].block_fill(r) for r in range(12)] == [managers[2].block_fill(r) for r in range(12)]
+    for kv in managers[1:]:
+        with pytest.raises(ValueError, match="BlockPool"):
+            kv.set_block_hashes(0, H)
+    with pytest.raises(ValueError, match="names no pages"):
+        managers[2].block_table(0)
 
 
 def test_max_decode_steps_is_the_largest_k_that_fits():

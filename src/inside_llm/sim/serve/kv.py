@@ -188,14 +188,34 @@ class PagePool:
         self.queue.extend(reversed(blocks))
 
 
+class PageCount:
+    """The pool counted only (no page ids, no tables): chapter 7's simulation, which draws no page, on its
+    fast path. KVCacheManager over a PageCount keeps each request's page count (`held`) and nothing else."""
+
+    cached_block_hash_to_block: dict = {}  # noqa: RUF012  # never written: nothing is cached
+    num_evictions = 0
+
+    def __init__(self, num_blocks: int):
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
+        self.num_blocks = self.num_free_blocks = num_blocks
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_blocks - self.num_free_blocks
+
+
 class KVCacheManager:
     """Per-request block tables over one BlockPool. Tokens are laid out in order: token t of a
     request lives in logical block t // block_size, slot t % block_size. With num_requests (request ids
     0 .. num_requests - 1), `held` counts each request's blocks in a numpy column for allocate_all."""
 
-    def __init__(self, pool: BlockPool | PagePool, block_size: int, num_requests: int = 0):
+    def __init__(self, pool: BlockPool | PagePool | PageCount, block_size: int, num_requests: int = 0):
         self.pool = pool
-        self.plain = isinstance(pool, PagePool)  # pages are ids: no prefix caching
+        self.counts_only = isinstance(pool, PageCount)  # no tables: `held` is each request's page count
+        self.plain = self.counts_only or isinstance(pool, PagePool)  # pages are ids (or counts): no prefix caching
+        if self.counts_only and not num_requests:
+            raise ValueError("a PageCount pool counts pages in columns: give num_requests")
         self.block_size = block_size
         self.req_to_blocks: dict[int, list[Block]] = {}
         self.num_tokens_of: dict[int, int] = {}  # tokens each request's table was last grown to hold
@@ -207,7 +227,7 @@ class KVCacheManager:
     def set_block_hashes(self, request_id: int, block_hashes: list[int]) -> None:
         """The chained hashes of request_id's leading full pages (the pages that may be shared)."""
         if self.plain:
-            raise ValueError("prefix caching needs a BlockPool (a PagePool's pages carry no hash)")
+            raise ValueError("prefix caching needs a BlockPool (a PagePool's or PageCount's pages carry no hash)")
         self.block_hashes[request_id] = block_hashes
 
     def cached_blocks(self, request_id: int) -> list[Block]:
@@ -255,6 +275,16 @@ class KVCacheManager:
         pool lacks free blocks; then nothing is allocated, as in vLLM's allocate_slots.
         """
         bs = self.block_size
+        if self.counts_only:  # pages are counted, not named: [None] per new page
+            need = -(-num_tokens // bs) - int(self.held[request_id])
+            if need > self.pool.num_free_blocks:
+                return None
+            self.tokens[request_id] = num_tokens
+            if need <= 0:
+                return []
+            self.pool.num_free_blocks -= need
+            self.held[request_id] += need
+            return [None] * need
         table = self.req_to_blocks.get(request_id)
         if table is None:
             table = self.req_to_blocks[request_id] = []
@@ -292,6 +322,11 @@ class KVCacheManager:
 
     def free(self, request_id: int) -> int:
         """Return all of request_id's blocks to the pool; the number of blocks freed."""
+        if self.counts_only:
+            n = int(self.held[request_id])
+            self.pool.num_free_blocks += n
+            self.held[request_id] = self.tokens[request_id] = 0
+            return n
         table = self.req_to_blocks.pop(request_id, [])
         self.num_tokens_of.pop(request_id, None)
         if len(self.tokens):
@@ -308,7 +343,7 @@ class KVCacheManager:
     def block_fill(self, request_id: int) -> list[int]:
         """Tokens held in each block of request_id's table, in order (all full but the last)."""
         n, bs = self.num_tokens_held(request_id), self.block_size
-        return [min(bs, n - i * bs) for i in range(len(self.req_to_blocks.get(request_id, ())))]
+        return [min(bs, n - i * bs) for i in range(self.num_slots(request_id) // bs)]
 
     def blocks_needed(self, request_ids: np.ndarray, num_tokens: np.ndarray) -> np.ndarray:
         """New pages each of request_ids needs so its table holds num_tokens (0 where it does already)."""
@@ -342,6 +377,10 @@ class KVCacheManager:
             return False
         self.tokens[request_ids] = num_tokens
         rows = request_ids[grow]
+        if self.counts_only:
+            self.pool.num_free_blocks -= total
+            self.held[rows] += needs
+            return True
         new = self.pool.get_new_blocks(total)  # one call for the whole batch, then dealt out in order
         tables, hashed, at = self.req_to_blocks, self.block_hashes, 0
         for rid, k in zip(rows.tolist(), needs.tolist()):
@@ -390,11 +429,15 @@ class KVCacheManager:
 
     def block_table(self, request_id: int) -> list[int]:
         """Logical block index -> physical block id for request_id ([] if it holds none)."""
+        if self.counts_only:
+            raise ValueError("a PageCount pool names no pages: use a PagePool for block tables")
         table = self.req_to_blocks.get(request_id, [])
         return list(table) if self.plain else [b.block_id for b in table]
 
     def num_slots(self, request_id: int) -> int:
         """Token slots allocated to request_id: len(block table) * block_size."""
+        if self.counts_only:
+            return int(self.held[request_id]) * self.block_size
         return len(self.req_to_blocks.get(request_id, ())) * self.block_size
 
 

@@ -20,7 +20,7 @@ import heapq
 import numpy as np
 
 from inside_llm.sim.serve.clocks import Executor, SimpleStepCost, StepTimeFn, describe_step_time
-from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, PagePool, check_pool
+from inside_llm.sim.serve.kv import BlockPool, KVCacheManager, PageCount, check_pool
 from inside_llm.sim.serve.records import BatchingResult, policy_run, trace_requests
 from inside_llm.sim.serve.requests import Requests
 from inside_llm.sim.serve.scheduler import POLICIES, Scheduler
@@ -97,7 +97,7 @@ def batching_run(
     requests begin with the prefix_tokens-token system prompt (their pages may be shared)."""
     requests = Requests.of(trace.arrival_s, trace.num_prompt_tokens, trace.num_output_tokens)
     shared = sharing is not None and bool(sharing.any())
-    kv = KVCacheManager((BlockPool if shared else PagePool)(num_blocks), block_size, len(requests))
+    kv = KVCacheManager((BlockPool if shared else PageCount)(num_blocks), block_size, len(requests))
     if shared:
         hashes = prefix_block_hashes(prefix_tokens, block_size)
         for rid in np.flatnonzero(sharing).tolist():
