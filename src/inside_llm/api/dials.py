@@ -10,10 +10,11 @@ H100 SXM's datasheet). Those fields are ignored for catalog ids. The catalog rou
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Annotated, Any, Literal, NamedTuple
 
 from fastapi import APIRouter, Query
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..sim.core.errors import SimError
@@ -241,22 +242,35 @@ def tpot_curve(cfg: EngineConfig, sp: serving.ServingParams) -> CurveOut:
     Same step as serving's TPOT: min(pp, batch) micro-batches in flight, the largest of ceil(batch / that)
     sequences; a sequence attends to its whole context.
     """
-    per_mb = math.ceil(sp.batch / min(cfg.pp, sp.batch))
-    mean = sp.prompt_tokens + sp.output_tokens / 2
+    xs, tpot, fits = _curve(cfg, math.ceil(sp.batch / min(cfg.pp, sp.batch)), sp.batch)
+    return CurveOut(
+        context_tokens=list(xs),
+        tpot_ms=list(tpot),
+        fits=list(fits),
+        mean_context_tokens=sp.prompt_tokens + sp.output_tokens / 2,
+    )
+
+
+@lru_cache(maxsize=256)
+def _curve(cfg: EngineConfig, per_mb: int, batch: int) -> tuple[tuple[int, ...], tuple[float, ...], tuple[bool, ...]]:
+    """The curve's points: a pure function of the engine, the micro-batch and the batch, not of the prompt and
+    answer lengths or the price (moving those re-prices the state without stepping the curve again)."""
     top = max(cfg.model.max_position_embeddings, CURVE_MIN_CONTEXT * 2)
     lo, hi = math.log2(CURVE_MIN_CONTEXT), math.log2(top)
-    grid = {round(2 ** (lo + (hi - lo) * i / (CURVE_POINTS - 1))) for i in range(CURVE_POINTS)}
-    xs = sorted(grid)
-    tpot = [step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=per_mb * x).seconds * 1e3 for x in xs]
-    fits = [memory_per_gpu(cfg, sp.batch, x).fits for x in xs]
-    return CurveOut(context_tokens=xs, tpot_ms=tpot, fits=fits, mean_context_tokens=mean)
+    xs = tuple(sorted({round(2 ** (lo + (hi - lo) * i / (CURVE_POINTS - 1))) for i in range(CURVE_POINTS)}))
+    tpot = tuple(
+        step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=per_mb * x).seconds * 1e3 for x in xs
+    )
+    return xs, tpot, tuple(memory_per_gpu(cfg, batch, x).fits for x in xs)
 
 
 class DialsState(NamedTuple):
-    """One state's estimate and the response built from it: the endpoint, the CSV and the fact read the same."""
+    """One state's estimate, the response built from it and its JSON body: the endpoint, the CSV and the fact
+    read the same."""
 
     estimate: serving.ServingEstimate
     response: DialsResponse
+    body: bytes
 
 
 @per_params(maxsize=128)
@@ -281,7 +295,7 @@ def dials_state(p: DialsParams) -> DialsState:
         ),
         tpot_curve=tpot_curve(cfg, sp),
     )
-    return DialsState(est, response)
+    return DialsState(est, response, JSONResponse(response.model_dump(mode="json")).body)  # as FastAPI writes it
 
 
 def dials(p: DialsParams) -> DialsResponse:
@@ -302,13 +316,13 @@ def get_dials(p: Annotated[DialsParams, Query()]) -> Any:
         return Response(
             body, media_type="text/csv", headers={"content-disposition": 'attachment; filename="dials.csv"'}
         )
-    return dials(p)
+    return Response(dials_state(p).body, media_type="application/json")
 
 
 def facts(p: DialsParams | None = None) -> dict[str, str]:
     """The chosen configuration's figures, for the scene's fact sentence."""
     p = p or DialsParams()
-    e, r = dials_state(p)
+    e, r, _ = dials_state(p)
     rate = f"{e.tokens_per_s_per_user:.1f}" if e.tokens_per_s_per_user < 9.95 else f"{e.tokens_per_s_per_user:,.0f}"
     ttft_s = e.ttft_ms / 1e3
     ttft = (
