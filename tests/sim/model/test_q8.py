@@ -50,6 +50,23 @@ def test_a_row_gives_the_same_bits_alone_or_in_any_batch(mat):
     np.testing.assert_array_equal((x[2:5] @ m), batch[2:5])
 
 
+@pytest.mark.parametrize("k_in", [96, 576, 1536])
+def test_both_kernels_give_a_row_the_same_bits_in_any_batch_and_agree_with_numpy(k_in):
+    """The row kernel (x @ W: one row alone, or two per pass) and the tile kernel (W.wide(x)) at the model's
+    input widths: each batch-invariant, each within rounding of the float64 product."""
+    rng = np.random.default_rng(k_in)
+    m = q8.Q8Matrix.from_float(rng.standard_normal((k_in, 64)).astype(np.float32))
+    x = rng.standard_normal((9, k_in)).astype(np.float32)
+    ref = x.astype(np.float64) @ q8.dequantize(m.q, m.s).astype(np.float64)
+    for product in (lambda a: a @ m, m.wide):
+        batch = product(x)
+        np.testing.assert_allclose(batch, ref, rtol=0, atol=RTOL * np.abs(ref).max())
+        for i in range(9):
+            np.testing.assert_array_equal(product(x[i : i + 1])[0], batch[i])
+        np.testing.assert_array_equal(product(x[3:5]), batch[3:5])
+        np.testing.assert_array_equal(product(x[1:8]), batch[1:8])
+
+
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="multiple of 4"):
         q8.Q8Matrix.from_float(np.ones((8, 6), np.float32))

@@ -10,7 +10,15 @@ float32 path's greedy answer for 32 tokens against 6 of 12 with per-row scales, 
 vectorise the 32-long scaling loops (10x slower conversion), so per-row scales it is: +1.26% perplexity by
 chapter 8's harness (docs/benchmarks.md, design-as-built).
 
-Kernel (matmul): output rows are split in tiles of 4 over the threads (numba prange: both cores work on one
+Two kernels, both batch-invariant (a row's bits never depend on the other rows) but with other bits than each
+other, so the model chooses by what a row is, never by N (sim/model/smollm.ServedSmolLM._block): `x @ W`
+(_matmul_rows) for decoding, check passes and prompt pieces of at most 64 tokens; `W.wide(x)` (_matmul) for
+longer prompt pieces. Row kernel: each code converted to float32 in a register where it is used, for one input
+row, or for two at a time (each conversion serves both): 1.6x less CPU than the tile kernel at one row (18.6 vs
+30.1 CPU-ms for all matrix products of a step, same process, alternating, best of 5, load 15), 1.3x at two
+(24.1 vs 32.0), 1.1x at eight (67.7 vs 73.6), 0.78x at sixteen (143.5 vs 112.6).
+
+Tile kernel (matmul, wide): output rows are split in tiles of 4 over the threads (numba prange: both cores work on one
 step); each tile's 4 weight rows are converted to float32 once (code x scale, in L1) and the N input rows are
 then dotted with them two at a time (8 sums in one loop: each weight loaded from L1 serves two rows; a lone or
 odd last row is paired with itself). Every output element is computed by the same instructions in the same
@@ -115,6 +123,45 @@ def _tiles(x, q, s, out, t0, t1, buf):
             out[m, j + 1] = c1 * s[j + 1]
             out[m, j + 2] = c2 * s[j + 2]
             out[m, j + 3] = c3 * s[j + 3]
+
+
+@njit(**_KW)
+def _row_dots(x, q, s, out, j0, j1):
+    """Output columns j0 .. j1 of out [N, M] = x [N, K] @ W, each code converted to float32 in a register where it
+    is used: one input row at a time (N = 1) or two per pass (each conversion serves both; a lone last row pairs
+    with itself). One row, and each of a pair, is summed in the same order (measured: the same bits)."""
+    n_rows, k_in = x.shape
+    if n_rows == 1:
+        xr = x[0]
+        for j in range(j0, j1):
+            qr = q[j]
+            a = np.float32(0.0)
+            for k in range(k_in):
+                a += xr[k] * np.float32(qr[k])
+            out[0, j] = a * s[j]
+        return
+    for j in range(j0, j1):
+        qr = q[j]
+        for n in range(0, n_rows, 2):
+            m = min(n + 1, n_rows - 1)
+            xr = x[n]
+            xm = x[m]
+            a = np.float32(0.0)
+            c = np.float32(0.0)
+            for k in range(k_in):
+                w = np.float32(qr[k])
+                a += xr[k] * w
+                c += xm[k] * w
+            out[m, j] = c * s[j]
+            out[n, j] = a * s[j]
+
+
+@njit(parallel=True, **_KW)
+def _matmul_rows(x, q, s, out, pieces):
+    """out = x @ W by _row_dots over `pieces` parts of the output columns, run on the threads."""
+    m = q.shape[0]
+    for p in prange(pieces):
+        _row_dots(x, q, s, out, p * m // pieces, (p + 1) * m // pieces)
 
 
 @njit(parallel=True, **_KW)
@@ -285,11 +332,20 @@ class Q8Matrix:
         return cls(*quantize(w))
 
     def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
+        """x @ W by the row kernel (decoding, checks, short prompt pieces: the bits of a row never depend on N)."""
+        return self._product(x, _matmul_rows)
+
+    def wide(self, x: np.ndarray) -> np.ndarray:
+        """x @ W by the tile kernel (long prompt pieces: faster from about 16 rows; other bits than `@`, the same
+        bits for a row whatever N)."""
+        return self._product(x, _matmul)
+
+    def _product(self, x: np.ndarray, kernel) -> np.ndarray:
         x = np.asarray(x, np.float32)
         rows = np.ascontiguousarray(x.reshape(-1, self.shape[0]))
         out = np.empty((rows.shape[0], self.shape[1]), np.float32)
         if rows.shape[0]:
-            _matmul(rows, self.q, self.s, out, min(self.shape[1] // TILE, PIECES_PER_THREAD * get_num_threads()))
+            kernel(rows, self.q, self.s, out, min(self.shape[1] // TILE, PIECES_PER_THREAD * get_num_threads()))
         return out.reshape(*x.shape[:-1], self.shape[1])
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:

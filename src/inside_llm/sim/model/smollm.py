@@ -61,7 +61,8 @@ TENSOR_FIELDS = {"attn_norm": "attn_norm", "attn_q": "wq", "attn_k": "wk", "attn
 Q8_FUSED = {"qkv": ("wq", "wk", "wv"), "wo": ("wo",), "gu": ("w1", "w3"), "w2": ("w2",)}
 TOKEN_TYPE_CONTROL = 3  # llama.cpp's LLAMA_TOKEN_TYPE_CONTROL
 # a served pass attends each query of a sequence's piece of at most this many tokens alone (q8.attend_one, as
-# decoding does: batch-invariant bits); a longer piece of a prompt goes through transformer_ops.attend at once
+# decoding does: batch-invariant bits) and multiplies its rows by q8's row kernel; a longer piece of a prompt goes
+# through transformer_ops.attend at once and q8's tile kernel (faster for many rows)
 ROW_ATTEND_MAX = 64
 PANEL_COLS = 16  # columns per weight panel (a tuning choice, see above); must divide every output width
 
@@ -586,7 +587,8 @@ class ServedSmolLM(SmolLM):
 
         w, c = self.layers[i], self.config
         cos, sin = self._rope(pos)
-        q, k, v = q8.split_rope(q8.rms_norm_rows(x, w.attn_norm, c.norm_eps) @ w.qkv, cos, sin,
+        mm = _products(spans, len(x))
+        q, k, v = q8.split_rope(mm(q8.rms_norm_rows(x, w.attn_norm, c.norm_eps), w.qkv), cos, sin,
                                 c.n_heads, c.n_kv_heads, c.head_dim)
         o = np.empty((len(x), c.n_heads * c.head_dim), np.float32)
         for seq_cache, rows in spans:
@@ -601,9 +603,9 @@ class ServedSmolLM(SmolLM):
                     q8.attend_one(q[r], *kv, int(pos[r]), c.max_seq_len, o[r])
             else:
                 o[rows], _ = self._attend_cached(i, seq_cache, qs, ks, vs, pos[rows])
-        mid = x + o @ w.wo
-        gu = q8.rms_norm_rows(mid, w.mlp_norm, c.norm_eps) @ w.gu
-        return mid + (silu(gu[:, : c.ffn_dim]) * gu[:, c.ffn_dim :]) @ w.w2, None
+        mid = x + mm(o, w.wo)
+        gu = mm(q8.rms_norm_rows(mid, w.mlp_norm, c.norm_eps), w.gu)
+        return mid + mm(silu(gu[:, : c.ffn_dim]) * gu[:, c.ffn_dim :], w.w2), None
 
     def _block_traced(self, i, x, pos, spans):
         """_block with every intermediate kept (LayerTrace: the inside views), in numpy."""
@@ -626,6 +628,27 @@ class ServedSmolLM(SmolLM):
         mlp_out = hidden @ w.w2
         out = mid + mlp_out
         return out, LayerTrace(x, q, k, v, att, attn_out, mid, gate, up, hidden, mlp_out, out)
+
+
+def _products(spans, n_rows: int):
+    """x @ W for one served step's rows: q8's row kernel for the rows of pieces of at most ROW_ATTEND_MAX tokens
+    (decoding, checks, short prompt pieces), its tile kernel (W.wide) for the rows of longer prompt pieces. The
+    kernel is chosen by the row's own piece, never by the step, so no row's bits depend on its neighbours."""
+    wide = [rows for _, rows in spans if rows.stop - rows.start > ROW_ATTEND_MAX]
+    if not wide:
+        return lambda x, w: x @ w
+    if len(wide) == len(spans):
+        return lambda x, w: w.wide(x)
+    long = np.zeros(n_rows, bool)
+    for rows in wide:
+        long[rows] = True
+
+    def mm(x, w):
+        out = np.empty((n_rows, w.shape[1]), np.float32)
+        out[long], out[~long] = w.wide(x[long]), x[~long] @ w
+        return out
+
+    return mm
 
 
 def load_q8(folder: Path, reference: SmolLM) -> ServedSmolLM:
