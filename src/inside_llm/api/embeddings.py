@@ -132,23 +132,19 @@ def _chat_prefix(m) -> tuple[list[int], KVCache]:
     return got[1], got[2]
 
 
-def _chat_guess(m, prompt: str) -> dict:
-    """The chat model's likeliest first answer token to prompt asked in its chat template (continuing from the
-    template's prefix, read once, when the question's tokens start with it: the same logits up to rounding)."""
+def _chat_sequence(m, prompt: str) -> tuple[KVCache, list[int]]:
+    """The prompt asked as a chat question in the model's template, as (cache, ids still to read): continuing
+    from the template's prefix (read once) when the question's tokens start with it, else the whole template."""
     ids = m.chat_ids(prompt)
     pre, kept = _chat_prefix(m)
     n = len(pre)
-    if 0 < n < len(ids) and ids[:n] == pre:
-        cache = KVCache(m.config, capacity=len(ids))
-        for layer in range(m.config.n_layers):
-            cache.k[layer][:, :n], cache.v[layer][:, :n] = kept.k[layer][:, :n], kept.v[layer][:, :n]
-        cache.num_tokens = n
-        z = m.forward(ids[n:], cache, last_only=True).logits[-1].astype(np.float64)
-    else:
-        z = m.forward(ids, last_only=True).logits[-1].astype(np.float64)
-    p = np.exp(z - z.max())
-    i = int(np.argmax(p))
-    return _guess(m, i, p[i] / p.sum())
+    if not (0 < n < len(ids) and ids[:n] == pre):
+        return KVCache(m.config, capacity=len(ids)), ids
+    cache = KVCache(m.config, capacity=len(ids))
+    for layer in range(m.config.n_layers):
+        cache.k[layer][:, :n], cache.v[layer][:, :n] = kept.k[layer][:, :n], kept.v[layer][:, :n]
+    cache.num_tokens = n
+    return cache, ids[n:]
 
 
 def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, lens: list) -> dict:
@@ -164,12 +160,17 @@ def _floor(m, l: int, x: np.ndarray, change: np.ndarray | None, drawn: bool, len
     }
 
 
-def _floors(m, xs: list[np.ndarray], changes: list, drawn: list[int]) -> list[dict]:
+def _floors(
+    m, xs: list[np.ndarray], changes: list, drawn: list[int], chat: np.ndarray
+) -> tuple[list[dict], dict | None]:
     """Every floor; the logit lens for the last DRAWN_COLUMNS tokens on drawn floors and for the last token on
-    the others, in one pass through the output head (the largest matrix: reading it once per floor would dominate)."""
+    the others, in one pass through the output head (the largest matrix: reading it once per floor would dominate);
+    chat [0 or 1, dim], the chat question's last row after the last layer, rides along: its top guess is
+    chat_next_token."""
     T = len(xs[0])
     rows = [range(max(0, T - DRAWN_COLUMNS), T) if f in drawn else range(T - 1, T) for f in range(len(xs))]
-    ids, p = logit_lens(m, np.concatenate([x[list(r)] for x, r in zip(xs, rows, strict=True)]), TOP_K)
+    ids, p = logit_lens(m, np.concatenate([x[list(r)] for x, r in zip(xs, rows, strict=True)] + [chat]), TOP_K)
+    chat_guess = _guess(m, int(ids[-1][0]), float(p[-1][0])) if len(chat) else None
     out, n = [], 0
     for f, (x, c, r) in enumerate(zip(xs, changes, rows, strict=True)):
         lens: list = [None] * T
@@ -177,7 +178,7 @@ def _floors(m, xs: list[np.ndarray], changes: list, drawn: list[int]) -> list[di
             lens[t] = [_guess(m, int(i), float(q)) for i, q in zip(ids[n], p[n], strict=True)]
             n += 1
         out.append(_floor(m, f, x, c, f in drawn, lens))
-    return out
+    return out, chat_guess
 
 
 def real_model() -> dict:
@@ -255,11 +256,18 @@ def _embeddings_json(prompt: str, model: str) -> bytes:
     m = s.model
     ids, pieces, rows = model_tokens(s, prompt)
     drawn = drawn_floors(m.config.n_layers)
+    chat = None
     if ids:
-        fw = m.forward(ids, intermediates=True, upto=m.config.n_layers)  # no head: the lens below applies it
-        xs = [fw.embeddings] + [t.resid_out for t in fw.layers]
-        changes = [None] + [layer_change(t.resid_in, t.resid_out) for t in fw.layers]
-        floors = _floors(m, xs, changes, drawn)
+        # the prompt and (SmolLM2) the same words as a chat question through the layers in one pass, one read of
+        # the weights; no head: the lens below applies it to both
+        batch = [(KVCache(m.config, capacity=len(ids)), ids)]
+        if hasattr(m, "chat_ids"):
+            batch.append(_chat_sequence(m, prompt))
+        every = m.residuals(batch)  # [embedding rows, after layer 1, ...], [N, dim] each
+        T = len(ids)
+        xs = [x[:T] for x in every]
+        changes = [None] + [layer_change(a, b) for a, b in zip(xs, xs[1:], strict=False)]
+        floors, chat = _floors(m, xs, changes, drawn, every[-1][-1:] if len(batch) > 1 else every[-1][:0])
         shared = max(f["scale"] for f in floors if f["drawn"])
     else:  # an empty prompt (e.g. while the box is cleared): empty floors, nothing to predict from
         floors = [
@@ -289,7 +297,7 @@ def _embeddings_json(prompt: str, model: str) -> bytes:
             drawn_floors=drawn,
             shared_scale=shared,
             next_token=floors[-1]["lens"][-1][0] if ids else None,
-            chat_next_token=_chat_guess(m, prompt) if ids and hasattr(m, "chat_ids") else None,
+            chat_next_token=chat,
             real_model=real,
             math=_math(m, floors, real),
         )

@@ -276,6 +276,27 @@ class DemoModel:
             c.num_tokens += n
         return self.head(x[ends - 1])                                  # [B, V]
 
+    def residuals(self, batch: Sequence[tuple[KVCache, Sequence[int]]]) -> list[np.ndarray]:
+        """The residual stream of one pass over several sequences at once (batch as in step(); no output
+        head): [N, dim] entering layer 0 (the embedding rows), then after each layer; N = every sequence's new
+        ids, in order. Chapter 2 reads its prompt and the chat question's continuation in one read of the
+        weights, then applies the head itself (the logit lens)."""
+        if len({id(c) for c, _ in batch}) != len(batch):
+            raise ValueError("need one distinct cache per sequence")
+        pieces = [self._check_ids(ids) for _, ids in batch]
+        sizes = [len(p) for p in pieces]
+        pos = np.concatenate([np.arange(c.num_tokens, c.num_tokens + n) for (c, _), n in zip(batch, sizes)])  # [N]
+        for (c, _), n in zip(batch, sizes):
+            c.reserve(c.num_tokens + n)
+        ends = np.cumsum(sizes)
+        spans = [(c, slice(e - n, e)) for (c, _), n, e in zip(batch, sizes, ends)]
+        out = [self.tok_emb[np.concatenate(pieces)]]                   # [N, dim] (a copy: fancy indexing)
+        for i in range(self.config.n_layers):
+            out.append(self._block(i, out[-1], pos, spans, False)[0])
+        for (c, _), n in zip(batch, sizes):
+            c.num_tokens += n
+        return out
+
     def _block(self, i: int, x: np.ndarray, pos: np.ndarray, spans: list[tuple[KVCache, slice]],
                keep: bool) -> tuple[np.ndarray, LayerTrace | None]:
         """Layer i on rows x [N, dim] at positions pos [N]; spans: (cache, rows) per sequence."""
