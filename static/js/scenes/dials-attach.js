@@ -229,6 +229,7 @@ function done(a, d) {
   a.lastNames = names(a);
   a.el.dataset.state = 'done';
   showChat(a, d.predicted, d.setup);
+  reprice(a); // the dials may have moved while it answered
   if (a.ctx.announce) a.ctx.announce(`${a.name} answered: first token after ${ms(d.ttft_ms)}.`);
 }
 
@@ -385,6 +386,7 @@ function showJob(a, job) {
   if (job.state === 'failed') { r.note.textContent = `The run failed: ${job.error}`; return; }
   a.lastRun = { summary: job.summary, shownFor: job.setup };
   runTable(a, job.summary, job.summary.predicted);
+  reprice(a); // the dials may show another setup than the run was priced for
 }
 
 /** The run's table: measured (mean, median, p95) beside prediction p, the error against the median. */
