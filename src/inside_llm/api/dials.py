@@ -264,6 +264,12 @@ def _curve(cfg: EngineConfig, per_mb: int, batch: int) -> tuple[tuple[int, ...],
     return xs, tpot, tuple(memory_per_gpu(cfg, batch, x).fits for x in xs)
 
 
+@lru_cache(maxsize=64)
+def _model_out(m: ModelSpec) -> dict[str, Any]:
+    """A model's counts and sizes as the response gives them: a pure function of the model, kept per model."""
+    return derived_model(m).model_dump()
+
+
 class DialsState(NamedTuple):
     """One state's estimate, the response built from it and its JSON body: the endpoint, the CSV and the fact
     read the same."""
@@ -284,7 +290,7 @@ def dials_state(p: DialsParams) -> DialsState:
     response = DialsResponse(
         **d,
         params=serving.params_dict(sp),
-        model=derived_model(cfg.model).model_dump(),
+        model=_model_out(cfg.model),
         gpu=GpuOut(
             id=g.id,
             name=g.name,
