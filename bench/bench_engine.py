@@ -5,6 +5,11 @@ Targets (issue 18): aggregate decode throughput with 8 chats >= 4x one chat's; e
 time to first token of a new 64-token chat while 7 others decode <= 1 s; RSS flat over 1,000 short chats, with
 every page back in the pool at the end.
 
+Prefix caching (issue 24): the time to first token of a chat alone in the engine, on an engine that has served
+one chat before it, with the prefix cache (a new question finds the chat template's first page; the same
+question again finds its first two) and without it (EngineLimits(prefix_caching=False)): steps, wall and CPU
+seconds, and their ratio within this run. `python bench/bench_engine.py prefix` prints these rows only.
+
 The decode and first-token rows drive the engine's steps on this thread (engine.step(), the loop's own body), so
 they time exactly the steps and can be read in CPU time too: on a shared machine the wall clock also holds the
 waits for a core. The 1,000 chats go through the loop thread and the streams, as /api/generate uses them.
@@ -31,7 +36,7 @@ import httpx
 
 from inside_llm import modelfile
 from inside_llm.api.engine import DEMO_QUESTIONS as QUESTIONS  # the live demo's own questions
-from inside_llm.engine import Engine, EngineLimits
+from inside_llm.live import Engine, EngineLimits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _server import cpu_s, serve, server_pids  # noqa: E402
@@ -103,6 +108,50 @@ def _ttft(m) -> tuple[float, float, int]:
         eng.step()
         steps += 1
     return time.perf_counter() - t0, time.process_time() - c0, steps
+
+
+def _first_token(eng, ids) -> tuple[float, float, int, int]:
+    """(wall s, CPU s, steps, prompt tokens found cached) from submitting ids alone to its first token."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    stream = eng.submit(ids, 2, client="ttft")
+    steps = 0
+    while not stream.seq.out:
+        eng.step()
+        steps += 1
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    while eng.chats:
+        eng.step()
+    return wall, cpu, steps, stream.seq.prefix_hit_tokens
+
+
+def _prefix_rows(m) -> list[dict]:
+    """First token of a chat after one earlier chat, with and without the prefix cache (median of 5 rounds)."""
+    cases = {"new_question": (0, 1), "same_question": (0, 0)}  # (earlier chat, timed chat) question numbers
+    got: dict = {}
+    for caching in (True, False):
+        for name, (before, timed) in cases.items():
+            runs = []
+            for _ in range(5):
+                eng = _manual(m, prefix_caching=caching)
+                _first_token(eng, m.chat_ids(QUESTIONS[before]))  # the earlier visitor (and a warm-up)
+                runs.append(_first_token(eng, m.chat_ids(QUESTIONS[timed])))
+            got[caching, name] = [statistics.median(r[i] for r in runs) for i in range(4)]
+    rows = []
+    for name in cases:
+        hit, miss = got[True, name], got[False, name]
+        n = len(m.chat_ids(QUESTIONS[cases[name][1]]))
+        rows += [
+            _row(
+                f"engine_prefix_ttft_{name}_hit",
+                hit[0],
+                "s",
+                f"alone, {n}-token prompt, {hit[3]:.0f} found cached: first token after {hit[2]:.0f} steps",
+            ),
+            _row(f"engine_prefix_ttft_{name}_miss", miss[0], "s", f"no prefix cache: {miss[2]:.0f} steps"),
+            _row(f"engine_prefix_ttft_{name}_miss_over_hit", miss[0] / hit[0], "x", "same run, wall"),
+            _row(f"engine_prefix_ttft_{name}_miss_over_hit_cpu", miss[1] / hit[1], "x", "same run, CPU time"),
+        ]
+    return rows
 
 
 def _many(m) -> dict:
@@ -268,6 +317,7 @@ def run() -> list[dict]:
         ),
         _row("engine_ttft_new_chat_with_7_running_cpu", cpu, "CPU-s", "the same, in CPU time"),
     ]
+    rows += _prefix_rows(m)
     rows += _http_rows()
     r = _many(m)
     rows += [
@@ -303,6 +353,7 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
-    for row in run():
+    only_prefix = sys.argv[1:] == ["prefix"]
+    for row in _prefix_rows(modelfile.served_smollm()) if only_prefix else run():
         v = "-" if row["value"] is None else f"{row['value']:>10.3f}"
         print(f"{row['name']:<42} {v} {row['unit']:<12} {row['note']}")

@@ -1,7 +1,7 @@
 """The serving engine's figures in vLLM v1's Prometheus names (GET /metrics), and what each request's timings are.
 
 Two halves:
-- `EngineStats`, one per `Engine` (engine.py calls its hooks with the engine's lock held): counters, and
+- `EngineStats`, one per `Engine` (live/engine.py calls its hooks with the engine's lock held): counters, and
   histograms with vLLM's own bucket boundaries, kept as plain numbers (no prometheus object per engine, so an
   engine can outlive any app that reads it).
 - `EngineCollector`, registered in a `CollectorRegistry` made per app (`registry()`), never the global one, so
@@ -193,8 +193,8 @@ class EngineStats:
 def request_timings(seq, completion_tokens: int) -> dict:
     """One finished chat's timings in both engines' spellings: vLLM's per-request `metrics` (its
     --enable-per-request-metrics; time to first token counted from when the chat was scheduled, as vLLM's doc
-    says) and llama.cpp's `timings` (prompt_* for reading the prompt, predicted_* for writing; no prefix cache,
-    so cache_n is 0). Milliseconds, rounded to 0.01."""
+    says) and llama.cpp's `timings` (prompt_* for reading the prompt, predicted_* for writing; cache_n: prompt
+    tokens found in the prefix cache, not computed). Milliseconds, rounded to 0.01."""
     ms = lambda s: round(1e3 * max(0.0, s), 2)  # noqa: E731
     sched = seq.scheduled_at or seq.arrived_at
     first, last = seq.first_token_at, seq.last_token_at
@@ -211,7 +211,7 @@ def request_timings(seq, completion_tokens: int) -> dict:
             "tokens_per_second": decode_rate,
         },
         "timings": {
-            "cache_n": 0,
+            "cache_n": getattr(seq, "prefix_hit_tokens", 0),
             "prompt_n": len(seq.prompt),
             "prompt_ms": ms(prefill_s),
             "prompt_per_second": per_s(len(seq.prompt), prefill_s),
@@ -260,6 +260,14 @@ class EngineCollector(Collector):
             "preempt": CounterMetricFamily(
                 "vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels=labels
             ),
+            "pc_queries": CounterMetricFamily(
+                "vllm:prefix_cache_queries",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                labels=labels,
+            ),
+            "pc_hits": CounterMetricFamily(
+                "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels=labels
+            ),
         }
         h = {
             "ttft": HistogramMetricFamily(
@@ -283,12 +291,16 @@ class EngineCollector(Collector):
             g["running"].add_metric(lv, snap["seats_in_use"])
             g["waiting"].add_metric(lv, snap["queued"])
             g["kv"].add_metric(lv, snap["pages_in_use"] / snap["pages"] if snap["pages"] else 0.0)
-            g["cache"].add_metric([*lv, str(snap["page_tokens"]), str(snap["pages"]), "float32", "False"], 1.0)
+            g["cache"].add_metric(
+                [*lv, str(snap["page_tokens"]), str(snap["pages"]), "float32", str(snap["prefix_caching"])], 1.0
+            )
             c["prompt"].add_metric(lv, stats["prompt_tokens"])
             c["gen"].add_metric(lv, stats["generation_tokens"])
             for reason, n in stats["success"].items():
                 c["success"].add_metric([*lv, reason], n)
             c["preempt"].add_metric(lv, snap["preempted"])
+            c["pc_queries"].add_metric(lv, snap["prefix_cache_queries"])
+            c["pc_hits"].add_metric(lv, snap["prefix_cache_hits"])
             for key, fam in h.items():
                 buckets, total = stats[key]
                 fam.add_metric(lv, buckets, total)

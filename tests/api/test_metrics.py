@@ -27,6 +27,8 @@ COUNTERS = (
     "vllm:generation_tokens",
     "vllm:request_success",
     "vllm:num_preemptions",
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
 )
 HISTOGRAMS = {
     "vllm:time_to_first_token_seconds": metrics.TTFT_BUCKETS,
@@ -72,6 +74,7 @@ def test_vllm_names_types_labels_and_buckets(base_url, smollm):
         assert les == [*map(repr, map(float, bounds)), "+Inf"], name
     info = next(s for s in fams["vllm:cache_config_info"].samples if s.labels["model_name"] == "smollm2")
     assert info.labels["block_size"] == "16" and info.labels["num_gpu_blocks"] == "256" and info.value == 1
+    assert info.labels["enable_prefix_caching"] == "True"
     reasons = {s.labels["finished_reason"] for s in fams["vllm:request_success"].samples}
     assert reasons == {"stop", "length", "abort", "error"}
     # --workers N: each worker process answers for its own engine, told apart by the `worker` label (its pid)
@@ -80,6 +83,12 @@ def test_vllm_names_types_labels_and_buckets(base_url, smollm):
 
 
 def test_gauges_move_with_four_streaming_chats(base_url, smollm):
+    from inside_llm.api.generate import generation_model
+    from inside_llm.live import engine_for
+
+    engine, deadline = engine_for(generation_model("smollm2")), time.monotonic() + 60
+    while engine.chats and time.monotonic() < deadline:  # an earlier test's cancelled chats leave at a next step
+        time.sleep(0.05)
     before, _ = scrape(base_url)
     firsts, done, usage, errors = threading.Barrier(5, timeout=120), [], [], []
 
@@ -139,6 +148,27 @@ def test_gauges_move_with_four_streaming_chats(base_url, smollm):
     itl = "vllm:inter_token_latency_seconds"
     assert value(after, itl, "_count") - value(before, itl, "_count") == gen - 4  # a gap per token after the first
     assert not any(w in text.lower() for w in ("dragon", "ocean", "bicycle", "autumn"))  # no prompt text, ever
+
+
+def test_prefix_cache_counters_count_the_chat_templates_page(base_url, smollm):
+    """vLLM's vllm:prefix_cache_queries_total / _hits_total, in tokens: two chats one after the other, the second
+    finds at least the chat template's first 16-token page, which the first left cached."""
+    before, _ = scrape(base_url)
+    c = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", http_client=httpx.Client(timeout=120), max_retries=0)
+    prompt = 0
+    for q in QUESTIONS[:2]:
+        r = c.chat.completions.create(
+            model="smollm2", messages=[{"role": "user", "content": q}], temperature=0, max_tokens=2
+        )
+        prompt += r.usage.prompt_tokens
+        cache_n = r.model_extra["timings"]["cache_n"]  # llama.cpp's name for the same figure, per answer
+    after, _ = scrape(base_url)
+    delta = {
+        k: value(after, f"vllm:prefix_cache_{k}", "_total") - value(before, f"vllm:prefix_cache_{k}", "_total")
+        for k in ("queries", "hits")
+    }
+    assert delta["queries"] == prompt, "every seated chat's tokens are looked up (no preemption here)"
+    assert cache_n >= 16 and delta["hits"] >= 16 and delta["hits"] % 16 == 0
 
 
 def test_each_app_has_its_own_registry():

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from .. import modelfile
-from ..engine import ClientBusy, EngineSnapshot, QueueFull, engine_for
+from ..live import ClientBusy, EngineSnapshot, QueueFull, engine_for
 from .demo_model import served_model
 
 router = APIRouter(tags=["the server's engine"])

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .. import modelfile
-from ..engine import ClientBusy, QueueFull, Stream, engine_for
+from ..live import ClientBusy, QueueFull, Stream, engine_for
 from ..sim.core.errors import SimError
 from ..sim.model.transformer import DemoModel
 from .demo_model import served_model

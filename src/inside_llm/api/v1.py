@@ -41,7 +41,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .. import metrics
-from ..engine import ClientBusy, QueueFull, Stream, engine_for, engines
+from ..live import ClientBusy, QueueFull, Stream, engine_for, engines
 from ..modelfile import ModelLoading
 from ..sim.core.errors import SimError
 from ..sim.model.transformer import DemoModel

@@ -132,6 +132,13 @@ class BlockPool:
             block.block_hash = block_hash
             self.cached_block_hash_to_block[block_hash] = block
 
+    def reset_prefix_cache(self) -> None:
+        """Forget every page's hash (vLLM's reset_prefix_cache): after a failed step, whose pages may hold
+        half-written keys, nothing cached may be found again."""
+        for block in self.cached_block_hash_to_block.values():
+            block.block_hash = None
+        self.cached_block_hash_to_block.clear()
+
     @property
     def num_cached_blocks(self) -> int:
         return len(self.cached_block_hash_to_block)
@@ -208,10 +215,21 @@ class PageCount:
 class KVCacheManager:
     """Per-request block tables over one BlockPool. Tokens are laid out in order: token t of a
     request lives in logical block t // block_size, slot t % block_size. With num_requests (request ids
-    0 .. num_requests - 1), `held` counts each request's blocks in a numpy column for allocate_all."""
+    0 .. num_requests - 1), `held` counts each request's blocks in a numpy column for allocate_all.
 
-    def __init__(self, pool: BlockPool | PagePool | PageCount, block_size: int, num_requests: int = 0):
-        self.pool = pool
+    cache_on_allocate=False (the live engine, whose pages hold real keys and values): a page is registered
+    only when the caller says its tokens are computed (`cache_full_blocks(request_id, num_computed)`, after
+    the forward pass that wrote them), so no request can find a page that a step has not written yet (a
+    request preempted before its step ran would otherwise leave hashed pages of garbage behind)."""
+
+    def __init__(
+        self,
+        pool: BlockPool | PagePool | PageCount,
+        block_size: int,
+        num_requests: int = 0,
+        cache_on_allocate: bool = True,
+    ):
+        self.pool, self.cache_on_allocate = pool, cache_on_allocate
         self.counts_only = isinstance(pool, PageCount)  # no tables: `held` is each request's page count
         self.plain = self.counts_only or isinstance(pool, PagePool)  # pages are ids (or counts): no prefix caching
         if self.counts_only and not num_requests:
@@ -312,11 +330,16 @@ class KVCacheManager:
             self.cache_full_blocks(request_id)
         return new
 
-    def cache_full_blocks(self, request_id: int) -> None:
+    def cache_full_blocks(self, request_id: int, num_computed: int | None = None) -> None:
         """Register request_id's pages that are full (within the tokens it holds) and hashed. As in vLLM's
-        allocate_slots, a page is cached when it is allocated for tokens computed in this step."""
-        hashes, table = self.block_hashes.get(request_id, ()), self.req_to_blocks[request_id]
-        full = min(len(hashes), self.num_tokens_held(request_id) // self.block_size)
+        allocate_slots, a page is cached when it is allocated for tokens computed in this step; with
+        cache_on_allocate=False only when called with num_computed, the tokens whose keys are written."""
+        if num_computed is None:
+            if not self.cache_on_allocate:
+                return
+            num_computed = self.num_tokens_held(request_id)
+        hashes, table = self.block_hashes.get(request_id, ()), self.req_to_blocks.get(request_id, ())
+        full = min(len(hashes), len(table), num_computed // self.block_size)
         for i in range(full):
             self.pool.cache_block(table[i], hashes[i])
 

@@ -37,6 +37,23 @@ operations; only a step that runs short of pages (and must preempt) goes request
 order decides who is preempted.
 
 The scheduler writes a typed step log (steplog.py), which records.py turns into what a run reports.
+
+Hooks for a server shared by clients (the live engine, inside_llm/live; the simulations pass none and run
+exactly as above):
+- `queue`: the waiting queue as an object (fairshare.py's FairShare) instead of "preempted ones, then
+  arrivals by id": request ids may arrive in any order (the live engine reuses a fixed set of ids), and the
+  head is the queue's choice (the fair share: the waiting request whose client has the fewest running,
+  then queue order, preempted ones at the front as above). The queue may also name a running request to
+  swap out when every seat is taken (`seat_swap`, checked first in each step): it is preempted as above
+  (recompute, to the front of the queue) but the step may still admit, since the swap exists to seat
+  another; the other rules stand (no skipping a head that does not fit; a memory preemption still blocks
+  admission in its step).
+- `long_prefill_token_threshold` (vLLM's name; 0 = none): at most that many tokens per request per step,
+  so one long prompt shares the step's budget with the others.
+- `admit_waiting(budget)`: the admission half of a continuous step on its own, for a server that seats a
+  request the moment it arrives (between steps); its next step schedules it as a running request.
+- `end(request_id, now)`: a request ends before its max_tokens (its stop token, or its client left),
+  running or waiting.
 """
 
 from __future__ import annotations
@@ -47,7 +64,7 @@ from collections import deque
 
 import numpy as np
 
-from inside_llm.sim.serve.kv import KVCacheManager
+from inside_llm.sim.serve.kv import KVCacheManager, num_blocks_for
 from inside_llm.sim.serve.requests import Request, Requests
 from inside_llm.sim.serve.steplog import StepLog, StepRecord
 
@@ -120,9 +137,15 @@ class Scheduler:
         max_num_batched_tokens: int,
         fast_forward: bool = True,
         record_seat_tokens: bool = False,
+        *,
+        queue=None,
+        long_prefill_token_threshold: int = 0,
     ):
         """fast_forward=False steps every decode step one by one (the reference the tests compare to);
-        record_seat_tokens=True also logs every seat's tokens per record (tests check them; reports do not)."""
+        record_seat_tokens=True also logs every seat's tokens per record (tests check them; reports do not);
+        queue, long_prefill_token_threshold: the hooks above (None, 0: the core's own queue, no cap)."""
+        self.queue, self.capped = queue, long_prefill_token_threshold > 0
+        self.chunk = long_prefill_token_threshold or (1 << 62)
         self.policy, self.seats, self.fast_forward = policy, seats, fast_forward
         self.record_seat_tokens = record_seat_tokens
         self.kv, self.block_size, self.budget = kv, kv.block_size, max_num_batched_tokens
@@ -143,8 +166,11 @@ class Scheduler:
         self.num_preemptions = self.num_finished = self.num_produced = 0
         self.preempted = False
 
-    def arrive(self) -> None:
-        """The next request (by id) has arrived and joins the waiting queue."""
+    def arrive(self, request_id: int | None = None) -> None:
+        """The next request (by id) has arrived and joins the waiting queue (with a queue hook: request_id)."""
+        if self.queue is not None:
+            self.queue.arrive(request_id)
+            return
         self.num_arrived += 1
 
     @property
@@ -158,12 +184,16 @@ class Scheduler:
 
     # -- waiting queue and seats ---------------------------------------------------------------
     def head(self) -> int | None:
+        if self.queue is not None:
+            return self.queue.head(self.running)
         if self.front:
             return self.front[0]
         return self.admit_ptr if self.admit_ptr < self.num_arrived else None
 
     def pop_head(self) -> None:
-        if self.front:
+        if self.queue is not None:
+            self.queue.pop_head()
+        elif self.front:
             self.front.popleft()
         else:
             self.admit_ptr += 1
@@ -189,8 +219,36 @@ class Scheduler:
         self.preemptions[rid] += 1
         self.num_preemptions += 1
         self.steps.num_preemptions += 1
-        self.front.appendleft(rid)
+        if self.queue is not None:
+            self.queue.push_front(rid)
+        else:
+            self.front.appendleft(rid)
         self.preempted = True
+
+    def end(self, rid: int, now: float) -> None:
+        """rid ends before its max_tokens (stop token, or its client left): it leaves its seat or the queue."""
+        if rid in self.seat_of:
+            self.leave(rid)
+        elif self.queue is not None:
+            self.queue.withdraw(rid)
+        self.finish_s[rid] = now
+        self.num_finished += 1
+
+    def rebalance(self) -> None:
+        """The queue hook's seat swap: with every seat taken, the running request it names is preempted so that
+        its head can take the seat, when the free pages and the swapped request's cover the head's first piece."""
+        if self.queue is None or len(self.running) < self.seats or (rid := self.head()) is None:
+            return
+        victim = self.queue.seat_swap(self.running, rid)
+        if victim is None:
+            return
+        tokens = int(self.prompt[rid] + self.output[rid]) - self.kv.cached_prefix_tokens(rid)
+        first = min(tokens, self.budget, self.chunk)
+        held = len(self.kv.block_table(victim))
+        if num_blocks_for(first, self.block_size) > self.kv.pool.num_free_blocks + held:
+            return
+        self.preempt(victim)
+        self.preempted = False  # a swap, not a memory shortage: the head is seated in this step
 
     def run_ids(self) -> np.ndarray:
         if self.running_ids is None:
@@ -215,15 +273,16 @@ class Scheduler:
         ids = self.run_ids()
         computed, output = self.computed[ids], self.output[ids]
         remaining = self.prompt[ids] + output - computed
-        n, total = remaining, int(remaining.sum())
+        want = np.minimum(remaining, self.chunk) if self.capped else remaining  # long_prefill_token_threshold
+        n, total = want, int(want.sum())
         if total > budget:  # the budget runs out part way: earlier requests first
-            n = np.minimum(remaining, budget - (np.cumsum(remaining) - remaining))
+            n = np.minimum(want, budget - (np.cumsum(want) - want))
         tokens = computed + n
         if not self.kv.allocate_all(ids, tokens):
             m = self.grow_in_order(ids, n, tokens)  # the first m still run: the others were preempted
             if m < len(ids):
-                ids, n, computed, output, remaining = ids[:m], n[:m], computed[:m], output[:m], remaining[:m]
-            total = int(remaining.sum())
+                ids, n, computed, output, remaining, want = (c[:m] for c in (ids, n, computed, output, remaining, want))
+            total = int(want.sum())
         if total <= budget:
             return ids, n, computed, output, remaining, budget - total
         keep = n > 0
@@ -262,8 +321,18 @@ class Scheduler:
 
     def schedule_continuous(self) -> tuple[np.ndarray, ...]:
         ids, n, computed, output, remaining, budget = self.schedule_running(self.budget)
-        admitted = []  # (id, new tokens, tokens found computed, output tokens, tokens left to compute)
-        while not self.preempted and budget > 0 and len(self.running) < self.seats:
+        admitted = [] if self.preempted else self.admit_waiting(budget)
+        if admitted:  # the running ones' columns, then the admitted ones', in one concatenation
+            cols = np.concatenate((np.array((ids, n, computed, output, remaining)), np.array(admitted).T), axis=1)
+            return tuple(cols)
+        return ids, n, computed, output, remaining
+
+    def admit_waiting(self, budget: int) -> list[tuple[int, int, int, int, int]]:
+        """Waiting requests take free seats in the queue's order while the budget lasts and memory holds their
+        first piece (no skipping). Per admitted request: (id, new tokens, tokens found computed, output tokens,
+        tokens left to compute)."""
+        admitted = []
+        while budget > 0 and len(self.running) < self.seats:
             rid = self.head()
             if rid is None:
                 break
@@ -271,26 +340,25 @@ class Scheduler:
             tokens = int(self.prompt[rid]) + out
             if rid in self.kv.block_hashes:  # prefix caching: its cached leading pages count as computed
                 hit = self.kv.cached_prefix_tokens(rid)
-                new = min(tokens - hit, budget)
+                new = min(tokens - hit, budget, self.chunk)
                 if self.kv.allocate_cached(rid, hit + new) is None:
                     break
                 self.computed[rid] = hit
             else:  # a waiting request has computed nothing
-                hit, new = 0, min(tokens, budget)
+                hit, new = 0, min(tokens, budget, self.chunk)
                 if self.kv.allocate(rid, new) is None:
                     break
             self.pop_head()
             self.admit(rid)
             admitted.append((rid, new, hit, out, tokens - hit))
             budget -= new
-        if admitted:  # the running ones' columns, then the admitted ones', in one concatenation
-            cols = np.concatenate((np.array((ids, n, computed, output, remaining)), np.array(admitted).T), axis=1)
-            return tuple(cols)
-        return ids, n, computed, output, remaining
+        return admitted
 
     def schedule(self, now: float) -> StepPlan | None:
         """This step's plan (None if nothing can run). The executor fills its durations before finish_step."""
         self.preempted = False
+        if self.queue is not None:
+            self.rebalance()
         ids, n, computed, output, remaining = (
             self.schedule_static() if self.policy == "static" else self.schedule_continuous()
         )

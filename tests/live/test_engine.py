@@ -1,4 +1,5 @@
-"""The serving engine (engine.py): continuous batching over paged keys and values, on the real model and the toy.
+"""The live engine (live/engine.py): continuous batching over paged keys and values on the serving core's
+Scheduler, on the real model and the toy.
 
 Batching must never change an answer; pages must all come back; a chat that leaves frees its pages within a
 step; a full queue refuses at once; the live view never carries a prompt's text.
@@ -12,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from inside_llm.engine import ClientBusy, Engine, EngineLimits, QueueFull
+from inside_llm.live import ClientBusy, Engine, EngineLimits, QueueFull
 from inside_llm.sim.model.transformer import KVCache, load_model
 
 QUESTIONS = [
@@ -53,7 +54,7 @@ def together(engine, prompts, n):
 def test_paged_kv_reads_back_what_a_contiguous_cache_holds():
     model = load_model("main")
     engine = Engine(model, EngineLimits(num_blocks=16, block_size=4))
-    from inside_llm.engine import PagedKV
+    from inside_llm.live import PagedKV
 
     paged, plain = PagedKV(engine.store, 1), KVCache(model.config)
     ids = model.encode("ROMEO: But soft, what light")
@@ -222,9 +223,11 @@ def test_snapshot_carries_progress_but_never_text():
         "pages",
         "page_ids",
         "preemptions",
+        "prefix_hit_tokens",
     }
     running = [s for s in snap["sequences"] if s["state"] != "waiting"]
     held = [p for s in running for p in s["page_ids"]]
+    # the toy's 31-token prompt: its first page is hashed, but both chats were seated before either computed it
     assert len(held) == len(set(held)) == snap["pages_in_use"] and all(
         len(s["page_ids"]) == s["pages"] for s in running
     )
@@ -250,7 +253,7 @@ def test_repetition_settings_change_only_their_own_chat_and_no_4gram_repeats():
 def test_a_reloaded_model_replaces_its_engine_in_the_list():
     """engines() (what /metrics reads) lists each served model once: a model loaded again (a new object of the
     same kind and name) gets a new engine in place of the old, which is closed once idle."""
-    from inside_llm.engine import engine_for, engines
+    from inside_llm.live import engine_for, engines
 
     first = load_model()
     again = copy.copy(first)  # as a reload would give: another object, the same kind and name
@@ -260,3 +263,108 @@ def test_a_reloaded_model_replaces_its_engine_in_the_list():
     listed = [e for e in engines() if type(e.model) is type(again)]
     assert b is not a and b in listed and a not in listed and len(listed) == 1
     assert a._stop, "the replaced, idle engine is closed"
+
+
+# ---- the prefix cache: a chat whose prompt begins like an earlier one's takes that chat's pages ----------------
+
+SPEECH = "First Citizen:\nBefore we proceed any further, hear me speak."  # 13 toy tokens: 3 full pages of 4
+
+
+def toy_by_hand(**limits):
+    model, engine, _ = by_hand(EngineLimits(**limits))
+    return model, engine
+
+
+def drain(engine, *streams, steps=500):
+    for _ in range(steps):
+        if not engine.chats:
+            break
+        engine.step()
+    assert not engine.chats, "every chat ended"
+    return [[t for t in s if t is not None] for s in streams]
+
+
+def test_a_second_chat_takes_the_first_ones_pages_and_writes_the_same_answer():
+    model, engine = toy_by_hand(block_size=4)
+    ids = model.encode(SPEECH)
+    first = engine.submit(ids, 12, client="a")
+    for _ in range(3):
+        engine.step()  # its prompt is computed: 3 full pages registered
+    second = engine.submit(ids, 12, client="b")
+    assert second.seq.prefix_hit_tokens == 12, "3 pages of 4 tokens found; the 13th token is computed"
+    a, b = (engine.store.manager.block_table(s.seq.rid) for s in (first, second))
+    assert a[:3] == b[:3] and a[3] != b[3], "the prompt's pages are shared, the answers' are not"
+    shared = [engine.store.pool.blocks[p].ref_cnt for p in a[:3]]
+    assert shared == [2, 2, 2]
+    snap = engine.snapshot()
+    held = {p for s in snap["sequences"] for p in s["page_ids"]}
+    assert snap["pages_in_use"] == len(held), "a shared page is counted once"
+    assert snap["prefix_cache_hits"] == 12 and snap["prefix_cache_queries"] == 2 * len(ids)
+    got = drain(engine, first, second)
+    assert got == [alone(model, ids, 12)] * 2
+
+
+def test_cached_pages_outlive_their_last_user_and_are_evicted_under_pressure():
+    model, engine = toy_by_hand(block_size=4, num_blocks=12)
+    ids = model.encode(SPEECH)
+    drain(engine, engine.submit(ids, 8, client="a"))
+    snap = engine.snapshot()
+    assert snap["pages_in_use"] == 0 and snap["cached_pages"] >= 3, "freed, but still cached (evictable)"
+    again = engine.submit(ids, 8, client="b")
+    assert again.seq.prefix_hit_tokens == 12, "found after its last user left"
+    drain(engine, again)
+    # other chats that need every page of the pool: the free queue hands out the cached pages too (LRU)
+    others = [engine.submit(model.encode(t), 40, client=f"o{k}") for k, t in enumerate(("ROMEO:", "JULIET:"))]
+    drain(engine, *others)
+    snap = engine.snapshot()
+    assert snap["prefix_cache_evictions"] > 0
+    late = engine.submit(ids, 8, client="c")
+    assert late.seq.prefix_hit_tokens < 12, "its pages were evicted: it computes them again"
+    assert drain(engine, late) == [alone(model, ids, 8)]
+    assert engine.store.pool.num_free_blocks == 12
+
+
+def test_real_model_visitors_share_the_chat_templates_page_and_answers_do_not_change(smollm):
+    """SmolLM2's chat template: every visitor's prompt begins with the same 24 tokens (system prompt and the
+    user turn's header), one full 16-token page that every chat after the first finds cached."""
+    engine = Engine(smollm)
+    engine._ensure_thread = lambda: None
+    prompts = [smollm.chat_ids(q) for q in QUESTIONS[:3]]
+    first = engine.submit(prompts[0], 8, client="a")
+    engine.step()  # 32 of its 37 prompt tokens computed: its first two pages registered
+    rest = [engine.submit(p, 8, client=f"v{k}") for k, p in enumerate(prompts[1:])]
+    assert [s.seq.prefix_hit_tokens for s in rest] == [16, 16]
+    got = drain(engine, first, *rest)
+    assert got == [alone(smollm.served_form, p, 8) for p in prompts]
+    snap = engine.snapshot()
+    assert snap["prefix_cache_hits"] == 32 and snap["prefix_cache_hit_rate"] > 0
+
+
+# ---- the core's one preemption rule, live: every chat still ends ----------------------------------------------
+
+
+def test_the_newest_admitted_chat_is_preempted_even_the_asker_and_every_chat_ends():
+    """The live engine follows the core's rule (sim/serve/scheduler.py): a chat that cannot grow preempts the
+    newest admitted chat, possibly itself, and no chat is seated in a step that preempted. (Before issue 24 the
+    loop preempted the newest *arrived* chat after the asker, never the asker.) The oldest running chat is never
+    preempted while another runs and the pool holds any one chat whole, so each chat in turn ends: 9 chats of 3
+    clients on 4 seats and a pool of 10 pages of 4 tokens (half what 4 of them need at once) all end, in bounded steps,
+    every answer its own, every page back."""
+    model, engine, _ = by_hand(EngineLimits(seats=4, queue=8, num_blocks=10, block_size=4, prefill_chunk=4))
+    texts = ["ROMEO:", "JULIET:", "HAMLET:", "GLOUCESTER:", "KING RICHARD III:", "First Citizen:"]
+    prompts = [model.encode(texts[k % len(texts)]) for k in range(9)]
+    streams = [engine.submit(p, 16, client="abc"[k % 3]) for k, p in enumerate(prompts)]
+    memory_preemptions = 0
+    for _ in range(2000):
+        if not engine.chats:
+            break
+        before = {s.seq.seq_id for s in streams if s.seq.state in ("prefill", "decode")}
+        engine.step()
+        if engine.scheduler.preempted:  # a memory preemption: nobody seated in this step
+            memory_preemptions += 1
+            assert {s.seq.seq_id for s in streams if s.seq.state in ("prefill", "decode")} <= before
+    assert not engine.chats, "no livelock: every chat ended"
+    assert memory_preemptions > 0
+    got = [[t for t in s if t is not None] for s in streams]
+    assert got == [alone(model, p, 16) for p in prompts]
+    assert engine.store.pool.num_free_blocks == 10
