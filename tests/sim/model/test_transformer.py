@@ -100,6 +100,18 @@ def test_upto_runs_the_first_layers_only_and_skips_the_head(main, ids):
     assert every.logits.size == 0
 
 
+def test_residuals_of_two_sequences_in_one_pass_equal_each_alone(main, ids):
+    """Chapter 2's pass: the prompt and its chat question read together give each one's own residual stream."""
+    a, b = ids[:6], ids[6:15]
+    both = main.residuals([(KVCache(main.config), a), (KVCache(main.config), b)])
+    assert len(both) == main.config.n_layers + 1 and both[0].shape == (len(a) + len(b), main.config.dim)
+    for seq, rows in ((a, slice(0, len(a))), (b, slice(len(a), None))):
+        fw = main.forward(seq, intermediates=True)
+        want = [fw.embeddings] + [t.resid_out for t in fw.layers]
+        for got, w in zip(both, want, strict=True):
+            np.testing.assert_allclose(got[rows], w, rtol=1e-4, atol=1e-4)
+
+
 def test_multi_token_cached_forward_equals_one_at_a_time(main, ids):
     """The target's single verify pass in speculative decoding, and rollback of rejected tokens."""
     prefix, new = ids[:12], ids[12:17]
