@@ -68,6 +68,7 @@ def test_chapter_6_pool_matches_the_api(page, base_url, demo_engine):
     assert drawn[2].startswith(f"{drawn[0]} of {snap['pages']} pages in use")
     per_page = snap["page_tokens"] * snap["bytes_per_token"]
     assert f"{snap['page_tokens']} tokens" in drawn[2] and f"{round(per_page / 1e3)} KB" in drawn[2], drawn[2]
+    assert "prefix cache: " in drawn[2] and "tokens of seated chats found in pages another chat computed" in drawn[2]
     fills = panel.locator(".le-page").evaluate_all("els => els.map(e => e.getAttribute('fill'))")
     assert all(f.startswith("var(--kvr-") for f in fills)
     assert not any(q in panel.evaluate("el => el.outerHTML") for q in api.DEMO_QUESTIONS)

@@ -180,6 +180,7 @@ const SERIES = {
   running: 'vllm:num_requests_running', waiting: 'vllm:num_requests_waiting', kv: 'vllm:kv_cache_usage_perc',
   tokens: 'vllm:generation_tokens_total', finished: 'vllm:request_success_total',
   preempted: 'vllm:num_preemptions_total', config: 'vllm:cache_config_info',
+  prefixHits: 'vllm:prefix_cache_hits_total',
 };
 
 function names(p, s) {
@@ -190,6 +191,8 @@ function names(p, s) {
         ['tokens written', SERIES.tokens, num(s.tokens_written)]]
     : [['pages in use ÷ pages', SERIES.kv, fixed(kv, 3)], ['chats holding them', SERIES.running, num(s.seats_in_use)],
         ['preempted', SERIES.preempted, num(s.preempted)],
+        ['prompt tokens found in the prefix cache', SERIES.prefixHits,
+          `${num(s.prefix_cache_hits)} (of vllm:prefix_cache_queries_total = ${num(s.prefix_cache_queries)})`],
         ['pages, tokens per page', SERIES.config, `num_gpu_blocks="${s.pages}", block_size="${s.page_tokens}"`]];
   clear(p.metrics);
   p.metrics.append('The same figures on this server’s ');
@@ -326,5 +329,7 @@ function drawPages(p, s) {
     `${plural(running.length, 'chat')} (${num(s.queued)} waiting) · a page holds ${num(s.page_tokens)} tokens × ` +
     `${bytes(s.bytes_per_token)} per token (keys and values of every layer, float32) = ${bytes(page)} · ` +
     `${bytes(s.pages_in_use * page)} of the pool’s ${bytes(s.pages * page)} hold chats now · ` +
-    `${num(s.tokens_per_s)} tokens/s · ${fixed(s.preempted, 0)} preempted so far.`;
+    `${num(s.tokens_per_s)} tokens/s · ${fixed(s.preempted, 0)} preempted so far · prefix cache: ` +
+    `${num(s.prefix_cache_hits)} of ${num(s.prefix_cache_queries)} tokens of seated chats found in pages ` +
+    `another chat computed (${fixed(100 * s.prefix_cache_hit_rate, 0)}%): shared, not computed again.`;
 }
