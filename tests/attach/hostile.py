@@ -44,6 +44,7 @@ class Hostile:
         self.release = threading.Event()
         self.hits: Counter = Counter()
         self.pages: dict[str, bytes] = {"/ok/metrics": GOOD, "/flaky/metrics": b"<html>not metrics</html>"}
+        self.posts: dict[str, bytes] = {}  # POST path -> a recorded event stream, replayed as served
         self.url = ""
 
 
@@ -59,6 +60,13 @@ def _handler(h: Hostile):
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_POST(self):  # noqa: N802
+            h.hits["POST " + self.path] += 1
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            if self.path not in h.posts:
+                return self._send(404, b"not here")
+            return self._send(200, h.posts[self.path], {"content-type": "text/event-stream"})
 
         def do_GET(self):  # noqa: N802
             path = self.path

@@ -149,7 +149,8 @@ NO_SLOTS = (
 SLOT_KV_NOTE = (
     "From GET /slots: the tokens the slots hold in their KV cells (n_prompt_tokens: each slot's prompt and what "
     "it wrote, kept after its request ends for reuse) over their context (n_ctx each, ctx-size / parallel). "
-    "llama-server's /metrics has no KV-usage ratio."
+    "llama-server's /metrics has no KV-usage ratio. With a unified KV buffer (-kvu, the default when -np is not "
+    "given) every slot's n_ctx is the whole shared buffer, so this reads low by the number of slots."
 )
 
 

@@ -153,7 +153,9 @@ LLAMACPP = Spec(
     kv_note="llamacpp:kv_cache_usage_ratio (older llama-server builds): the fraction of KV cells in use.",
     prompt=("llamacpp:prompt_tokens_total",),
     generation=("llamacpp:tokens_predicted_total",),
-    rate_note=_RATE + ". llamacpp:predicted_tokens_seconds is one slot's speed, not the server's, so it is not used.",
+    rate_note=_RATE + ". llama-server adds a request's tokens to the counter when the request ends, so the rate "
+    "lags and comes in steps. llamacpp:predicted_tokens_seconds is one slot's speed, not the server's, so it is "
+    "not used.",
     ttft=(),
     itl=(),
     latency_note="llama-server publishes no latency histograms (only total seconds spent on prompts and on "
