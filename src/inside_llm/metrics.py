@@ -225,86 +225,104 @@ def request_timings(seq, completion_tokens: int) -> dict:
 # ---- the exposition -----------------------------------------------------------------------------------------
 
 
+# vLLM v1's series: key, family, name, help, labels beyond (model_name, worker). Names and help texts are vLLM's
+# (vllm/v1/metrics/loggers.py); a counter's name is written without `_total`, which the client adds.
+SERIES = [
+    ("running", GaugeMetricFamily, "vllm:num_requests_running", "Number of requests in model execution batches.", ()),
+    ("waiting", GaugeMetricFamily, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", ()),
+    ("kv", GaugeMetricFamily, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", ()),
+    (
+        "cache",
+        GaugeMetricFamily,
+        "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig",
+        ("block_size", "num_gpu_blocks", "cache_dtype", "enable_prefix_caching"),
+    ),
+    ("prompt", CounterMetricFamily, "vllm:prompt_tokens", "Number of prefill tokens processed.", ()),
+    ("gen", CounterMetricFamily, "vllm:generation_tokens", "Number of generation tokens processed.", ()),
+    (
+        "success",
+        CounterMetricFamily,
+        "vllm:request_success",
+        "Count of successfully processed requests.",
+        ("finished_reason",),
+    ),
+    ("preempt", CounterMetricFamily, "vllm:num_preemptions", "Cumulative number of preemption from the engine.", ()),
+    (
+        "pc_queries",
+        CounterMetricFamily,
+        "vllm:prefix_cache_queries",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        (),
+    ),
+    (
+        "pc_hits",
+        CounterMetricFamily,
+        "vllm:prefix_cache_hits",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        (),
+    ),
+    (
+        "ttft",
+        HistogramMetricFamily,
+        "vllm:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        (),
+    ),
+    (
+        "itl",
+        HistogramMetricFamily,
+        "vllm:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        (),
+    ),
+    (
+        "e2e",
+        HistogramMetricFamily,
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of e2e request latency in seconds.",
+        (),
+    ),
+    (
+        "queue",
+        HistogramMetricFamily,
+        "vllm:request_queue_time_seconds",
+        "Histogram of time spent in WAITING phase for request.",
+        (),
+    ),
+]
+HISTOGRAMS = [key for key, family, *_ in SERIES if family is HistogramMetricFamily]
+
+
 class EngineCollector(Collector):
-    """vLLM v1's series for every engine `engines()` returns, read at scrape time."""
+    """vLLM v1's series (`SERIES`) for every engine `engines()` returns, read at scrape time."""
 
     def __init__(self, engines: Callable[[], Iterable]):
         self.engines = engines
 
     def collect(self):
         labels = ["model_name", "worker"]
-        g = {
-            "running": GaugeMetricFamily(
-                "vllm:num_requests_running", "Number of requests in model execution batches.", labels=labels
-            ),
-            "waiting": GaugeMetricFamily(
-                "vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels=labels
-            ),
-            "kv": GaugeMetricFamily(
-                "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels=labels
-            ),
-            "cache": GaugeMetricFamily(
-                "vllm:cache_config_info",
-                "Information of the LLMEngine CacheConfig",
-                labels=[*labels, "block_size", "num_gpu_blocks", "cache_dtype", "enable_prefix_caching"],
-            ),
-        }
-        c = {
-            "prompt": CounterMetricFamily("vllm:prompt_tokens", "Number of prefill tokens processed.", labels=labels),
-            "gen": CounterMetricFamily(
-                "vllm:generation_tokens", "Number of generation tokens processed.", labels=labels
-            ),
-            "success": CounterMetricFamily(
-                "vllm:request_success", "Count of successfully processed requests.", labels=[*labels, "finished_reason"]
-            ),
-            "preempt": CounterMetricFamily(
-                "vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels=labels
-            ),
-            "pc_queries": CounterMetricFamily(
-                "vllm:prefix_cache_queries",
-                "Prefix cache queries, in terms of number of queried tokens.",
-                labels=labels,
-            ),
-            "pc_hits": CounterMetricFamily(
-                "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels=labels
-            ),
-        }
-        h = {
-            "ttft": HistogramMetricFamily(
-                "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels=labels
-            ),
-            "itl": HistogramMetricFamily(
-                "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels=labels
-            ),
-            "e2e": HistogramMetricFamily(
-                "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels=labels
-            ),
-            "queue": HistogramMetricFamily(
-                "vllm:request_queue_time_seconds",
-                "Histogram of time spent in WAITING phase for request.",
-                labels=labels,
-            ),
-        }
+        f = {key: family(name, text, labels=[*labels, *extra]) for key, family, name, text, extra in SERIES}
         for eng in self.engines():
             snap, stats = eng.snapshot(), eng.stats.view()
             lv = [model_name(eng.model), str(snap.get("worker", worker_id()))]
-            g["running"].add_metric(lv, snap["seats_in_use"])
-            g["waiting"].add_metric(lv, snap["queued"])
-            g["kv"].add_metric(lv, snap["pages_in_use"] / snap["pages"] if snap["pages"] else 0.0)
-            g["cache"].add_metric(
+            f["running"].add_metric(lv, snap["seats_in_use"])
+            f["waiting"].add_metric(lv, snap["queued"])
+            f["kv"].add_metric(lv, snap["pages_in_use"] / snap["pages"] if snap["pages"] else 0.0)
+            f["cache"].add_metric(
                 [*lv, str(snap["page_tokens"]), str(snap["pages"]), "float32", str(snap["prefix_caching"])], 1.0
             )
-            c["prompt"].add_metric(lv, stats["prompt_tokens"])
-            c["gen"].add_metric(lv, stats["generation_tokens"])
+            f["prompt"].add_metric(lv, stats["prompt_tokens"])
+            f["gen"].add_metric(lv, stats["generation_tokens"])
             for reason, n in stats["success"].items():
-                c["success"].add_metric([*lv, reason], n)
-            c["preempt"].add_metric(lv, snap["preempted"])
-            c["pc_queries"].add_metric(lv, snap["prefix_cache_queries"])
-            c["pc_hits"].add_metric(lv, snap["prefix_cache_hits"])
-            for key, fam in h.items():
+                f["success"].add_metric([*lv, reason], n)
+            f["preempt"].add_metric(lv, snap["preempted"])
+            f["pc_queries"].add_metric(lv, snap["prefix_cache_queries"])
+            f["pc_hits"].add_metric(lv, snap["prefix_cache_hits"])
+            for key in HISTOGRAMS:
                 buckets, total = stats[key]
-                fam.add_metric(lv, buckets, total)
-        yield from (*g.values(), *c.values(), *h.values())
+                f[key].add_metric(lv, buckets, total)
+        yield from f.values()
 
 
 def registry(engines: Callable[[], Iterable]) -> CollectorRegistry:

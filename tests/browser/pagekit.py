@@ -108,3 +108,20 @@ def js_num(x: float, sig: int = 3) -> str:
         digits = min(6, max(0, sig - 1 - math.floor(math.log10(abs(x) or 1))))
     text = f"{Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):,}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+AXE_RULES = {"type": "tag", "values": ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]}  # WCAG 2.1 A and AA
+
+
+def serious_violations(page, context=None) -> list[str]:
+    """axe-core's serious and critical WCAG 2.1 A/AA violations on the page (or inside `context`, a selector),
+    each as "rule (impact): first targets"; [] when there are none."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    options = {"resultTypes": ["violations"], "runOnly": AXE_RULES}
+    result = Axe().run(page, context=context, options=options) if context else Axe().run(page, options=options)
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes'][:3]]}"
+        for v in result.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]

@@ -260,6 +260,16 @@ class DemoModel:
         N = sum of new ids rows (every weight read serves N tokens); only attention runs per sequence,
         against that sequence's own cache. This is the step a continuously batching engine takes.
         """
+        x, pos, spans, ends = self._batch_rows(batch)
+        for i in range(self.config.n_layers):
+            x, _ = self._block(i, x, pos, spans, False)
+        self._advance(spans)
+        return self.head(x[ends - 1])                                  # [B, V]
+
+    def _batch_rows(self, batch: Sequence[tuple[KVCache, Sequence[int]]]):
+        """One pass's rows for several sequences (batch as in step()): the embedding rows [N, dim] (a copy:
+        fancy indexing), each row's position [N], each sequence's (cache, rows) and the row after each
+        sequence's rows [B]; every cache is reserved for its new ids (advance them after the pass)."""
         if len({id(c) for c, _ in batch}) != len(batch):
             raise ValueError("need one distinct cache per sequence")
         pieces = [self._check_ids(ids) for _, ids in batch]
@@ -269,32 +279,23 @@ class DemoModel:
             c.reserve(c.num_tokens + n)
         ends = np.cumsum(sizes)                                        # [B] row after each sequence's rows
         spans = [(c, slice(e - n, e)) for (c, _), n, e in zip(batch, sizes, ends)]
-        x = self.tok_emb[np.concatenate(pieces)]                       # [N, dim]
-        for i in range(self.config.n_layers):
-            x, _ = self._block(i, x, pos, spans, False)
-        for (c, _), n in zip(batch, sizes):
-            c.num_tokens += n
-        return self.head(x[ends - 1])                                  # [B, V]
+        return self.tok_emb[np.concatenate(pieces)], pos, spans, ends
+
+    @staticmethod
+    def _advance(spans: list[tuple[KVCache, slice]]) -> None:
+        for c, rows in spans:
+            c.num_tokens += rows.stop - rows.start
 
     def residuals(self, batch: Sequence[tuple[KVCache, Sequence[int]]]) -> list[np.ndarray]:
         """The residual stream of one pass over several sequences at once (batch as in step(); no output
         head): [N, dim] entering layer 0 (the embedding rows), then after each layer; N = every sequence's new
         ids, in order. Chapter 2 reads its prompt and the chat question's continuation in one read of the
         weights, then applies the head itself (the logit lens)."""
-        if len({id(c) for c, _ in batch}) != len(batch):
-            raise ValueError("need one distinct cache per sequence")
-        pieces = [self._check_ids(ids) for _, ids in batch]
-        sizes = [len(p) for p in pieces]
-        pos = np.concatenate([np.arange(c.num_tokens, c.num_tokens + n) for (c, _), n in zip(batch, sizes)])  # [N]
-        for (c, _), n in zip(batch, sizes):
-            c.reserve(c.num_tokens + n)
-        ends = np.cumsum(sizes)
-        spans = [(c, slice(e - n, e)) for (c, _), n, e in zip(batch, sizes, ends)]
-        out = [self.tok_emb[np.concatenate(pieces)]]                   # [N, dim] (a copy: fancy indexing)
+        x, pos, spans, _ = self._batch_rows(batch)
+        out = [x]                                                      # [N, dim]
         for i in range(self.config.n_layers):
             out.append(self._block(i, out[-1], pos, spans, False)[0])
-        for (c, _), n in zip(batch, sizes):
-            c.num_tokens += n
+        self._advance(spans)
         return out
 
     def _block(self, i: int, x: np.ndarray, pos: np.ndarray, spans: list[tuple[KVCache, slice]],
