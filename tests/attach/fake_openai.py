@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from hostile import serve_in_thread
 
 PIECES = ["one", " two", " three"]
 
@@ -101,18 +102,6 @@ def _handler(f: Fake):
     return Handler
 
 
-@contextmanager
 def fake_openai():
     f = Fake()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(f))
-    server.daemon_threads = True
-    f.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f
-    finally:
-        f.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    return serve_in_thread(f, _handler(f))

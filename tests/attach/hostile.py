@@ -145,17 +145,23 @@ def _handler(h: Hostile):
 
 
 @contextmanager
-def hostile_server():
-    h = Hostile()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(h))
+def serve_in_thread(state, handler):
+    """Serve `handler` on a loopback port in a thread; `state` (its url set, a `release` event set on the way
+    out so no held request outlives the server) is what the block gets."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    h.url = f"http://127.0.0.1:{server.server_address[1]}"
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield h
+        yield state
     finally:
-        h.release.set()
+        state.release.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def hostile_server():
+    h = Hostile()
+    return serve_in_thread(h, _handler(h))

@@ -77,3 +77,47 @@ def test_nothing_finished_is_exit_1(base_url, capsys):
     argv = ["measure", base_url, "--requests", "2", "--concurrency", "1", "--output-tokens", "1", "--model-id", "nope"]
     assert cli_in_thread(argv) == measure.EXIT_NONE
     assert "0 of 2 requests finished" in capsys.readouterr().out
+
+
+def _streamed(body: bytes, piece: int = 7):
+    """An httpx client whose every POST answers 200 with `body`, sent in pieces of `piece` bytes."""
+    import httpx
+
+    class Pieces(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for i in range(0, len(body), piece):
+                yield body[i : i + piece]
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(200, stream=Pieces())))
+
+
+def _data(body: bytes, piece: int = 7, max_bytes: int = measure.MAX_ANSWER_BYTES) -> list[str]:
+    import asyncio
+
+    async def read():
+        async with _streamed(body, piece) as client, client.stream("POST", "http://t/x") as r:
+            return [d async for d in measure.sse_data(r, max_bytes)]
+
+    return asyncio.run(read())
+
+
+def test_sse_data_reads_payloads_split_anywhere_and_bounds_what_it_holds():
+    body = b'data: {"a": 1}\r\n\n: a comment\ndata: [DONE]\n\ndata:last'
+    for piece in (1, 3, 7, len(body)):
+        assert _data(body, piece) == ['{"a": 1}', "[DONE]", "last"], piece
+    line = b"data: " + b"x" * (measure.MAX_LINE_BYTES + 10)  # no newline: httpx's aiter_lines would hold it all
+    with pytest.raises(measure.TooMuch, match="a line of more than 1 MB"):
+        _data(line, 64 * 1024)
+    with pytest.raises(measure.TooMuch, match="more than 0.001 MB for one answer"):
+        _data(b"data: x\n" * 200, 64, max_bytes=1000)
+
+
+def test_one_request_over_its_line_cap_fails_in_words():
+    import asyncio
+
+    async def ask():
+        async with _streamed(b"data: " + b"y" * (measure.MAX_LINE_BYTES + 1), 64 * 1024) as client:
+            return await measure.one_request(client, "http://t", "m", "Hi", 4, False)
+
+    r = asyncio.run(ask())
+    assert not r.ok and "a line of more than 1 MB" in r.error

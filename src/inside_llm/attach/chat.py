@@ -30,6 +30,8 @@ from collections.abc import AsyncIterator
 import httpx
 
 from ..model_work import Busy
+from .measure import TooMuch, chat_body, sse_data
+from .measure import predict as predict_batch
 from .targets import Target
 
 MAX_PROMPT_CHARS = 2_000
@@ -179,16 +181,9 @@ async def _read(put, target: Target, prompt: str, max_tokens: int, fallback_mode
         async with asyncio.timeout(total_s), _client() as client:
             model = await model_id(client, target, fallback_models)
             put(("start", {"name": target.name, "model": model, "max_tokens": max_tokens}))
-            body = {
-                "model": model,
-                "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": max_tokens,
-                "temperature": 0,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
+            body = chat_body(model, prompt, max_tokens)
             arrivals: list[float] = []
-            pieces, usage, finish, read = 0, None, None, 0
+            pieces, usage, finish = 0, None, None
             t0 = time.perf_counter()
             async with client.stream("POST", f"{target.base_url}/v1/chat/completions", json=body) as r:
                 if r.status_code != 200:
@@ -198,14 +193,7 @@ async def _read(put, target: Target, prompt: str, max_tokens: int, fallback_mode
                         if len(head) >= MAX_ERROR_BYTES:
                             break
                     raise Failed(_their_message(r.status_code, bytes(head[:MAX_ERROR_BYTES])))
-                async for line in r.aiter_lines():
-                    read += len(line) + 1
-                    if read > MAX_STREAM_BYTES:
-                        raise Failed(f"It sent more than {MAX_STREAM_BYTES / 1e6:g} MB for one answer; reading "
-                                     "stopped there.")  # fmt: skip
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
+                async for data in sse_data(r, MAX_STREAM_BYTES):
                     if data == "[DONE]":
                         break
                     try:
@@ -226,7 +214,7 @@ async def _read(put, target: Target, prompt: str, max_tokens: int, fallback_mode
             put(("done", {**_stats(t0, arrivals, pieces, usage), "finish_reason": finish, "model": model}))
     except TimeoutError:
         put(("error", {"detail": f"It did not finish its answer within {total_s:g} s; the tour stopped there."}))
-    except Failed as e:
+    except (Failed, TooMuch) as e:
         put(("error", {"detail": str(e)}))
     except httpx.HTTPError as e:
         put(("error", {"detail": _words(e, "asking for the answer")}))
@@ -235,28 +223,11 @@ async def _read(put, target: Target, prompt: str, max_tokens: int, fallback_mode
 
 
 def predict(setup: dict, prompt_tokens: int, output_tokens: int) -> dict:
-    """The cost model's figures for this one question alone on `setup` (batch 1, continuous batching); SimError
-    (naming the field) for a setup it refuses. A setup that does not fit in memory still gets its figures (what it
-    would do if it could run), marked fits: false with the reason."""
-    from ..sim.cost import serving
-
-    p = serving.ServingParams(
-        **setup,
-        batch=1,
-        prompt_tokens=max(1, int(prompt_tokens)),
-        output_tokens=max(1, int(output_tokens)),
-        throughput_mode="continuous",
-    )
-    e = serving.estimate(p)
-    return {
-        "ttft_ms": e.ttft_ms,
-        "itl_ms": e.tpot_ms,
-        "fits": e.fits,  # when not, the figures are hypothetical: what the setup would do if it could run
-        "not_fit_reason": None if e.fits else e.to_dict()["hypothetical"]["reason"],
-        "engine_profile": e.engine_profile,
-        "batch": 1,
-        "prompt_tokens": p.prompt_tokens,
-        "output_tokens": p.output_tokens,
+    """The cost model's figures for this one question alone on `setup` (measure.predict at batch 1), its time per
+    output token named as the inter-token time the card compares."""
+    p = predict_batch(setup, 1, prompt_tokens, output_tokens)
+    return {"ttft_ms": p["ttft_ms"], "itl_ms": p["tpot_ms"]} | {
+        k: p[k] for k in ("fits", "not_fit_reason", "engine_profile", "batch", "prompt_tokens", "output_tokens")
     }
 
 

@@ -41,6 +41,8 @@ MAX_OUTPUT_TOKENS = 4_096
 DEFAULT_TIME_CAP_S = 300.0
 MAX_TIME_CAP_S = 1_800.0
 READ_TIMEOUT_S = 120.0  # between two chunks of one stream
+MAX_ANSWER_BYTES = 16_000_000  # read of one streamed answer at most (4,096 chunks of llama.cpp's ~1 KB with timings)
+MAX_LINE_BYTES = 1_000_000  # one line of a stream at most: what a reader holds at once
 SETUP_KEYS = {"model": str, "gpu": str, "gpus": int, "tp": int, "pp": int, "precision": str, "kv_precision": str,
               "engine": str}  # fmt: skip
 WORDS = ("the", "cat", "sat", "on", "a", "mat", "and", "then", "it", "ran", "to", "see", "what", "was", "there")
@@ -49,6 +51,33 @@ EXIT_OK, EXIT_NONE, EXIT_REFUSED = 0, 1, 2
 
 class Refused(ValueError):
     """Bad input to `measure`, in words."""
+
+
+class TooMuch(ValueError):
+    """A stream that sent more than its cap, in words."""
+
+
+async def sse_data(r: httpx.Response, max_bytes: int = MAX_ANSWER_BYTES):
+    """The `data:` payloads of a server-sent-event response, read as bytes: the whole body is capped at
+    `max_bytes` and one line at MAX_LINE_BYTES (httpx's aiter_lines would hold a line of any length), so what
+    a reader holds is bounded whatever the server sends; TooMuch past either."""
+    read, buf = 0, bytearray()
+    async for chunk in r.aiter_bytes():
+        read += len(chunk)
+        if read > max_bytes:
+            raise TooMuch(f"It sent more than {max_bytes / 1e6:g} MB for one answer; reading stopped there.")
+        buf += chunk
+        if b"\n" not in chunk:
+            if len(buf) > MAX_LINE_BYTES:
+                raise TooMuch(f"It sent a line of more than {MAX_LINE_BYTES / 1e6:g} MB; reading stopped there.")
+            continue
+        *lines, rest = bytes(buf).split(b"\n")
+        buf = bytearray(rest)
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip().decode("utf-8", "replace")
+    if buf.startswith(b"data:"):
+        yield bytes(buf[5:]).strip().decode("utf-8", "replace")
 
 
 @dataclass
@@ -138,16 +167,21 @@ async def _model_id(client: httpx.AsyncClient, base: str) -> str:
         raise Refused(f"{base}/v1/models did not list a model; name one with --model-id.") from None
 
 
-async def one_request(client: httpx.AsyncClient, base: str, model: str, prompt: str, output_tokens: int,
-                      ignore_eos: bool) -> Result:  # fmt: skip
-    body = {
+def chat_body(model: str, prompt: str, max_tokens: int) -> dict:
+    """One greedy streamed chat completion of `prompt`, its usage in the last chunk (OpenAI's request)."""
+    return {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": output_tokens,
+        "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+
+
+async def one_request(client: httpx.AsyncClient, base: str, model: str, prompt: str, output_tokens: int,
+                      ignore_eos: bool) -> Result:  # fmt: skip
+    body = chat_body(model, prompt, output_tokens)
     if ignore_eos:
         body["ignore_eos"] = True  # vLLM, SGLang and llama.cpp run to max_tokens with it
     t0 = time.perf_counter()
@@ -156,12 +190,8 @@ async def one_request(client: httpx.AsyncClient, base: str, model: str, prompt: 
     try:
         async with client.stream("POST", f"{base}/v1/chat/completions", json=body) as r:
             if r.status_code != 200:
-                await r.aread()
-                return Result(False, error=f"HTTP {r.status_code}")
-            async for line in r.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
+                return Result(False, error=f"HTTP {r.status_code}")  # its body is left unread
+            async for data in sse_data(r):
                 if data == "[DONE]":
                     break
                 chunk = json.loads(data)
@@ -173,7 +203,9 @@ async def one_request(client: httpx.AsyncClient, base: str, model: str, prompt: 
                         first = first or now
                         last = now
                         pieces += 1
-    except (httpx.HTTPError, ValueError) as e:
+    except TooMuch as e:
+        return Result(False, error=str(e))
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError) as e:  # not an OpenAI stream
         return Result(False, error=type(e).__name__)
     if first is None:
         return Result(False, error="no tokens")
@@ -276,7 +308,9 @@ def summarize(run: Run, setup: dict) -> dict:
 
 
 def predict(setup: dict, concurrency: int, prompt_tokens: float, output_tokens: float) -> dict:
-    """The dials' figures for the setup at batch = concurrency and the measured lengths (continuous batching)."""
+    """The dials' figures for the setup at batch = concurrency and the measured lengths (continuous batching);
+    SimError (naming the field) for a setup it refuses. A setup that does not fit in memory still gets its
+    figures (what it would do if it could run), marked fits: false with the reason."""
     from ..sim.cost import serving
 
     p = serving.ServingParams(
@@ -291,6 +325,8 @@ def predict(setup: dict, concurrency: int, prompt_tokens: float, output_tokens: 
         "ttft_ms": e.ttft_ms,
         "tpot_ms": e.tpot_ms,
         "tokens_per_s_total": e.tokens_per_s_total,
+        "fits": e.fits,  # when not, the figures are hypothetical: what the setup would do if it could run
+        "not_fit_reason": None if e.fits else e.to_dict()["hypothetical"]["reason"],
         "engine_profile": e.engine_profile,
         "batch": concurrency,
         "prompt_tokens": p.prompt_tokens,
