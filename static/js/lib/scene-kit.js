@@ -1,5 +1,7 @@
 // scene-kit.js: the pieces every scene module shares, so that each scene holds only its own picture.
 //
+//   sceneLifecycle({ slug, cls, bind, build, ready?, draws, stop? })
+//                                           a scene module's mount/update/unmount from its parts (see below)
 //   sceneRoot(stage, slug, cls, onStyled?)  link css/scenes/<slug>.css, empty the stage, return its <div class=cls>
 //   sceneStyles(slug, onStyled?)            link a stylesheet only (a second sheet, or a panel that is not a scene)
 //   readoutRow(parent, cls?)                the row of readout tiles: <div class="readouts cls" aria-live=polite>
@@ -12,8 +14,8 @@
 //   transport(bar, opts)                    a ▶ Play / ❚❚ Pause button on a looping clock, with an optional
 //                                           scrub range and clock <output> (see below)
 //
-// A scene's module still owns its `view` and its mount/update/unmount (docs/scene-contract.md); the kit only
-// builds what several scenes build the same way. A helper one scene uses stays in that scene.
+// A scene's module still owns its `view` and its picture (docs/scene-contract.md); the kit only builds what
+// several scenes build the same way. A helper one scene uses stays in that scene.
 
 import { h, clear } from './svg.js';
 import { loop } from './tween.js';
@@ -42,6 +44,45 @@ export function sceneRoot(stage, slug, cls, onStyled = null) {
   sceneStyles(slug, onStyled);
   clear(stage);
   return h('div', { class: cls }, stage);
+}
+
+/**
+ * The mount/update/unmount skeleton of a scene whose view opens with a readout row, so that the module
+ * writes only its own parts: `export const { mount, update, unmount } = sceneLifecycle({...})`.
+ *
+ *   mount(stage, ctx)  sceneRoot(stage, slug, cls), then the view: { stage, ctx, data: null,
+ *                      readouts: readoutRow(root), ...build(root, ctx) } (the readout row is the root's first
+ *                      child, then build's elements in the order it makes them). bind(view) hands it to
+ *                      the module's own `view`; ready(view) then does what needs the view bound
+ *                      (observers, panels whose callbacks read it).
+ *   update(data)       nothing before mount or after unmount; else view.data = data and each of draws(data),
+ *                      in order (a scene that needs the params writes its own update).
+ *   unmount()          stop(view) (timers, loops, tweens), view.ro?.disconnect() (the ResizeObserver ready
+ *                      set), then bind(null).
+ */
+export function sceneLifecycle({ slug, cls, bind, build, ready = null, draws, stop = null }) {
+  let view = null;
+  return {
+    mount(stage, ctx) {
+      const wrap = sceneRoot(stage, slug, cls);
+      view = { stage, ctx, data: null, readouts: readoutRow(wrap) };
+      Object.assign(view, build(wrap, ctx));
+      bind(view);
+      if (ready) ready(view);
+    },
+    update(data) {
+      if (!view) return;
+      view.data = data;
+      for (const draw of draws) draw(data);
+    },
+    unmount() {
+      if (!view) return;
+      if (stop) stop(view);
+      if (view.ro) view.ro.disconnect();
+      view = null;
+      bind(null);
+    },
+  };
 }
 
 /** The row the readout tiles go in; its numbers are announced when they change. */

@@ -5,7 +5,7 @@ import { swatches } from '../lib/legend.js';
 import { num, bytes, duration, fixed, pct } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { loop } from '../lib/tween.js';
-import { sceneRoot, readoutRow, readout, widthClass, still } from '../lib/scene-kit.js';
+import { sceneLifecycle, readout, widthClass, still } from '../lib/scene-kit.js';
 import { drawPackage, route, along } from './gpu-package.js';
 
 // Three drawings, px-for-px at about the width each is drawn for (the viewBox matches it): a full-width stage
@@ -20,47 +20,31 @@ const POOL = 96; // travelling tiles drawn at most at once (fixed set of SVG ele
 const HOT_MS = 260; // an SM's on-chip memory glows this long after a tile lands
 
 let view = null;
-let ctx = null;
 
-export function mount(stage, context) {
-  ctx = context;
-  const wrap = sceneRoot(stage, 'gpu', 'gpu-scene');
-  view = {
-    stage,
-    readouts: readoutRow(wrap),
+export const { mount, update, unmount } = sceneLifecycle({
+  slug: 'gpu',
+  cls: 'gpu-scene',
+  bind: (v) => { view = v; },
+  build: (wrap) => ({
     note: h('p', { class: 'gpu-note' }, wrap),
     figure: h('div', { class: 'gpu-figure' }, wrap),
     budget: h('div', { class: 'gpu-budget' }, wrap),
     clock: h('div', { class: 'gpu-clock' }, wrap),
     legend: h('div', { class: 'legend gpu-legend' }, wrap),
     math: h('div', { class: 'gpu-math', 'data-secondary': '' }, wrap),
-    key: '', variant: null, drawing: null, data: null, timer: null, paused: false,
-  };
-  buildClock();
-  view.ro = new ResizeObserver(() => {
-    if (view && view.data && variantFor() !== view.variant) draw(view.data);
-    if (view) fitBudgetLabels();
-  });
-  view.ro.observe(stage);
-}
-
-export function unmount() {
-  if (!view) return;
-  stopMotion();
-  view.ro.disconnect();
-  view = null;
-}
-
-export function update(data) {
-  if (!view) return;
-  view.data = data;
-  drawReadouts(data);
-  drawNote(data);
-  drawBudget(data);
-  drawLegend(data);
-  drawMath(data);
-  draw(data);
-}
+    key: '', variant: null, drawing: null, timer: null, paused: false,
+  }),
+  ready() {
+    buildClock();
+    view.ro = new ResizeObserver(() => {
+      if (view && view.data && variantFor() !== view.variant) draw(view.data);
+      if (view) fitBudgetLabels();
+    });
+    view.ro.observe(view.stage);
+  },
+  draws: [drawReadouts, drawNote, drawBudget, drawLegend, drawMath, draw],
+  stop: stopMotion,
+});
 
 const variantFor = () => widthClass(view.stage, WIDTHS);
 
@@ -217,8 +201,8 @@ function startMotion(d) {
   const s = d.stream;
   view.clock.speed.textContent = `Slowed ${num(s.slow_motion)}×: one ${duration(s.step_ms)} step lasts ` +
     `${fixed(s.screen_step_s, 1)} s on screen.`;
-  view.figure.classList.toggle('still', still(ctx) || view.paused);
-  if (still(ctx) || view.paused) {
+  view.figure.classList.toggle('still', still(view.ctx) || view.paused);
+  if (still(view.ctx) || view.paused) {
     frame(s.screen_step_s * 1000 * (view.paused ? view.pausedAt : 0.5));
     if (!view.paused) showWholeStep(s);
     return;
@@ -244,7 +228,7 @@ function buildClock() {
   c.status = h('span', { class: 'gpu-clock-text' }, row);
   c.speed = h('p', { class: 'gpu-speed' }, c);
   c.lastText = -1;
-  if (still(ctx)) c.pause.hidden = true;
+  if (still(view.ctx)) c.pause.hidden = true;
 }
 
 function togglePause() {

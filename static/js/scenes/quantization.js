@@ -5,7 +5,7 @@ import { swatches } from '../lib/legend.js';
 import { num, fixed, pct, usd, plural } from '../lib/format.js';
 import { mathDetails } from '../lib/math.js';
 import { tween } from '../lib/tween.js';
-import { sceneRoot, readoutRow, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
+import { sceneLifecycle, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 import { createMeter, LABEL, signed } from './quantization-meter.js';
 import { servedNow } from './measured-panels.js';
 
@@ -21,48 +21,39 @@ const MATH_KEYS = [['weights_gb', 'Model size'], ['gpus_needed', 'GPUs needed'],
 
 let view = null;
 
-export function mount(stage, context) {
-  const wrap = sceneRoot(stage, 'quantization', 'q-scene');
-  view = {
-    stage, ctx: context,
-    readouts: readoutRow(wrap),
+export const { mount, update, unmount } = sceneLifecycle({
+  slug: 'quantization',
+  cls: 'q-scene',
+  bind: (v) => { view = v; },
+  build: (wrap) => ({
     top: h('div', { class: 'q-row' }, wrap),
     meterRow: h('div', { class: 'q-row q-meter-row' }, wrap),
     served: h('section', { class: 'q-served', 'data-secondary': '' }, wrap), // this server, now (measured-panels.js)
     table: h('div', { class: 'q-published', 'data-secondary': '' }, wrap),
     math: h('div', { class: 'q-math', 'data-secondary': '' }, wrap),
     tile: null, bits: 16, pick: null, anim: [],
-  };
-  view.tilePanel = h('section', { class: 'q-panel q-tile', 'aria-label': 'Weight tile' }, view.top);
-  view.sizePanel = h('section', { class: 'q-panel q-sizes', 'aria-label': 'Model size by format' }, view.top);
-  view.meter = createMeter(h('section', { class: 'q-panel q-gauge', 'aria-label': 'Perplexity meter' }, view.meterRow),
-    // a phone-sized slide keeps the gauge; the cards that name its needles go (they are in the full page)
-    h('section', { class: 'q-panel q-needles', 'data-narrow-secondary': '' }, view.meterRow));
-  view.ro = redrawOnWidth(stage, WIDTHS, () => view?.data && view.variant, () => { view.tile = null; drawTile(view.data); });
-}
+  }),
+  ready(v) {
+    v.tilePanel = h('section', { class: 'q-panel q-tile', 'aria-label': 'Weight tile' }, v.top);
+    v.sizePanel = h('section', { class: 'q-panel q-sizes', 'aria-label': 'Model size by format' }, v.top);
+    v.meter = createMeter(h('section', { class: 'q-panel q-gauge', 'aria-label': 'Perplexity meter' }, v.meterRow),
+      // a phone-sized slide keeps the gauge; the cards that name its needles go (they are in the full page)
+      h('section', { class: 'q-panel q-needles', 'data-narrow-secondary': '' }, v.meterRow));
+    v.ro = redrawOnWidth(v.stage, WIDTHS, () => view?.data && view.variant, () => { view.tile = null; drawTile(view.data); });
+  },
+  draws: [drawReadouts, drawTile, drawSizes, (d) => view.meter.update(d), drawServed, drawPublished, drawMath],
+  stop(v) {
+    v.anim.forEach((a) => a.cancel());
+    v.meter.stop();
+  },
+});
 
-export function unmount() {
-  if (!view) return;
-  view.anim.forEach((a) => a.cancel());
-  view.meter.stop();
-  view.ro.disconnect();
-  view = null;
-}
-
-export function update(data) {
-  if (!view) return;
-  view.data = data;
-  drawReadouts(data);
-  drawTile(data);
-  drawSizes(data);
-  view.meter.update(data);
-  if (!view.servedShown && data.real?.served && !view.ctx.embed) { // once: the CPU measurement is the process's
-    view.servedShown = true;
-    const v = view;
-    servedNow(view.served, view.ctx, () => view === v, data.real.served);
-  }
-  drawPublished(data);
-  drawMath(data);
+/** Once: the CPU measurement is the process's (measured-panels.js), not the params'. */
+function drawServed(data) {
+  if (view.servedShown || !data.real?.served || view.ctx.embed) return;
+  view.servedShown = true;
+  const v = view;
+  servedNow(view.served, view.ctx, () => view === v, data.real.served);
 }
 
 const variantFor = () => widthClass(view.stage, WIDTHS);

@@ -6,7 +6,7 @@ import { num, pct } from '../lib/format.js';
 import { log } from '../lib/scale.js';
 import { mathDetails } from '../lib/math.js';
 import { tween, lerp } from '../lib/tween.js';
-import { sceneRoot, readoutRow, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
+import { sceneLifecycle, readout, widthClass, redrawOnWidth } from '../lib/scene-kit.js';
 import { obstacles, placeLabels } from './roofline-labels.js';
 import { drawReuse } from './roofline-reuse.js';
 import { bindDrag } from './roofline-drag.js';
@@ -24,14 +24,12 @@ const LABELLED_BATCHES = [8, 64, 512]; // shown where they fit; the selected bat
 const TWEEN_MS = 450;
 
 let view = null;
-let ctx = null;
 
-export function mount(stage, context) {
-  ctx = context;
-  const wrap = sceneRoot(stage, 'roofline', 'roofline-scene');
-  view = {
-    stage,
-    readouts: readoutRow(wrap),
+export const { mount, update, unmount } = sceneLifecycle({
+  slug: 'roofline',
+  cls: 'roofline-scene',
+  bind: (v) => { view = v; },
+  build: (wrap) => ({
     note: h('p', { class: 'roofline-note' }, wrap),
     hint: h('p', { class: 'kbd-hint roofline-hint', 'data-secondary': '', text: 'Drag a dot along its dotted path, or focus it and press\u00a0←\u00a0→: ' +
       'decode moves with the number of chats, prefill with the prompt length.' }, wrap),
@@ -41,31 +39,19 @@ export function mount(stage, context) {
     reuse: h('div', { class: 'roofline-reuse', 'data-narrow-secondary': '' }, wrap),
     measured: h('section', { class: 'roofline-measured', 'aria-label': 'Measured on this server', 'data-secondary': '' }, wrap),
     math: h('div', { class: 'roofline-math', 'data-secondary': '' }, wrap),
-    key: '', chart: null, data: null, anim: null, shown: null,
-  };
-  // this CPU's own roofs, measured on the server: fetched beside the chart, never before it (a slide keeps the chart)
-  if (!ctx.embed) view.cpu = cpuRoofline(view.measured, ctx, () => view);
-  view.ro = redrawOnWidth(stage, WIDTHS, () => view?.data && view.variant, () => draw(view.data));
-}
-
-export function unmount() {
-  if (!view) return;
-  if (view.anim) view.anim.cancel();
-  view.ro.disconnect();
-  if (view.cpu) view.cpu.stop();
-  view = null;
-}
-
-export function update(data) {
-  if (!view) return;
-  view.data = data;
-  drawReadouts(data);
-  drawNote(data);
-  drawLegend(data);
-  drawMath(data);
-  draw(data);
-  drawReuseBlock(data);
-}
+    key: '', chart: null, anim: null, shown: null,
+  }),
+  ready(v) {
+    // this CPU's own roofs, measured on the server: fetched beside the chart, never before it (a slide keeps the chart)
+    if (!v.ctx.embed) v.cpu = cpuRoofline(v.measured, v.ctx, () => view);
+    v.ro = redrawOnWidth(v.stage, WIDTHS, () => view?.data && view.variant, () => draw(view.data));
+  },
+  draws: [drawReadouts, drawNote, drawLegend, drawMath, draw, drawReuseBlock],
+  stop(v) {
+    if (v.anim) v.anim.cancel();
+    if (v.cpu) v.cpu.stop();
+  },
+});
 
 function drawReuseBlock(d) {
   clear(view.reuseHead);
@@ -175,7 +161,7 @@ function drawChart(d, v) {
   c.plabel = svg('text', { class: 'rf-label prefill' }, c.labels);
   c.label = svg('text', { class: 'rf-label rf-decode-label' }, c.labels);
   const param = (name, values, pts) => ({ values, pts, now: () => view.data?.[name],
-    set: (v) => { if (view.data && v !== view.data[name]) ctx.setParam(name, v); } });
+    set: (v) => { if (view.data && v !== view.data[name]) view.ctx.setParam(name, v); } });
   bindDrag(c, c.dot, param('batch', () => view.data.decode_curve.batch, () => c.curve));
   bindDrag(c, c.pdot, param('prompt_tokens', () => view.data.prefill_curve.prompt_tokens, () => c.pcurve));
   return c;
