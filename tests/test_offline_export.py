@@ -89,6 +89,7 @@ import * as ns from '../y.js';
 import d, { e } from './z.js';
 import './side.js';
 export const k = 1;
+export const { mount, update } = life({});
 export async function f() { return import(`./scenes/${k}.js`); }
 export class K {}
 function g() {}
@@ -101,7 +102,8 @@ export default f;
     assert 'const { a, b: c } = __require("./x.js");' in body
     assert 'const ns = __require("../y.js");' in body and 'const d = __require("./z.js").default;' in body
     assert "__import(`./scenes/${k}.js`)" in body and "import(" not in body.replace("__import(", "")
-    for name in ('"k"', '"f"', '"K"', '"g"', '"h"', '"r"', '"default"'):
+    assert "const { mount, update } = life({});" in body
+    for name in ('"k"', '"mount"', '"update"', '"f"', '"K"', '"g"', '"h"', '"r"', '"default"'):
         assert name + ":" in body
     assert "export" not in body.split("\n", 2)[2]
 

@@ -27,6 +27,9 @@ EXPORT_LIST = re.compile(
 EXPORT_DEFAULT = re.compile(
     r"^([ \t]*)export\s+default\s+(?:(?P<kind>(?:async\s+)?function\s*\*?|class)\s+(?P<name>[\w$]+))?", re.M
 )
+# `export const { a, b } = expr;` with plain names (a scene's lifecycle: scene-kit.js sceneLifecycle); a rename or a
+# default inside the braces is left to the "does not understand" error below
+EXPORT_DESTRUCTURED = re.compile(r"^([ \t]*)export\s+(?P<kw>const|let|var)\s*\{(?P<names>[\w$\s,]+)\}", re.M)
 EXPORT_DECL = re.compile(
     r"^([ \t]*)export\s+(?P<decl>(?:async\s+)?function\s*\*?\s*(?P<f>[\w$]+)|class\s+(?P<c>[\w$]+)|"
     r"(?:const|let|var)\s+(?P<v>[\w$]+))",
@@ -124,6 +127,13 @@ def transform(source: str, module_id: str) -> tuple[str, list[str]]:
     body = IMPORT_BARE.sub(bare, body)
     body = EXPORT_LIST.sub(exp_list, body)
     body = EXPORT_DEFAULT.sub(exp_default, body)
+
+    def exp_destructured(m: re.Match) -> str:
+        names = [n.strip() for n in m.group("names").split(",") if n.strip()]
+        exports.extend((n, n) for n in names)
+        return f"{m.group(1)}{m.group('kw')} {{ {', '.join(names)} }}"
+
+    body = EXPORT_DESTRUCTURED.sub(exp_destructured, body)
     body = EXPORT_DECL.sub(exp_decl, body)
     body = DYNAMIC_IMPORT.sub("__import(", body)
     body = IMPORT_META.sub("__meta", body)
