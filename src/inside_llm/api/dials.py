@@ -261,7 +261,16 @@ def _curve(cfg: EngineConfig, per_mb: int, batch: int) -> tuple[tuple[int, ...],
     tpot = tuple(
         step_time(cfg, num_decode_seqs=per_mb, decode_context_tokens_total=per_mb * x).seconds * 1e3 for x in xs
     )
-    return xs, tpot, tuple(memory_per_gpu(cfg, batch, x).fits for x in xs)
+    # memory grows with context (KV and activations never shrink), so the points that fit are a prefix:
+    # bisect for its end instead of pricing the memory at every point
+    lo, hi = 0, len(xs)  # invariant: xs[:lo] fit, xs[hi:] do not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if memory_per_gpu(cfg, batch, xs[mid]).fits:
+            lo = mid + 1
+        else:
+            hi = mid
+    return xs, tpot, (True,) * lo + (False,) * (len(xs) - lo)
 
 
 @lru_cache(maxsize=64)
@@ -283,8 +292,7 @@ class DialsState(NamedTuple):
 def dials_state(p: DialsParams) -> DialsState:
     """The estimate for p, computed once per state (the answer, its fact and the page's fact all read it)."""
     sp = serving_params(p)
-    est = serving.estimate(sp)
-    cfg, _ = serving.resolve(sp)
+    est, cfg = serving.estimate_resolved(sp)
     g = cfg.gpu
     d = est.to_dict()
     response = DialsResponse(

@@ -187,6 +187,8 @@ class _Phases:
     e2e_s: float
     prefill_micro_batches: int = 1
     decode_sizes: tuple[int, ...] = (1,)
+    decode_steps: tuple[StepTime, ...] = ()  # one per decode_sizes entry (estimate reuses them)
+    prefill_steps: tuple[StepTime, ...] = ()  # one per micro-batch of the chosen prefill split
 
 
 def split(batch: int, parts: int) -> tuple[int, ...]:
@@ -223,7 +225,7 @@ def _phases(cfg: EngineConfig, p: ServingParams, micro_batches: int | None = Non
     ctx = P + O / 2
     decodes = {n: step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(n * ctx)) for n in set(sizes)}
     tpot = max(max(decodes[n].seconds for n in sizes), sum(decodes[n].seconds for n in sizes) / pp)
-    best: tuple[float, int, StepTime] | None = None
+    best: tuple[float, int, tuple[StepTime, ...]] | None = None
     options = (
         {m_b} if pp == 1 or micro_batches else {m_b, p.batch} | {k * pp for k in (2, 4, 8, 16) if k * pp < p.batch}
     )
@@ -232,9 +234,20 @@ def _phases(cfg: EngineConfig, p: ServingParams, micro_batches: int | None = Non
         steps = {n: _prefill(cfg, P, n) for n in set(psizes)}
         t = _pipelined([steps[n].seconds for n in psizes], pp) if pp > 1 else steps[psizes[0]].seconds
         if best is None or t < best[0]:
-            best = (t, m, steps[psizes[0]])
-    ttft, m_p, prefill = best
-    return _Phases(prefill, decodes[sizes[0]], m_b, ttft, tpot, ttft + (O - 1) * tpot, m_p, sizes)
+            best = (t, m, tuple(steps[n] for n in psizes))
+    ttft, m_p, psteps = best
+    return _Phases(
+        psteps[0],
+        decodes[sizes[0]],
+        m_b,
+        ttft,
+        tpot,
+        ttft + (O - 1) * tpot,
+        m_p,
+        sizes,
+        tuple(decodes[n] for n in sizes),
+        psteps,
+    )
 
 
 def pipeline_times(cfg: EngineConfig, p: ServingParams, micro_batches: int | None = None) -> _Phases:
@@ -307,6 +320,11 @@ def node_facts(cfg: EngineConfig, gpus: int) -> NodeFacts:
 
 def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
     """The dials estimate (see module docstring). ValueError names a bad field and its bound."""
+    return estimate_resolved(p)[0]
+
+
+def estimate_resolved(p: ServingParams = ServingParams()) -> tuple[ServingEstimate, EngineConfig]:
+    """`estimate(p)` and the EngineConfig it resolved (the API reuses it rather than resolving again)."""
     cfg, replicas = resolve(p)
     ph = _phases(cfg, p)
     O = p.output_tokens
@@ -318,16 +336,10 @@ def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
     fit = max_batch(cfg, p.prompt_tokens + O)
     peak = math_rate(cfg.gpu, cfg.precision).flops_per_s
     n_gpu = cfg.tp * cfg.pp
-    mb = split(p.batch, ph.prefill_micro_batches)
-    prefill_flops = sum(_prefill(cfg, p.prompt_tokens, n).flops for n in mb)
-    decode_flops = sum(
-        step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(n * (p.prompt_tokens + O / 2))).flops
-        for n in ph.decode_sizes
-    )
-    decode_bytes = sum(
-        step_time(cfg, num_decode_seqs=n, decode_context_tokens_total=round(n * (p.prompt_tokens + O / 2))).hbm_bytes
-        for n in ph.decode_sizes
-    )
+    # the steps _phases already priced: one per prefill micro-batch and one per decode micro-batch
+    prefill_flops = sum(s.flops for s in ph.prefill_steps)
+    decode_flops = sum(s.flops for s in ph.decode_steps)
+    decode_bytes = sum(s.hbm_bytes for s in ph.decode_steps)
     mfu = (prefill_flops + (O - 1) * decode_flops) / (ph.e2e_s * n_gpu * peak)
     bw_util = decode_bytes / (ph.tpot_s * n_gpu * cfg.gpu.hbm_bytes_per_s)
     est = ServingEstimate(
@@ -350,7 +362,7 @@ def estimate(p: ServingParams = ServingParams()) -> ServingEstimate:
         nodes=node_facts(cfg, p.gpus),
         engine_profile=engines.profiles()[cfg.efficiency.profile].label(),
     )
-    return replace(est, math=_derivations(cfg, p, est, ph))  # the derivations quote the figures above
+    return replace(est, math=_derivations(cfg, p, est, ph)), cfg  # the derivations quote the figures above
 
 
 def params_from(source: Any, **overrides: Any) -> ServingParams:
