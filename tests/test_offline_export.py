@@ -120,6 +120,13 @@ def test_bundler_refuses_what_it_cannot_bundle(tmp_path, src):
         bundle(tmp_path, "m.js", [])
 
 
+def test_bundle_holds_a_module_imported_on_demand(tmp_path):
+    (tmp_path / "m.js").write_text("export async function go() { return (await import('./later.js')).x; }\n")
+    (tmp_path / "later.js").write_text("export const x = 1;\n")
+    code = bundle(tmp_path, "m.js", [])
+    assert 'defs["later.js"]' in code and "__import('./later.js')" in code
+
+
 def test_bundle_of_the_real_site_is_valid_javascript(tmp_path):
     js = static_dir() / "js"
     lazy = [f"scenes/{p.name}" for p in sorted((js / "scenes").glob("*.js"))]

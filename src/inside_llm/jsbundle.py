@@ -36,6 +36,9 @@ EXPORT_DECL = re.compile(
     re.M,
 )
 DYNAMIC_IMPORT = re.compile(r"(?<![\w$.])import\s*\(")
+# `import('./x.js')` with a literal path: a module loaded on demand (lib/attached.js, share.js's export.js), which the
+# offline bundle must hold too, though no page preloads it
+DYNAMIC_LITERAL = re.compile(r"""(?<![\w$.])import\s*\(\s*(?P<q>['"])(?P<spec>\.{1,2}/[^'"]+)(?P=q)\s*\)""")
 IMPORT_META = re.compile(r"(?<![\w$.])import\.meta\b")
 TOP_LEVEL_AWAIT = re.compile(r"^await\s", re.M)
 
@@ -160,8 +163,10 @@ def bundle(js_root: Path, entry: str, lazy: list[str]) -> str:
         path = js_root / mid
         if not path.is_file():
             raise ValueError(f"{mid}: imported but not found under {js_root}")
-        body, deps = transform(path.read_text(encoding="utf-8"), mid)
+        source = path.read_text(encoding="utf-8")
+        body, deps = transform(source, mid)
         todo.extend(_resolve(mid, d) for d in deps)
+        todo.extend(_resolve(mid, m.group("spec")) for m in DYNAMIC_LITERAL.finditer(source))
         chunks.append(
             f"  defs[{json.dumps(mid)}] = function (__exports, __require, __import, __meta) {{\n{body}\n}};\n"
         )

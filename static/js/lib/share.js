@@ -1,7 +1,6 @@
 // share.js: the stage toolbar: Share (exact-state link), Embed (iframe snippet), Download SVG/PNG, Present.
 
 import { h, clear } from './svg.js';
-import { stageToSVG, svgToPNG, download, pngScale } from './export.js';
 
 const FRAME_SIZES = [['960x540', '960 × 540 (16:9)'], ['1280x720', '1280 × 720 (16:9)'],
   ['1920x1080', '1920 × 1080 (16:9)'], ['1024x768', '1024 × 768 (4:3)'], ['390x700', '390 × 700 (phone)'],
@@ -127,6 +126,8 @@ function embed(panel, api) {
 async function saveImage(api, kind) {
   api.status(`Preparing ${kind.toUpperCase()}…`);
   try {
+    // loaded on the first SVG or PNG asked for: 4 KB of gzip no other visitor needs to fetch (issue 25)
+    const { stageToSVG, svgToPNG, download, pngScale } = await import('./export.js');
     const { svg, width, height } = stageToSVG(api.stage, api.caption());
     const blob = kind === 'svg' ? new Blob([svg], { type: 'image/svg+xml' })
       : await svgToPNG(svg, width, height, pngScale(width));

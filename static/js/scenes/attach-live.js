@@ -17,23 +17,16 @@ const WINDOW_S = 30; // lanes: the last WINDOW_S seconds
 const CELLS = 128; // pages: the pool drawn as this many cells
 
 /**
- * The panel after `opts.after` (an element of `parent`), once GET /api/attach lists a server; nothing otherwise.
- * opts: { kind: 'lanes' | 'pages', after, fetchJSON: the page's (offline-aware) GET }. Returns { stop() }.
+ * The panel after `opts.after` (an element of `parent`) for `list`, GET /api/attach's answer naming at least one
+ * server (lib/attached.js whenAttached asks, and loads this module only then). opts: { kind: 'lanes' | 'pages', after, fetchJSON: the page's (offline-aware) GET }. Returns { stop() }.
  */
-export function thatServerPanel(parent, opts) {
+export function thatServerPanel(parent, opts, list) {
   const p = { opts, parent, el: null, name: null, timer: 0, shown: false, stopped: false, history: [], view: null };
-  begin(p);
+  begin(p, list);
   return { stop: () => stop(p), panel: () => p.el };
 }
 
-async function begin(p) {
-  let list;
-  try {
-    list = await p.opts.fetchJSON('/api/attach');
-  } catch (err) {
-    return; // offline copy, or an older server: no panel
-  }
-  if (p.stopped || !list.servers || !list.servers.length) return;
+function begin(p, list) {
   sceneStyles('attach-live');
   build(p, list.servers);
   p.io = new IntersectionObserver((entries) => {

@@ -35,13 +35,14 @@ function errText(e) {
 const ms = (v) => (v === null || v === undefined ? '—' : duration(v));
 
 /**
- * The card after `after` (the dials' grid), once GET /api/attach lists a server. opts: { question() → the chat
+ * The card after `after` (the dials' grid) for `list`, GET /api/attach's answer naming at least one server
+ * (lib/attached.js whenAttached asks, and loads this module only then). opts: { question() → the chat
  * box's question, after }. Returns { update(dials data), destroy() }.
  */
-export function createAttached(parent, ctx, opts) {
+export function createAttached(parent, ctx, opts, list) {
   const a = { ctx, opts, parent, el: null, name: null, data: null, ctrl: null, timer: 0, gone: false, allowed: [],
     last: null, lastRun: null, seq: 0 };
-  begin(a);
+  begin(a, list);
   return { update: (d) => update(a, d), destroy: () => destroy(a), card: () => a.el };
 }
 
@@ -53,14 +54,7 @@ function update(a, d) {
   reprice(a);
 }
 
-async function begin(a) {
-  let list;
-  try {
-    list = await a.ctx.fetchJSON('/api/attach');
-  } catch {
-    return; // an offline copy or an older server: no card
-  }
-  if (a.gone || !list.servers || !list.servers.length) return;
+function begin(a, list) {
   sceneStyles('dials-attach');
   a.allowed = list.measure || [];
   build(a, list.servers);

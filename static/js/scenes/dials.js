@@ -11,7 +11,7 @@ import { createExplain } from './dials-explain.js';
 import { createDownload } from './dials-download.js';
 import { createSweep } from './dials-sweep.js';
 import { createPin } from './dials-pin.js';
-import { createAttached } from './dials-attach.js';
+import { whenAttached } from '../lib/attached.js';
 
 const minus = (s) => s.replace(/^-/, '−');
 const ms = (v) => (v < 1000 ? [num(v, 3), 'ms'] : [num(v / 1000, 3), 's']);
@@ -66,7 +66,13 @@ export function mount(stage, context) {
   view.curve = createCurve(body);
   view.chat = createChat(body, ctx);
   // an attached server (the operator's --attach): the question through it, measured beside the prediction
-  if (!ctx.embed && !offlinePage()) view.attach = createAttached(wrap, ctx, { question: () => view.chat.question(), after: grid });
+  if (!ctx.embed && !offlinePage()) {
+    view.attach = whenAttached(ctx.fetchJSON, () => import('./dials-attach.js'), (m, list) => {
+      const card = m.createAttached(wrap, ctx, { question: () => view.chat.question(), after: grid }, list);
+      if (view.data) card.update(view.data); // the dials drawn before the card arrived
+      return card;
+    });
+  }
   if (!ctx.embed) view.byo = byoPanel(wrap);
   if (!ctx.embed) view.download = createDownload(wrap);
   if (!ctx.embed) view.sweep = createSweep(wrap, ctx, view.pin);
@@ -83,7 +89,7 @@ function offlinePage() {
 export function unmount() {
   if (!view) return;
   view.chat.destroy();
-  if (view.attach) view.attach.destroy();
+  if (view.attach) { view.attach.stop(); view.attach.current()?.destroy(); }
   view.curve.cancel();
   view.mem.destroy();
   if (view.anim) view.anim.cancel();
@@ -101,7 +107,7 @@ export function update(data, params) {
   updateRoof(data);
   view.curve.update(data);
   view.chat.update(data);
-  if (view.attach) view.attach.update(data);
+  view.attach?.current()?.update(data);
   if (view.explain) view.explain.update();
   if (view.download) view.download.update(params, view.pin ? view.pin.params : null);
   if (view.sweep) view.sweep.update(params);

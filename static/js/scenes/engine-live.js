@@ -14,7 +14,7 @@ import { svg, h, clear } from '../lib/svg.js';
 import { fetchJSON } from '../lib/api.js';
 import { num, fixed, bytes, plural } from '../lib/format.js';
 import { sceneStyles } from '../lib/scene-kit.js';
-import { thatServerPanel } from './attach-live.js';
+import { whenAttached } from '../lib/attached.js';
 
 const WINDOW_S = 30; // lanes show the last WINDOW_S seconds
 const REOPEN_MS = 1000; // after the feed ends, while the panel is shown
@@ -59,8 +59,9 @@ export function livePanel(parent, opts) {
   p.ro.observe(p.picture);
   start(p);
   // "That server, now" (attach-live.js): a server the operator attached, right after this panel; none: nothing
-  const that = thatServerPanel(parent, { kind: opts.kind, after: el, fetchJSON: opts.fetchJSON });
-  return { el, stop: () => { stop(p); that.stop(); } };
+  const that = whenAttached(opts.fetchJSON, () => import('./attach-live.js'),
+    (m, list) => m.thatServerPanel(parent, { kind: opts.kind, after: el, fetchJSON: opts.fetchJSON }, list));
+  return { el, stop: () => { stop(p); that.stop(); that.current()?.stop(); } };
 }
 
 async function start(p) {
