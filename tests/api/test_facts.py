@@ -84,8 +84,8 @@ def test_a_state_is_estimated_once_for_its_page_answer_and_fact(client, monkeypa
     from inside_llm.sim.cost import serving
 
     calls = []
-    real = serving.estimate
-    monkeypatch.setattr(serving, "estimate", lambda sp: calls.append(sp) or real(sp))
+    real = serving.estimate_resolved  # what the API calls (estimate() wraps it): counting it counts every estimate
+    monkeypatch.setattr(serving, "estimate_resolved", lambda sp: calls.append(sp) or real(sp))
     q = {"prompt_tokens": 1234, "batch": 24}
     assert client.get("/dials", params=q).status_code == 200
     d = client.get("/api/dials", params=q).json()

@@ -59,6 +59,12 @@ def test_batch_slider_moves_the_readouts_and_the_url(page, base_url):
 TOKEN_TIMES = """() => [...document.querySelectorAll('.answer-text .tok')].map((t) =>
   [Number(t.dataset.arrived), Number(t.dataset.due), Number(t.dataset.shown)])"""
 FRAME_SLACK_MS = 400  # a token due now is drawn at the next animation frame (late on a loaded machine)
+# the longest wait between two animation frames while the page ran: a browser stalled that long (a loaded machine:
+# CI once saw a token drawn 577 ms after it was due) drew nothing at all meanwhile, so a token's lateness is held to
+# the slack plus that stall. A page that held tokens back while frames flowed is still caught.
+STALLS_JS = """(() => { window.__stall = 0; let last = 0;
+  const f = (t) => { if (last) window.__stall = Math.max(window.__stall, t - last); last = t; requestAnimationFrame(f); };
+  requestAnimationFrame(f); })();"""
 
 
 def chat_done(page, timeout=180_000):
@@ -74,14 +80,15 @@ def check_schedule(page, rate: float):
     times = page.evaluate(TOKEN_TIMES)
     ttft = float(page.locator(".dials-chat").get_attribute("data-ttft-shown-ms"))
     gap = 1000 / rate
+    slack = FRAME_SLACK_MS + page.evaluate("window.__stall")
     assert len(times) >= 2, times
     prev = None
     for i, (arrived, due, shown) in enumerate(times):
         allowed = ttft if prev is None else prev + gap
         assert due == pytest.approx(max(arrived, allowed), abs=0.2), f"token {i}: {arrived=} {due=} {allowed=}"
-        assert due - 0.2 <= shown <= due + FRAME_SLACK_MS, f"token {i} drawn at {shown} ms, due at {due} ms"
+        assert due - 0.2 <= shown <= due + slack, f"token {i} drawn at {shown} ms, due at {due} ms (slack {slack} ms)"
         prev = due
-    return times, ttft
+    return times, ttft, slack
 
 
 def test_chat_streams_as_written_and_the_first_token_shows_within_a_second(page, base_url, smollm):
@@ -89,14 +96,15 @@ def test_chat_streams_as_written_and_the_first_token_shows_within_a_second(page,
     after the chat starts whenever the server's own first token came in time, and it is drawn long before the
     server has written the answer (was: every token held until the whole answer was written, 6.3 s)."""
     page.set_viewport_size({"width": 1440, "height": 900})
+    page.add_init_script(STALLS_JS)
     page.goto(base_url + "/tour/dials?q=" + "Why is the sky blue?".replace(" ", "+"))
     wait_drawn(page)
     chat_done(page)
     rate = float(page.locator(".dials-chat").get_attribute("data-rate"))
-    times, ttft = check_schedule(page, rate)
+    times, ttft, slack = check_schedule(page, rate)
     first_arrived, _, first_shown = times[0]
     assert ttft == pytest.approx(673, abs=1)
-    assert first_shown <= max(1000, first_arrived + FRAME_SLACK_MS), (
+    assert first_shown <= max(1000, first_arrived + slack), (
         f"first token drawn {first_shown} ms after the chat started (it arrived at {first_arrived} ms)"
     )
     assert first_shown < times[-1][0], "the first token is drawn before the last one is written"
@@ -139,13 +147,14 @@ def test_a_slow_configuration_paces_the_chat_and_says_so(page, base_url):
         "**/api/generate?*",
         lambda route: route.fulfill(status=200, content_type="text/event-stream", body=sse_body(pieces)),
     )
+    page.add_init_script(STALLS_JS)
     page.goto(base_url + "/tour/dials?gpu=l40s&batch=1024&prompt_tokens=128&precision=int4&kv_precision=fp8")
     wait_drawn(page)
     page.wait_for_function("() => document.querySelector('.chat-foot')?.textContent.includes('shown shortened to 3')")
     chat_done(page)
     rate = float(page.locator(".dials-chat").get_attribute("data-rate"))
     assert rate < 5
-    times, ttft = check_schedule(page, rate)
+    times, ttft, slack = check_schedule(page, rate)
     assert ttft == 3000 and len(times) == len(pieces)
     assert all(due - arrived > 0 for arrived, due, _ in times), f"every token waited on the configuration: {times}"
     assert [due for _, due, _ in times] == pytest.approx([3000 + i * 1000 / rate for i in range(len(pieces))], abs=1)
